@@ -1,0 +1,46 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: typed errors.
+
+Module code turns these into ``fail_json`` once, at the edge; the node-side
+``gpuops`` command turns them into log lines and exit codes.
+"""
+
+from __future__ import annotations
+
+
+class GpuopsError(Exception):
+    """Base class of every error this collection raises on purpose."""
+
+
+class ParameterError(GpuopsError):
+    """A parameter is missing, malformed or contradicts another one."""
+
+    def __init__(self, field, reason):
+        self.field = field
+        self.reason = reason
+        super(ParameterError, self).__init__("%s: %s" % (field, reason))
+
+
+class CheckpointDecodeError(GpuopsError):
+    """The checkpoint is not something kubelet would decode."""
+
+    def __init__(self, reason, path):
+        self.reason = reason
+        self.path = path
+        super(CheckpointDecodeError, self).__init__(("%s: %s" % (path, reason)) if path else reason)
+
+
+class UnsafeFileError(GpuopsError):
+    """A node file is a symlink, not a regular file, too large, or changed under us."""
+
+
+class InventoryError(GpuopsError):
+    """The GPU inventory could not be read (driver not loaded, NVML or nvidia-smi error)."""
+
+    def __init__(self, reason, backend=None):
+        self.reason = reason
+        self.backend = backend
+        super(InventoryError, self).__init__(reason)

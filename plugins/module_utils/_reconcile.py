@@ -1,0 +1,338 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: compare a kubelet checkpoint with the real GPUs.
+
+``describe()`` backs ``kubelet_checkpoint_info``; ``plan()`` is the pure planner;
+``reconcile()`` applies a plan (backup first, atomic writes) and backs
+``kubelet_checkpoint`` and the node-side ``gpuops`` command alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
+from ansible_collections.gpuops.fleet.plugins.module_utils import _device_ids as ids
+from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError, ParameterError, UnsafeFileError
+
+DEFAULT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+# Not inside device-plugins/: kubelets up to 1.2x delete every file there but the checkpoint.
+DEFAULT_BACKUP_DIR = "/var/lib/gpuops/backups"
+
+STRATEGIES = ("remove", "prune")
+ON_CORRUPT = ("report", "remove")
+ON_UNKNOWN_INVENTORY = ("fail", "skip")
+
+STATE_MISSING = "missing"
+STATE_CORRUPT = "corrupt"
+STATE_UP_TO_DATE = "up_to_date"
+STATE_STALE = "stale"
+STATE_INVENTORY_UNKNOWN = "inventory_unknown"
+
+
+def entry_dict(entry):
+    """Public form of a pod entry: flat device IDs, NUMA map for v2 (keys as strings)."""
+    out = {
+        "pod_uid": entry.pod_uid,
+        "container_name": entry.container_name,
+        "resource_name": entry.resource_name,
+        "device_ids": entry.flat_device_ids(),
+    }
+    if isinstance(entry.device_ids, dict):
+        out["numa_nodes"] = dict((str(node), list(v or ())) for node, v in sorted(entry.device_ids.items()))
+    else:
+        out["numa_nodes"] = None
+    return out
+
+
+def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES, node_file=None):
+    """Read-only report of a checkpoint file (the ``kubelet_checkpoint_info`` result)."""
+    result = {
+        "path": path,
+        "exists": False,
+        "size": None,
+        "layout": None,
+        "checksum_valid": False,
+        "stored_checksum": None,
+        "computed_checksum": None,
+        "boot_id": None,
+        "registered_devices": {},
+        "pod_device_entries": [],
+        "error": None,
+    }
+    try:
+        nf = node_file if node_file is not None else nodefile.read(path, max_bytes)
+    except UnsafeFileError as exc:
+        # Reported, not raised: the info module describes, it does not judge.
+        result["exists"] = os.path.lexists(path)
+        result["error"] = str(exc)
+        return result, None
+    if nf is None:
+        return result, None
+    result["exists"] = True
+    result["size"] = len(nf.data)
+    decoded = codec.decode(nf.data)
+    result["error"] = decoded.error
+    cp = decoded.checkpoint
+    if cp is not None:
+        result["layout"] = cp.layout
+        result["checksum_valid"] = decoded.valid
+        result["stored_checksum"] = cp.checksum
+        result["computed_checksum"] = cp.computed_checksum()
+        result["boot_id"] = cp.boot_id or None
+        result["registered_devices"] = dict((k, list(v or ())) for k, v in (cp.registered or {}).items())
+        result["pod_device_entries"] = [entry_dict(e) for e in cp.entries or ()]
+    return result, decoded
+
+
+class Plan(object):
+    """What is stale in a checkpoint, per GPU resource."""
+
+    __slots__ = ("stale", "stale_registered", "affected", "unrecognized", "gpu_ids_listed")
+
+    def __init__(self):
+        self.stale = {}
+        self.stale_registered = {}
+        self.affected = []
+        self.unrecognized = {}
+        self.gpu_ids_listed = 0
+
+    @property
+    def is_stale(self):
+        return bool(self.stale)
+
+
+def _add(bucket, resource, device_id):
+    values = bucket.setdefault(resource, [])
+    if device_id not in values:
+        values.append(device_id)
+
+
+def count_gpu_ids(cp, patterns):
+    total = 0
+    for resource, values in (cp.registered or {}).items():
+        if ids.is_gpu_resource(resource, patterns):
+            total += len(values or ())
+    for entry in cp.entries or ():
+        if ids.is_gpu_resource(entry.resource_name, patterns):
+            total += len(entry.flat_device_ids())
+    return total
+
+
+def plan(cp, inventory, patterns):
+    """Classify every GPU-resource device ID of ``cp`` against ``inventory`` (pure)."""
+    result = Plan()
+    state_of = {}
+
+    def state(device_id):
+        if device_id not in state_of:
+            state_of[device_id] = inventory.state(device_id)
+        return state_of[device_id]
+
+    for resource, values in (cp.registered or {}).items():
+        if not ids.is_gpu_resource(resource, patterns):
+            continue
+        for device_id in values or ():
+            result.gpu_ids_listed += 1
+            s = state(device_id)
+            if s == ids.STALE:
+                _add(result.stale, resource, device_id)
+                _add(result.stale_registered, resource, device_id)
+            elif s == ids.UNRECOGNIZED:
+                _add(result.unrecognized, resource, device_id)
+    for index, entry in enumerate(cp.entries or ()):
+        if not ids.is_gpu_resource(entry.resource_name, patterns):
+            continue
+        stale_here = []
+        for device_id in entry.flat_device_ids():
+            result.gpu_ids_listed += 1
+            s = state(device_id)
+            if s == ids.STALE:
+                _add(result.stale, entry.resource_name, device_id)
+                if device_id not in stale_here:
+                    stale_here.append(device_id)
+            elif s == ids.UNRECOGNIZED:
+                _add(result.unrecognized, entry.resource_name, device_id)
+        if stale_here:
+            item = entry_dict(entry)
+            item["stale_device_ids"] = stale_here
+            item["entry_index"] = index
+            result.affected.append(item)
+    return result
+
+
+def prune(cp, the_plan):
+    """A copy of ``cp`` without stale registrations and without pod entries that hold stale IDs."""
+    drop = set(item["entry_index"] for item in the_plan.affected)
+    entries = None
+    if cp.entries is not None:
+        entries = [e.copy() for i, e in enumerate(cp.entries) if i not in drop]
+    registered = None
+    if cp.registered is not None:
+        registered = {}
+        for resource, values in cp.registered.items():
+            stale = set(the_plan.stale_registered.get(resource, ()))
+            registered[resource] = None if values is None else [v for v in values if v not in stale]
+    return codec.Checkpoint(cp.layout, entries, registered, 0, cp.boot_id)
+
+
+def render(cp):
+    """Human-readable, secret-free rendering of a checkpoint for diffs (AllocResp redacted)."""
+    if cp is None:
+        return ""
+    entries = None
+    if cp.entries is not None:
+        entries = []
+        for e in cp.entries:
+            item = entry_dict(e)
+            item["alloc_resp"] = None if e.alloc_resp is None else "<redacted: %d bytes>" % len(e.alloc_resp)
+            entries.append(item)
+    doc = {"layout": cp.layout, "pod_device_entries": entries, "registered_devices": cp.registered}
+    if cp.boot_id:
+        doc["boot_id"] = cp.boot_id
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def validate_options(strategy, on_corrupt, unknown_inventory, backup_dir, path, max_bytes=1):
+    if not isinstance(max_bytes, int) or max_bytes <= 0:
+        raise ParameterError("max_bytes", "%r must be a positive number of bytes" % (max_bytes,))
+    for field, value, allowed in (
+        ("strategy", strategy, STRATEGIES),
+        ("on_corrupt", on_corrupt, ON_CORRUPT),
+        ("unknown_inventory", unknown_inventory, ON_UNKNOWN_INVENTORY),
+    ):
+        if value not in allowed:
+            raise ParameterError(field, "%r is not one of %s" % (value, ", ".join(allowed)))
+    for field, value in (("path", path), ("backup_dir", backup_dir)):
+        if not value or not os.path.isabs(value):
+            raise ParameterError(field, "%r must be an absolute path" % (value,))
+    if os.path.realpath(backup_dir) == os.path.realpath(os.path.dirname(path)):
+        raise ParameterError("backup_dir", "must not be the checkpoint's own directory: kubelet may delete files there; use e.g. %s" % DEFAULT_BACKUP_DIR)
+
+
+def _base_result(path):
+    return {
+        "changed": False,
+        "path": path,
+        "state": None,
+        "action": "none",
+        "layout": None,
+        "checksum_valid": False,
+        "error": None,
+        "stale": {},
+        "affected_pods": [],
+        "unrecognized": {},
+        "backup_path": None,
+        "msg": "",
+        "diff": {"before": "", "after": ""},
+    }
+
+
+def _unknown(result, reason, unknown_inventory):
+    if unknown_inventory == "fail":
+        raise InventoryError("GPU inventory unknown, checkpoint left untouched: %s" % reason)
+    result["state"] = STATE_INVENTORY_UNKNOWN
+    result["action"] = "skipped"
+    result["msg"] = "GPU inventory unknown, checkpoint left untouched: %s" % reason
+    return result
+
+
+def reconcile(
+    facts,
+    path=DEFAULT_PATH,
+    strategy="remove",
+    on_corrupt="report",
+    unknown_inventory="fail",
+    backup_dir=DEFAULT_BACKUP_DIR,
+    resources=ids.DEFAULT_GPU_RESOURCES,
+    check_mode=False,
+    max_bytes=nodefile.DEFAULT_MAX_BYTES,
+    now=None,
+):
+    """Bring the checkpoint at ``path`` in line with the GPUs in ``facts`` (a gpuops_gpus dict).
+
+    Returns a result dict (see the kubelet_checkpoint module's RETURN). Raises
+    InventoryError (unknown inventory with ``unknown_inventory=fail``),
+    ParameterError or UnsafeFileError; nothing is written in those cases.
+    """
+    validate_options(strategy, on_corrupt, unknown_inventory, backup_dir, path, max_bytes)
+    patterns = ids.validate_resource_patterns(resources)
+    result = _base_result(path)
+
+    nf = nodefile.read(path, max_bytes)
+    if nf is None:
+        result["state"] = STATE_MISSING
+        result["msg"] = "no checkpoint at %s; kubelet writes a fresh one" % path
+        return result
+    decoded = codec.decode(nf.data)
+    cp = decoded.checkpoint
+    result["error"] = decoded.error
+    result["checksum_valid"] = decoded.valid
+    result["layout"] = cp.layout if cp is not None else None
+    result["diff"]["before"] = render(cp) if cp is not None else "<undecodable checkpoint, %d bytes>\n" % len(nf.data)
+
+    if not facts.get("available"):
+        return _unknown(result, facts.get("reason") or "gpu_uuid_facts reported the GPUs as unavailable", unknown_inventory)
+    inventory = ids.inventory_from_facts(facts)
+    if inventory.gpu_count == 0:
+        if cp is None:
+            return _unknown(result, "zero GPUs seen and the checkpoint cannot be decoded", unknown_inventory)
+        listed = count_gpu_ids(cp, patterns)
+        if listed:
+            return _unknown(result, "zero GPUs seen while the checkpoint lists %d GPU device IDs" % listed, unknown_inventory)
+
+    if not decoded.valid:
+        result["state"] = STATE_CORRUPT
+        if on_corrupt == "report":
+            result["diff"]["after"] = result["diff"]["before"]
+            result["msg"] = "checkpoint is corrupt (%s); kubelet ignores it; left in place (on_corrupt=report)" % decoded.error
+            return result
+        return _move_aside(result, nf, backup_dir, check_mode, now, "corrupt checkpoint (%s)" % decoded.error)
+
+    the_plan = plan(cp, inventory, patterns)
+    result["stale"] = the_plan.stale
+    result["affected_pods"] = the_plan.affected
+    result["unrecognized"] = the_plan.unrecognized
+    if not the_plan.is_stale:
+        result["state"] = STATE_UP_TO_DATE
+        result["diff"]["after"] = result["diff"]["before"]
+        result["msg"] = "checkpoint is up to date with the %d GPU(s) seen" % inventory.gpu_count
+        return result
+
+    result["state"] = STATE_STALE
+    why = "stale device IDs %s" % ", ".join("%s: %s" % (r, " ".join(v)) for r, v in sorted(the_plan.stale.items()))
+    if strategy == "remove":
+        return _move_aside(result, nf, backup_dir, check_mode, now, why)
+
+    new_cp = prune(cp, the_plan)
+    data, _ = codec.encode(new_cp)
+    result["diff"]["after"] = render(new_cp)
+    result["changed"] = True
+    result["action"] = "pruned"
+    if not check_mode:
+        result["backup_path"] = nodefile.write_backup(nf, backup_dir, now)
+        nodefile.atomic_replace(nf, data)
+    result["msg"] = "%s: removed them and %d pod entr%s; kept every other entry" % (
+        why,
+        len(the_plan.affected),
+        "y" if len(the_plan.affected) == 1 else "ies",
+    )
+    return result
+
+
+def _move_aside(result, nf, backup_dir, check_mode, now, why):
+    result["changed"] = True
+    result["action"] = "removed"
+    result["diff"]["after"] = ""
+    if not check_mode:
+        result["backup_path"] = nodefile.write_backup(nf, backup_dir, now)
+        nodefile.remove(nf)
+    result["msg"] = "%s: moved the checkpoint aside%s; kubelet writes a fresh one" % (
+        why,
+        "" if check_mode else " to " + result["backup_path"],
+    )
+    return result

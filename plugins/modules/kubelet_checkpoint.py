@@ -1,0 +1,250 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kubelet_checkpoint
+short_description: Make kubelet's device checkpoint agree with the node's real GPUs
+version_added: 0.1.0
+description:
+  - Compares every GPU device ID in C(kubelet_internal_checkpoint) (registered devices and pod allocations)
+    with the GPUs the node really has, per resource. Plain GPU UUIDs, time-slicing replicas (C(<uuid>::<n>)),
+    MIG UUIDs (current and legacy C(MIG-GPU-<uuid>/<gi>/<ci>) forms), gpushare IDs (C(<uuid>-_-<n>)) and index IDs
+    are understood; resources outside O(resources) (RDMA, SR-IOV, ...) are never touched.
+  - When IDs are stale (a GPU was replaced or its UUID changed), either moves the file aside (O(strategy=remove),
+    the proven GPUOps behaviour; kubelet writes a fresh one) or rewrites it without the stale registrations and
+    the pod entries that hold them (O(strategy=prune)), keeping every other entry, with a checksum kubelet accepts.
+  - A timestamped backup is always written before the file is removed or rewritten; rewrites are atomic and keep
+    mode and owner.
+  - Nothing is changed when the GPU inventory is unknown (driver not loaded, NVML or C(nvidia-smi) error, or zero
+    GPUs seen while the checkpoint lists some).
+  - kubelet keeps its device state in memory; restart kubelet after a change on a node where it is running, or run
+    this before kubelet starts (the C(gpuops.fleet.checkpoint_guard) role does that at boot).
+author:
+  - gpuops.fleet contributors
+extends_documentation_fragment:
+  - gpuops.fleet.attributes
+  - gpuops.fleet.attributes.gpu_backend
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details:
+      - The diff shows the decoded checkpoint before and after; C(AllocResp) payloads are redacted.
+  idempotent:
+    support: full
+options:
+  path:
+    description: Absolute path of the checkpoint file. Symlinks are refused.
+    type: path
+    default: /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
+  gpus:
+    description:
+      - The GPU inventory to compare with, as returned by M(gpuops.fleet.gpu_uuid_facts) in C(ansible_facts.gpuops_gpus).
+      - When not set, the module reads the GPUs itself with O(backend).
+    type: dict
+  strategy:
+    description:
+      - V(remove) moves a stale checkpoint aside (into O(backup_dir)); kubelet starts from a fresh one.
+      - V(prune) rewrites it without the stale IDs and the pod entries holding them.
+    type: str
+    choices: [remove, prune]
+    default: remove
+  on_corrupt:
+    description:
+      - What to do with a checkpoint kubelet would reject (bad JSON, wrong types, checksum mismatch).
+      - V(report) leaves it in place (kubelet ignores it and starts without allocations); V(remove) moves it into O(backup_dir).
+    type: str
+    choices: [report, remove]
+    default: report
+  unknown_inventory:
+    description:
+      - What to do when the GPU inventory is unknown. V(fail) fails the task, V(skip) returns C(action=skipped).
+        Either way the checkpoint is left untouched.
+    type: str
+    choices: [fail, skip]
+    default: fail
+  backup_dir:
+    description:
+      - Directory for timestamped backups, created with mode C(0700) when missing.
+      - Must not be the checkpoint's own directory, where kubelet may delete unknown files.
+    type: path
+    default: /var/lib/gpuops/backups
+  resources:
+    description:
+      - Device-plugin resource names (shell globs) whose IDs name GPUs. Other resources are left untouched.
+    type: list
+    elements: str
+    default: [nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*, aliyun.com/gpu-mem]
+  max_bytes:
+    description: Refuse to read a checkpoint larger than this many bytes.
+    type: int
+    default: 16777216
+seealso:
+  - module: gpuops.fleet.gpu_uuid_facts
+  - module: gpuops.fleet.kubelet_checkpoint_info
+"""
+
+EXAMPLES = r"""
+- name: Read the GPUs
+  gpuops.fleet.gpu_uuid_facts:
+
+- name: Move a stale checkpoint aside (GPUOps behaviour, with a backup)
+  gpuops.fleet.kubelet_checkpoint:
+    gpus: "{{ ansible_facts.gpuops_gpus }}"
+  register: reconcile
+
+- name: Restart kubelet so it forgets the stale devices
+  ansible.builtin.systemd_service:
+    name: kubelet
+    state: restarted
+  when: reconcile.changed
+
+- name: Keep valid allocations, drop only the stale ones
+  gpuops.fleet.kubelet_checkpoint:
+    strategy: prune
+    resources: [nvidia.com/gpu, aliyun.com/gpu-mem]
+
+- name: Also clear a corrupt checkpoint, and skip nodes whose driver is down
+  gpuops.fleet.kubelet_checkpoint:
+    on_corrupt: remove
+    unknown_inventory: skip
+"""
+
+RETURN = r"""
+path:
+  description: The checkpoint path.
+  returned: always
+  type: str
+  sample: /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
+state:
+  description: What was found; one of V(missing), V(corrupt), V(up_to_date), V(stale), V(inventory_unknown).
+  returned: always
+  type: str
+  sample: stale
+action:
+  description: What was done (or would be done in check mode); one of V(none), V(removed), V(pruned), V(skipped).
+  returned: always
+  type: str
+  sample: removed
+layout:
+  description: Checkpoint layout (V(v1), V(v2)), V(null) when missing or undecodable.
+  returned: always
+  type: str
+  sample: v2
+checksum_valid:
+  description: Whether kubelet would accept the file as it was found.
+  returned: always
+  type: bool
+  sample: true
+error:
+  description: Why kubelet would reject the file as found, V(null) otherwise.
+  returned: always
+  type: str
+  sample: null
+stale:
+  description: Stale device IDs per resource (registered or allocated), in file order.
+  returned: always
+  type: dict
+  sample: {"nvidia.com/gpu": ["GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"]}
+affected_pods:
+  description: Pod entries that hold at least one stale ID (removed by O(strategy=prune)).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - pod_uid: 300f47eb-e5c3-4d0b-9a87-925837b67732
+      container_name: app-3g-v1
+      resource_name: nvidia.com/gpu
+      device_ids: [GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb]
+      stale_device_ids: [GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb]
+      numa_nodes: {"0": [GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb]}
+      entry_index: 0
+unrecognized:
+  description: Device IDs of GPU resources in a form this module cannot map to a GPU; reported, never called stale.
+  returned: always
+  type: dict
+  sample: {}
+backup_path:
+  description: Where the original file was saved, V(null) when nothing was written (also in check mode).
+  returned: always
+  type: str
+  sample: /var/lib/gpuops/backups/kubelet_internal_checkpoint.20261121T200102.123456Z
+msg:
+  description: One sentence on what was found and done.
+  returned: always
+  type: str
+  sample: "stale device IDs nvidia.com/gpu: GPU-7fd5...: moved the checkpoint aside to /var/lib/gpuops/backups/..."
+gpus:
+  description: The inventory that was compared with (gathered by the module when O(gpus) was not given).
+  returned: always
+  type: dict
+  sample: {"available": true, "count": 1, "driver_version": "535.104.05"}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._device_ids import DEFAULT_GPU_RESOURCES
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import BACKENDS, NVIDIA_SMI_DIRS, gather
+from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import (
+    DEFAULT_BACKUP_DIR,
+    DEFAULT_PATH,
+    ON_CORRUPT,
+    ON_UNKNOWN_INVENTORY,
+    STRATEGIES,
+    reconcile,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", default=DEFAULT_PATH),
+            gpus=dict(type="dict"),
+            backend=dict(type="str", default="auto", choices=list(BACKENDS)),
+            strategy=dict(type="str", default="remove", choices=list(STRATEGIES)),
+            on_corrupt=dict(type="str", default="report", choices=list(ON_CORRUPT)),
+            unknown_inventory=dict(type="str", default="fail", choices=list(ON_UNKNOWN_INVENTORY)),
+            backup_dir=dict(type="path", default=DEFAULT_BACKUP_DIR),
+            resources=dict(type="list", elements="str", default=list(DEFAULT_GPU_RESOURCES)),
+            max_bytes=dict(type="int", default=16 * 1024 * 1024),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    facts = params["gpus"]
+    if facts is None:
+        smi = module.get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS)
+        facts = gather(module.run_command, params["backend"], smi)
+    try:
+        if "available" not in facts:
+            raise ParameterError("gpus", "missing key 'available'; pass ansible_facts.gpuops_gpus from gpuops.fleet.gpu_uuid_facts")
+        result = reconcile(
+            facts,
+            path=params["path"],
+            strategy=params["strategy"],
+            on_corrupt=params["on_corrupt"],
+            unknown_inventory=params["unknown_inventory"],
+            backup_dir=params["backup_dir"],
+            resources=params["resources"],
+            check_mode=module.check_mode,
+            max_bytes=params["max_bytes"],
+        )
+    except GpuopsError as exc:
+        module.fail_json(msg=str(exc), path=params["path"], gpus=facts)
+    diff = result.pop("diff")
+    if module._diff:
+        result["diff"] = diff
+    if result["state"] == "corrupt" and result["action"] == "none":
+        module.warn(result["msg"])
+    module.exit_json(gpus=facts, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+/*
+ * Test stand-in for libnvidia-ml.so.1: exports the NVML symbols that
+ * gpuops.fleet calls through unmodified nvidia-ml-py (pynvml), with the real
+ * ABI (nvmlPciInfo_t is 68 bytes, nvmlMemory_t is 3 x unsigned long long).
+ *
+ * The fake node is described by the file named in GPUOPS_FAKE_NVML_CONFIG,
+ * one record a line, fields separated by '|':
+ *   driver|535.104.05
+ *   cuda|12020
+ *   init_error|9                      (nvmlInitWithFlags returns this code)
+ *   uuid_error|<gpu index>|<code>     (nvmlDeviceGetUUID fails for that GPU)
+ *   gpu|<uuid>|<name>|<bus id>|<memory MiB>|<minor>|<mig current>|<mig pending>   (mig -1: not supported)
+ *   mig|<gpu index>|<slot>|<uuid>|<profile>|<gi>|<ci>|<memory MiB>
+ * Build: gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o libnvidia-ml.so.1 fake_nvml.c
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_GPUS 16
+#define MAX_MIGS 8
+
+typedef struct { char busIdLegacy[16]; unsigned domain, bus, device, pciDeviceId, pciSubSystemId; char busId[32]; } nvmlPciInfo_t;
+typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+
+typedef struct dev {
+    int is_mig, index, minor, mig_cur, mig_pend, gi, ci, uuid_error, present;
+    unsigned long long mem_mib;
+    char uuid[96], name[96], bus[32];
+    struct dev *parent;
+    struct dev *migs[MAX_MIGS];
+} dev_t_;
+
+static dev_t_ gpus[MAX_GPUS];
+static dev_t_ migs[MAX_GPUS * MAX_MIGS];
+static int ngpus, nmigs, init_error, cuda = 12020, initialized;
+static char driver[80] = "535.104.05";
+
+static char *field(char **s) {
+    char *start = *s, *bar;
+    if (!start) return "";
+    bar = strchr(start, '|');
+    if (bar) { *bar = 0; *s = bar + 1; } else { *s = NULL; }
+    return start;
+}
+
+static void load(void) {
+    const char *path = getenv("GPUOPS_FAKE_NVML_CONFIG");
+    char line[512];
+    FILE *f;
+    ngpus = nmigs = init_error = 0;
+    memset(gpus, 0, sizeof gpus);
+    memset(migs, 0, sizeof migs);
+    if (!path || !(f = fopen(path, "r"))) { init_error = 9; return; }
+    while (fgets(line, sizeof line, f)) {
+        char *s = line, *kind;
+        line[strcspn(line, "\r\n")] = 0;
+        kind = field(&s);
+        if (!strcmp(kind, "driver")) snprintf(driver, sizeof driver, "%s", field(&s));
+        else if (!strcmp(kind, "cuda")) cuda = atoi(field(&s));
+        else if (!strcmp(kind, "init_error")) init_error = atoi(field(&s));
+        else if (!strcmp(kind, "uuid_error")) { int i = atoi(field(&s)); if (i >= 0 && i < MAX_GPUS) gpus[i].uuid_error = atoi(field(&s)); }
+        else if (!strcmp(kind, "gpu") && ngpus < MAX_GPUS) {
+            dev_t_ *g = &gpus[ngpus];
+            g->index = ngpus++;
+            g->present = 1;
+            snprintf(g->uuid, sizeof g->uuid, "%s", field(&s));
+            snprintf(g->name, sizeof g->name, "%s", field(&s));
+            snprintf(g->bus, sizeof g->bus, "%s", field(&s));
+            g->mem_mib = strtoull(field(&s), NULL, 10);
+            g->minor = atoi(field(&s));
+            g->mig_cur = atoi(field(&s));
+            g->mig_pend = atoi(field(&s));
+        } else if (!strcmp(kind, "mig") && nmigs < MAX_GPUS * MAX_MIGS) {
+            int gi = atoi(field(&s)), slot = atoi(field(&s));
+            dev_t_ *m = &migs[nmigs++];
+            char profile[32];
+            if (gi < 0 || gi >= MAX_GPUS || slot < 0 || slot >= MAX_MIGS) continue;
+            m->is_mig = 1; m->index = slot; m->parent = &gpus[gi]; m->present = 1;
+            snprintf(m->uuid, sizeof m->uuid, "%s", field(&s));
+            snprintf(profile, sizeof profile, "%s", field(&s));
+            snprintf(m->name, sizeof m->name, "%s MIG %s", gpus[gi].name, profile);
+            m->gi = atoi(field(&s));
+            m->ci = atoi(field(&s));
+            m->mem_mib = strtoull(field(&s), NULL, 10);
+            gpus[gi].migs[slot] = m;
+        }
+    }
+    fclose(f);
+}
+
+#define CHECK_INIT() do { if (!initialized) return 1; } while (0)
+#define CHECK_DEV(d) do { if (!(d) || !(d)->present) return 2; } while (0)
+
+int nvmlInitWithFlags(unsigned flags) { (void)flags; load(); if (init_error) return init_error; initialized = 1; return 0; }
+int nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
+int nvmlShutdown(void) { CHECK_INIT(); initialized = 0; return 0; }
+
+const char *nvmlErrorString(int r) {
+    switch (r) {
+    case 0: return "Success";
+    case 1: return "Uninitialized";
+    case 2: return "Invalid Argument";
+    case 3: return "Not Supported";
+    case 6: return "Not Found";
+    case 9: return "Driver Not Loaded";
+    case 15: return "GPU is lost";
+    case 18: return "RM has detected an NVML/RM version mismatch.";
+    default: return "Unknown Error";
+    }
+}
+
+static int copy_str(char *dst, unsigned len, const char *src) {
+    if (strlen(src) + 1 > len) return 7; /* NVML_ERROR_INSUFFICIENT_SIZE */
+    strcpy(dst, src);
+    return 0;
+}
+
+int nvmlSystemGetDriverVersion(char *v, unsigned len) { CHECK_INIT(); return copy_str(v, len, driver); }
+int nvmlSystemGetCudaDriverVersion(int *v) { CHECK_INIT(); *v = cuda; return 0; }
+int nvmlDeviceGetCount_v2(unsigned *n) { CHECK_INIT(); *n = (unsigned)ngpus; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, dev_t_ **h) { CHECK_INIT(); if (i >= (unsigned)ngpus) return 2; *h = &gpus[i]; return 0; }
+int nvmlDeviceGetUUID(dev_t_ *d, char *v, unsigned len) { CHECK_INIT(); CHECK_DEV(d); if (d->uuid_error) return d->uuid_error; return copy_str(v, len, d->uuid); }
+int nvmlDeviceGetName(dev_t_ *d, char *v, unsigned len) { CHECK_INIT(); CHECK_DEV(d); return copy_str(v, len, d->name); }
+int nvmlDeviceGetMinorNumber(dev_t_ *d, unsigned *v) { CHECK_INIT(); CHECK_DEV(d); if (d->is_mig) return 3; *v = (unsigned)d->minor; return 0; }
+
+int nvmlDeviceGetPciInfo_v3(dev_t_ *d, nvmlPciInfo_t *p) {
+    unsigned dom = 0, bus = 0, devno = 0, fn = 0;
+    CHECK_INIT(); CHECK_DEV(d);
+    if (d->is_mig) d = d->parent;
+    memset(p, 0, sizeof *p);
+    sscanf(d->bus, "%x:%x:%x.%x", &dom, &bus, &devno, &fn);
+    p->domain = dom; p->bus = bus; p->device = devno; p->pciDeviceId = 0x20b010de;
+    snprintf(p->busId, sizeof p->busId, "%s", d->bus);
+    snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "%04x:%02x:%02x.%x", dom, bus, devno, fn);
+    return 0;
+}
+
+int nvmlDeviceGetMemoryInfo(dev_t_ *d, nvmlMemory_t *m) {
+    CHECK_INIT(); CHECK_DEV(d);
+    m->total = d->mem_mib * 1024ULL * 1024ULL; m->used = 0; m->free = m->total;
+    return 0;
+}
+
+int nvmlDeviceGetMigMode(dev_t_ *d, unsigned *cur, unsigned *pend) {
+    CHECK_INIT(); CHECK_DEV(d);
+    if (d->is_mig || d->mig_cur < 0) return 3;
+    *cur = (unsigned)d->mig_cur; *pend = (unsigned)d->mig_pend;
+    return 0;
+}
+
+int nvmlDeviceGetMaxMigDeviceCount(dev_t_ *d, unsigned *n) { CHECK_INIT(); CHECK_DEV(d); if (d->is_mig || d->mig_cur < 0) return 3; *n = 7; return 0; }
+
+int nvmlDeviceGetMigDeviceHandleByIndex(dev_t_ *d, unsigned i, dev_t_ **h) {
+    CHECK_INIT(); CHECK_DEV(d);
+    if (d->is_mig) return 2;
+    if (i >= MAX_MIGS || !d->migs[i]) return 6;
+    *h = d->migs[i];
+    return 0;
+}
+
+int nvmlDeviceGetGpuInstanceId(dev_t_ *d, unsigned *v) { CHECK_INIT(); CHECK_DEV(d); if (!d->is_mig) return 2; *v = (unsigned)d->gi; return 0; }
+int nvmlDeviceGetComputeInstanceId(dev_t_ *d, unsigned *v) { CHECK_INIT(); CHECK_DEV(d); if (!d->is_mig) return 2; *v = (unsigned)d->ci; return 0; }

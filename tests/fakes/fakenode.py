@@ -1,0 +1,60 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Helpers for tests (and the lab): build the fake NVML library, describe fake nodes.
+
+A fake node is a config file read by both ``fake_nvml.c`` (through unmodified
+pynvml) and the fake ``nvidia-smi``; the GPU names carry "(simulated)".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.join(HERE, "fake_nvml.c")
+
+T4 = "Tesla T4 (simulated)"
+A100 = "NVIDIA A100-SXM4-40GB (simulated)"
+
+
+def build_lib(out_dir):
+    """Compile libnvidia-ml.so.1 into ``out_dir`` (skipped when up to date); returns the directory."""
+    os.makedirs(out_dir, exist_ok=True)
+    lib = os.path.join(out_dir, "libnvidia-ml.so.1")
+    if not os.path.exists(lib) or os.path.getmtime(lib) < os.path.getmtime(SOURCE):
+        subprocess.check_call(
+            ["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", lib + ".tmp", SOURCE]
+        )
+        os.replace(lib + ".tmp", lib)
+    smi = os.path.join(out_dir, "nvidia-smi")
+    shutil.copy2(os.path.join(HERE, "nvidia-smi"), smi)
+    return out_dir
+
+
+def gpu(uuid, name=T4, bus="00000000:00:07.0", mem_mib=15360, minor=0, mig=-1, mig_pending=None):
+    return "gpu|%s|%s|%s|%d|%d|%d|%d" % (uuid, name, bus, mem_mib, minor, mig, mig if mig_pending is None else mig_pending)
+
+
+def mig(gpu_index, slot, uuid, profile, gi, ci, mem_mib):
+    return "mig|%d|%d|%s|%s|%d|%d|%d" % (gpu_index, slot, uuid, profile, gi, ci, mem_mib)
+
+
+def write_config(path, records, driver="535.104.05", cuda=12020, init_error=0):
+    lines = ["driver|%s" % driver, "cuda|%d" % cuda]
+    if init_error:
+        lines.append("init_error|%d" % init_error)
+    lines.extend(records)
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    return path
+
+
+def environ(lib_dir, config, base=None):
+    """Environment for a subprocess that should see the fake node."""
+    env = dict(os.environ if base is None else base)
+    env["LD_LIBRARY_PATH"] = lib_dir + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    env["PATH"] = lib_dir + ":" + env.get("PATH", "/usr/bin:/bin")
+    env["GPUOPS_FAKE_NVML_CONFIG"] = config
+    return env
