@@ -1,0 +1,268 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Planner tables and reconcile() against real files in a temp sysroot."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
+from ansible_collections.gpuops.fleet.plugins.module_utils import _device_ids as ids
+from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rc
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError, ParameterError, UnsafeFileError
+
+NEW = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+OLD = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
+OTHER = "GPU-383cd6a5-00a6-b455-62c4-c163d164b837"
+FACTS = {"available": True, "reason": None, "count": 2, "gpus": [{"index": 0, "uuid": NEW}, {"index": 1, "uuid": OTHER}]}
+E = codec.PodDevicesEntry
+
+
+def checkpoint(entries, registered, layout="v2"):
+    return codec.Checkpoint(layout, entries, registered)
+
+
+@pytest.mark.parametrize(
+    "entries, registered, stale, affected",
+    [
+        ([], {"nvidia.com/gpu": [NEW, OTHER]}, {}, []),
+        ([], {"nvidia.com/gpu": [OLD, OTHER]}, {"nvidia.com/gpu": [OLD]}, []),
+        (
+            [E("p1", "app", "nvidia.com/gpu", {0: [OLD]}), E("p2", "app", "nvidia.com/gpu", {1: [OTHER]})],
+            {"nvidia.com/gpu": [NEW, OTHER]},
+            {"nvidia.com/gpu": [OLD]},
+            ["p1"],
+        ),
+        (
+            [E("p1", "c", "aliyun.com/gpu-mem", {0: [OLD + "-_-0", OLD + "-_-1"]}), E("p2", "c", "aliyun.com/gpu-mem", {0: [NEW + "-_-2"]})],
+            {"aliyun.com/gpu-mem": [NEW + "-_-%d" % i for i in range(4)]},
+            {"aliyun.com/gpu-mem": [OLD + "-_-0", OLD + "-_-1"]},
+            ["p1"],
+        ),
+        ([E("p1", "c", "nvidia.com/gpu", {0: [OLD + "::1"]})], {"nvidia.com/gpu": [NEW + "::0", NEW + "::1"]}, {"nvidia.com/gpu": [OLD + "::1"]}, ["p1"]),
+        ([E("p1", "c", "rdma/hca", {0: ["mlx5_0"]})], {"rdma/hca": ["mlx5_0", OLD]}, {}, []),
+        ([E("p1", "c", "nvidia.com/gpu", ["2"])], {"nvidia.com/gpu": ["0", "1", "2"]}, {"nvidia.com/gpu": ["2"]}, ["p1"]),
+        ([E("p1", "c", "nvidia.com/gpu", None)], None, {}, []),
+    ],
+)
+def test_plan(entries, registered, stale, affected):
+    the_plan = rc.plan(checkpoint(entries, registered), ids.inventory_from_facts(FACTS), ids.DEFAULT_GPU_RESOURCES)
+    assert the_plan.stale == stale
+    assert [a["pod_uid"] for a in the_plan.affected] == affected
+
+
+def test_plan_reports_unrecognized_without_calling_them_stale():
+    the_plan = rc.plan(checkpoint([], {"nvidia.com/gpu": ["tegra", NEW]}), ids.inventory_from_facts(FACTS), ids.DEFAULT_GPU_RESOURCES)
+    assert not the_plan.is_stale
+    assert the_plan.unrecognized == {"nvidia.com/gpu": ["tegra"]}
+
+
+def test_prune_keeps_every_other_entry_and_resource():
+    cp = checkpoint(
+        [E("p1", "a", "nvidia.com/gpu", {0: [OLD]}, b"s"), E("p2", "a", "nvidia.com/gpu", {1: [OTHER]}, b"t"), E("p3", "a", "rdma/hca", {0: ["mlx5_0"]}, None)],
+        {"nvidia.com/gpu": [OLD, OTHER], "rdma/hca": ["mlx5_0"], "example.com/empty": None},
+    )
+    the_plan = rc.plan(cp, ids.inventory_from_facts(FACTS), ids.DEFAULT_GPU_RESOURCES)
+    pruned = rc.prune(cp, the_plan)
+    assert [e.pod_uid for e in pruned.entries] == ["p2", "p3"]
+    assert pruned.entries[0].alloc_resp == b"t"
+    assert pruned.registered == {"nvidia.com/gpu": [OTHER], "rdma/hca": ["mlx5_0"], "example.com/empty": None}
+    data, _ = codec.encode(pruned)
+    assert codec.decode(data).valid
+
+
+# --------------------------------------------------------------------------- files
+
+
+@pytest.fixture()
+def sysroot(tmp_path):
+    plugins = tmp_path / "var/lib/kubelet/device-plugins"
+    plugins.mkdir(parents=True)
+    return {"path": str(plugins / "kubelet_internal_checkpoint"), "backup_dir": str(tmp_path / "var/lib/gpuops/backups")}
+
+
+def write(path, cp, mode=0o644):
+    data, _ = codec.encode(cp)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    os.chmod(path, mode)
+    return data
+
+
+STALE_CP = checkpoint(
+    [E("300f47eb-e5c3-4d0b-9a87-925837b67732", "app-3g-v1", "nvidia.com/gpu", {0: [OLD]}, b"secret-env"), E("p2", "c", "rdma/hca", {0: ["mlx5_0"]}, None)],
+    {"nvidia.com/gpu": [OLD], "rdma/hca": ["mlx5_0"]},
+)
+
+
+def run(sysroot, facts=FACTS, **kw):
+    return rc.reconcile(facts, path=sysroot["path"], backup_dir=sysroot["backup_dir"], now=1795723200.5, **kw)
+
+
+def test_remove_moves_aside_with_backup_then_is_idempotent(sysroot):
+    original = write(sysroot["path"], STALE_CP)
+    result = run(sysroot)
+    assert result["changed"] and result["action"] == "removed" and result["state"] == "stale"
+    assert result["stale"] == {"nvidia.com/gpu": [OLD]}
+    assert [p["pod_uid"] for p in result["affected_pods"]] == ["300f47eb-e5c3-4d0b-9a87-925837b67732"]
+    assert not os.path.exists(sysroot["path"])
+    assert os.path.basename(result["backup_path"]) == "kubelet_internal_checkpoint.20261126T200000.500000Z"
+    with open(result["backup_path"], "rb") as handle:
+        assert handle.read() == original
+    assert stat.S_IMODE(os.stat(sysroot["backup_dir"]).st_mode) == 0o700
+    again = run(sysroot)
+    assert not again["changed"] and again["state"] == "missing"
+
+
+def test_check_mode_changes_nothing_and_reports_the_same_plan(sysroot):
+    original = write(sysroot["path"], STALE_CP)
+    for strategy in ("remove", "prune"):
+        result = run(sysroot, strategy=strategy, check_mode=True)
+        assert result["changed"] and result["backup_path"] is None
+        with open(sysroot["path"], "rb") as handle:
+            assert handle.read() == original
+    assert not os.path.exists(sysroot["backup_dir"])
+
+
+def test_prune_rewrites_atomically_keeping_mode_and_other_resources(sysroot):
+    write(sysroot["path"], STALE_CP, mode=0o600)
+    result = run(sysroot, strategy="prune")
+    assert result["changed"] and result["action"] == "pruned"
+    nf = nodefile.read(sysroot["path"])
+    assert stat.S_IMODE(nf.st.st_mode) == 0o600
+    decoded = codec.decode(nf.data)
+    assert decoded.valid
+    assert decoded.checkpoint.registered == {"nvidia.com/gpu": [], "rdma/hca": ["mlx5_0"]}
+    assert [e.pod_uid for e in decoded.checkpoint.entries] == ["p2"]
+    assert [n for n in os.listdir(os.path.dirname(sysroot["path"]))] == ["kubelet_internal_checkpoint"]
+    assert "secret-env" not in result["diff"]["before"] and "<redacted: 10 bytes>" in result["diff"]["before"]
+    again = run(sysroot, strategy="prune")
+    assert not again["changed"] and again["state"] == "up_to_date"
+
+
+def test_up_to_date_touches_nothing(sysroot):
+    cp = checkpoint([E("p", "c", "nvidia.com/gpu", {0: [NEW]})], {"nvidia.com/gpu": [NEW, OTHER]})
+    write(sysroot["path"], cp)
+    before = os.stat(sysroot["path"])
+    result = run(sysroot)
+    assert (result["changed"], result["state"], result["action"]) == (False, "up_to_date", "none")
+    assert os.stat(sysroot["path"]).st_mtime_ns == before.st_mtime_ns
+
+
+@pytest.mark.parametrize(
+    "facts, reason",
+    [
+        ({"available": False, "reason": "NVIDIA driver is not loaded (NVML: Driver Not Loaded)", "gpus": []}, "Driver Not Loaded"),
+        ({"available": True, "reason": None, "gpus": []}, "zero GPUs seen while the checkpoint lists 2 GPU device IDs"),
+    ],
+)
+def test_unknown_inventory_never_acts(sysroot, facts, reason):
+    original = write(sysroot["path"], STALE_CP)
+    with pytest.raises(InventoryError) as err:
+        run(sysroot, facts=facts)
+    assert reason in str(err.value)
+    skipped = run(sysroot, facts=facts, unknown_inventory="skip")
+    assert (skipped["changed"], skipped["action"], skipped["state"]) == (False, "skipped", "inventory_unknown")
+    with open(sysroot["path"], "rb") as handle:
+        assert handle.read() == original
+
+
+def test_zero_gpus_with_no_gpu_ids_is_fine(sysroot):
+    write(sysroot["path"], checkpoint([], {"rdma/hca": ["mlx5_0"]}))
+    result = run(sysroot, facts={"available": True, "gpus": []})
+    assert result["state"] == "up_to_date"
+
+
+def test_corrupt_is_reported_then_removed_only_when_asked(sysroot):
+    with open(sysroot["path"], "wb") as handle:
+        handle.write(b'{"Data":{"RegisteredDevices":{"nvidia.com/gpu":["' + OLD.encode() + b'"]}},"Checksum":1}')
+    reported = run(sysroot)
+    assert (reported["changed"], reported["state"], reported["action"]) == (False, "corrupt", "none")
+    assert "checksum mismatch" in reported["error"]
+    assert os.path.exists(sysroot["path"])
+    removed = run(sysroot, on_corrupt="remove")
+    assert removed["changed"] and removed["action"] == "removed" and os.path.exists(removed["backup_path"])
+    assert not os.path.exists(sysroot["path"])
+
+
+def test_symlink_is_refused(sysroot, tmp_path):
+    real = tmp_path / "elsewhere"
+    write(str(real), STALE_CP)
+    os.symlink(str(real), sysroot["path"])
+    with pytest.raises(UnsafeFileError, match="symlink"):
+        run(sysroot)
+    info, _ = rc.describe(sysroot["path"])
+    assert info["exists"] and "symlink" in info["error"]
+
+
+def test_oversized_file_is_refused(sysroot):
+    write(sysroot["path"], STALE_CP)
+    with pytest.raises(UnsafeFileError, match="over the 64-byte limit"):
+        run(sysroot, max_bytes=64)
+
+
+def test_file_changed_between_read_and_write_is_not_replaced(sysroot, monkeypatch):
+    write(sysroot["path"], STALE_CP)
+    real_backup = nodefile.write_backup
+
+    def backup_then_kubelet_writes(original, backup_dir, now=None):
+        path = real_backup(original, backup_dir, now)
+        with open(original.path, "ab") as handle:
+            handle.write(b" ")
+        return path
+
+    monkeypatch.setattr(nodefile, "write_backup", backup_then_kubelet_writes)
+    with pytest.raises(UnsafeFileError, match="changed while reconciling"):
+        run(sysroot, strategy="prune")
+    assert os.path.exists(sysroot["path"])
+    assert [n for n in os.listdir(os.path.dirname(sysroot["path"]))] == ["kubelet_internal_checkpoint"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"strategy": "delete"}, "strategy"),
+        ({"on_corrupt": "ignore"}, "on_corrupt"),
+        ({"unknown_inventory": "go"}, "unknown_inventory"),
+        ({"max_bytes": 0}, "max_bytes"),
+        ({"resources": []}, "resources"),
+    ],
+)
+def test_bad_parameters_name_the_field(sysroot, kwargs, field):
+    with pytest.raises(ParameterError) as err:
+        run(sysroot, **kwargs)
+    assert err.value.field == field
+
+
+def test_backup_dir_inside_device_plugins_is_refused(sysroot):
+    with pytest.raises(ParameterError) as err:
+        rc.reconcile(FACTS, path=sysroot["path"], backup_dir=os.path.dirname(sysroot["path"]))
+    assert err.value.field == "backup_dir"
+    with pytest.raises(ParameterError) as err:
+        rc.reconcile(FACTS, path="relative/checkpoint", backup_dir=sysroot["backup_dir"])
+    assert err.value.field == "path"
+
+
+def test_describe_reports_missing_corrupt_and_v2(sysroot):
+    missing, _ = rc.describe(sysroot["path"])
+    assert (missing["exists"], missing["layout"], missing["stored_checksum"]) == (False, None, None)
+    write(sysroot["path"], STALE_CP)
+    info, _ = rc.describe(sysroot["path"])
+    assert info["layout"] == "v2" and info["checksum_valid"] and info["error"] is None
+    assert info["stored_checksum"] == info["computed_checksum"]
+    assert info["registered_devices"] == {"nvidia.com/gpu": [OLD], "rdma/hca": ["mlx5_0"]}
+    assert info["pod_device_entries"][0] == {
+        "pod_uid": "300f47eb-e5c3-4d0b-9a87-925837b67732",
+        "container_name": "app-3g-v1",
+        "resource_name": "nvidia.com/gpu",
+        "device_ids": [OLD],
+        "numa_nodes": {"0": [OLD]},
+    }
+    with open(sysroot["path"], "wb") as handle:
+        handle.write(b"{not json")
+    bad, _ = rc.describe(sysroot["path"])
+    assert bad["exists"] and bad["layout"] is None and not bad["checksum_valid"] and "invalid JSON" in bad["error"]
