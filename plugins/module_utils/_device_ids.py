@@ -105,7 +105,7 @@ def _require(mapping, key, kind, field):
     return value
 
 
-def inventory_from_facts(facts, field="inventory"):
+def inventory_from_facts(facts, field="gpus"):
     """Validate a ``gpuops_gpus`` facts dict and build an Inventory.
 
     Raises ParameterError naming the bad field. Does not judge availability:

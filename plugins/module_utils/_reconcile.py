@@ -52,7 +52,7 @@ def entry_dict(entry):
 def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES, node_file=None):
     """Read-only report of a checkpoint file (the ``kubelet_checkpoint_info`` result)."""
     result = {
-        "path": path,
+        "checkpoint_path": path,
         "exists": False,
         "size": None,
         "layout": None,
@@ -217,8 +217,8 @@ def validate_options(strategy, on_corrupt, unknown_inventory, backup_dir, path, 
 def _base_result(path):
     return {
         "changed": False,
-        "path": path,
-        "state": None,
+        "checkpoint_path": path,
+        "status": None,
         "action": "none",
         "layout": None,
         "checksum_valid": False,
@@ -235,7 +235,7 @@ def _base_result(path):
 def _unknown(result, reason, unknown_inventory):
     if unknown_inventory == "fail":
         raise InventoryError("GPU inventory unknown, checkpoint left untouched: %s" % reason)
-    result["state"] = STATE_INVENTORY_UNKNOWN
+    result["status"] = STATE_INVENTORY_UNKNOWN
     result["action"] = "skipped"
     result["msg"] = "GPU inventory unknown, checkpoint left untouched: %s" % reason
     return result
@@ -265,7 +265,7 @@ def reconcile(
 
     nf = nodefile.read(path, max_bytes)
     if nf is None:
-        result["state"] = STATE_MISSING
+        result["status"] = STATE_MISSING
         result["msg"] = "no checkpoint at %s; kubelet writes a fresh one" % path
         return result
     decoded = codec.decode(nf.data)
@@ -286,7 +286,7 @@ def reconcile(
             return _unknown(result, "zero GPUs seen while the checkpoint lists %d GPU device IDs" % listed, unknown_inventory)
 
     if not decoded.valid:
-        result["state"] = STATE_CORRUPT
+        result["status"] = STATE_CORRUPT
         if on_corrupt == "report":
             result["diff"]["after"] = result["diff"]["before"]
             result["msg"] = "checkpoint is corrupt (%s); kubelet ignores it; left in place (on_corrupt=report)" % decoded.error
@@ -298,12 +298,12 @@ def reconcile(
     result["affected_pods"] = the_plan.affected
     result["unrecognized"] = the_plan.unrecognized
     if not the_plan.is_stale:
-        result["state"] = STATE_UP_TO_DATE
+        result["status"] = STATE_UP_TO_DATE
         result["diff"]["after"] = result["diff"]["before"]
         result["msg"] = "checkpoint is up to date with the %d GPU(s) seen" % inventory.gpu_count
         return result
 
-    result["state"] = STATE_STALE
+    result["status"] = STATE_STALE
     why = "stale device IDs %s" % ", ".join("%s: %s" % (r, " ".join(v)) for r, v in sorted(the_plan.stale.items()))
     if strategy == "remove":
         return _move_aside(result, nf, backup_dir, check_mode, now, why)

@@ -117,12 +117,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-path:
+checkpoint_path:
   description: The checkpoint path.
   returned: always
   type: str
   sample: /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
-state:
+status:
   description: What was found; one of V(missing), V(corrupt), V(up_to_date), V(stale), V(inventory_unknown).
   returned: always
   type: str
@@ -237,11 +237,11 @@ def main():
             max_bytes=params["max_bytes"],
         )
     except GpuopsError as exc:
-        module.fail_json(msg=str(exc), path=params["path"], gpus=facts)
+        module.fail_json(msg=str(exc), checkpoint_path=params["path"], gpus=facts)
     diff = result.pop("diff")
     if module._diff:
         result["diff"] = diff
-    if result["state"] == "corrupt" and result["action"] == "none":
+    if result["status"] == "corrupt" and result["action"] == "none":
         module.warn(result["msg"])
     module.exit_json(gpus=facts, **result)
 

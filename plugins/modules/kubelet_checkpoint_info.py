@@ -45,7 +45,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-path:
+checkpoint_path:
   description: The file that was read.
   returned: always
   type: str
@@ -143,7 +143,7 @@ def main():
     try:
         result, dummy = describe(module.params["path"], module.params["max_bytes"])
     except GpuopsError as exc:
-        module.fail_json(msg=str(exc), path=module.params["path"])
+        module.fail_json(msg=str(exc), checkpoint_path=module.params["path"])
     module.exit_json(changed=False, **result)
 
 

@@ -78,12 +78,12 @@ def test_inventory_state(device_id, state):
 @pytest.mark.parametrize(
     "facts, field",
     [
-        ([], "inventory"),
-        ({"available": True}, "inventory"),
-        ({"gpus": "GPU-a"}, "inventory.gpus"),
-        ({"gpus": [{"uuid": GPU0}]}, "inventory.gpus[0]"),
-        ({"gpus": [{"index": "0", "uuid": GPU0}]}, "inventory.gpus[0].index"),
-        ({"gpus": [{"index": 0, "uuid": GPU0, "mig_devices": [{"index": 0}]}]}, "inventory.gpus[0].mig_devices[0]"),
+        ([], "gpus"),
+        ({"available": True}, "gpus"),
+        ({"gpus": "GPU-a"}, "gpus.gpus"),
+        ({"gpus": [{"uuid": GPU0}]}, "gpus.gpus[0]"),
+        ({"gpus": [{"index": "0", "uuid": GPU0}]}, "gpus.gpus[0].index"),
+        ({"gpus": [{"index": 0, "uuid": GPU0, "mig_devices": [{"index": 0}]}]}, "gpus.gpus[0].mig_devices[0]"),
     ],
 )
 def test_bad_inventory_names_the_field(facts, field):

@@ -106,7 +106,7 @@ def run(sysroot, facts=FACTS, **kw):
 def test_remove_moves_aside_with_backup_then_is_idempotent(sysroot):
     original = write(sysroot["path"], STALE_CP)
     result = run(sysroot)
-    assert result["changed"] and result["action"] == "removed" and result["state"] == "stale"
+    assert result["changed"] and result["action"] == "removed" and result["status"] == "stale"
     assert result["stale"] == {"nvidia.com/gpu": [OLD]}
     assert [p["pod_uid"] for p in result["affected_pods"]] == ["300f47eb-e5c3-4d0b-9a87-925837b67732"]
     assert not os.path.exists(sysroot["path"])
@@ -115,7 +115,7 @@ def test_remove_moves_aside_with_backup_then_is_idempotent(sysroot):
         assert handle.read() == original
     assert stat.S_IMODE(os.stat(sysroot["backup_dir"]).st_mode) == 0o700
     again = run(sysroot)
-    assert not again["changed"] and again["state"] == "missing"
+    assert not again["changed"] and again["status"] == "missing"
 
 
 def test_check_mode_changes_nothing_and_reports_the_same_plan(sysroot):
@@ -141,7 +141,7 @@ def test_prune_rewrites_atomically_keeping_mode_and_other_resources(sysroot):
     assert [n for n in os.listdir(os.path.dirname(sysroot["path"]))] == ["kubelet_internal_checkpoint"]
     assert "secret-env" not in result["diff"]["before"] and "<redacted: 10 bytes>" in result["diff"]["before"]
     again = run(sysroot, strategy="prune")
-    assert not again["changed"] and again["state"] == "up_to_date"
+    assert not again["changed"] and again["status"] == "up_to_date"
 
 
 def test_up_to_date_touches_nothing(sysroot):
@@ -149,7 +149,7 @@ def test_up_to_date_touches_nothing(sysroot):
     write(sysroot["path"], cp)
     before = os.stat(sysroot["path"])
     result = run(sysroot)
-    assert (result["changed"], result["state"], result["action"]) == (False, "up_to_date", "none")
+    assert (result["changed"], result["status"], result["action"]) == (False, "up_to_date", "none")
     assert os.stat(sysroot["path"]).st_mtime_ns == before.st_mtime_ns
 
 
@@ -166,7 +166,7 @@ def test_unknown_inventory_never_acts(sysroot, facts, reason):
         run(sysroot, facts=facts)
     assert reason in str(err.value)
     skipped = run(sysroot, facts=facts, unknown_inventory="skip")
-    assert (skipped["changed"], skipped["action"], skipped["state"]) == (False, "skipped", "inventory_unknown")
+    assert (skipped["changed"], skipped["action"], skipped["status"]) == (False, "skipped", "inventory_unknown")
     with open(sysroot["path"], "rb") as handle:
         assert handle.read() == original
 
@@ -174,14 +174,14 @@ def test_unknown_inventory_never_acts(sysroot, facts, reason):
 def test_zero_gpus_with_no_gpu_ids_is_fine(sysroot):
     write(sysroot["path"], checkpoint([], {"rdma/hca": ["mlx5_0"]}))
     result = run(sysroot, facts={"available": True, "gpus": []})
-    assert result["state"] == "up_to_date"
+    assert result["status"] == "up_to_date"
 
 
 def test_corrupt_is_reported_then_removed_only_when_asked(sysroot):
     with open(sysroot["path"], "wb") as handle:
         handle.write(b'{"Data":{"RegisteredDevices":{"nvidia.com/gpu":["' + OLD.encode() + b'"]}},"Checksum":1}')
     reported = run(sysroot)
-    assert (reported["changed"], reported["state"], reported["action"]) == (False, "corrupt", "none")
+    assert (reported["changed"], reported["status"], reported["action"]) == (False, "corrupt", "none")
     assert "checksum mismatch" in reported["error"]
     assert os.path.exists(sysroot["path"])
     removed = run(sysroot, on_corrupt="remove")

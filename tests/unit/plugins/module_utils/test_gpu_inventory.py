@@ -1,0 +1,111 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU inventory through unmodified pynvml (fake libnvidia-ml.so.1) and the fake nvidia-smi.
+
+Each case runs in a subprocess: a loaded NVML library cannot be unloaded and
+LD_LIBRARY_PATH is read when the process starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import fakenode
+
+GATHER = r"""
+import json, subprocess, sys
+from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import gather
+def run(argv):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    return p.returncode, p.stdout, p.stderr
+smi = sys.argv[2] or None
+print(json.dumps(gather(run, sys.argv[1], smi)))
+"""
+T4 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+A100 = "GPU-11111111-2222-3333-4444-555555555555"
+MIG = "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+NODE = [
+    fakenode.gpu(T4),
+    fakenode.gpu(A100, fakenode.A100, "00000000:00:08.0", 40960, 1, mig=1),
+    fakenode.mig(1, 0, MIG, "1g.5gb", 7, 0, 4864),
+]
+
+
+def gather(env, backend, smi=True, extra_path=None):
+    env = dict(env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    smi_path = os.path.join(env["LD_LIBRARY_PATH"].split(":")[0], "nvidia-smi") if smi else ""
+    if extra_path is not None:
+        env["LD_LIBRARY_PATH"] = extra_path
+    out = subprocess.run([sys.executable, "-c", GATHER, backend, smi_path], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_nvml_reads_every_field(fake_node):
+    facts = gather(fake_node(NODE), "nvml")
+    assert facts["available"] and facts["backend"] == "nvml"
+    assert (facts["driver_version"], facts["cuda_driver_version"], facts["count"]) == ("535.104.05", "12.2", 2)
+    t4, a100 = facts["gpus"]
+    assert t4 == {
+        "index": 0,
+        "uuid": T4,
+        "name": "Tesla T4 (simulated)",
+        "pci_bus_id": "00000000:00:07.0",
+        "memory_total_mib": 15360,
+        "minor_number": 0,
+        "mig_mode": {"current": None, "pending": None},
+        "mig_devices": [],
+    }
+    assert a100["mig_mode"] == {"current": "enabled", "pending": "enabled"}
+    assert a100["mig_devices"] == [
+        {"index": 0, "uuid": MIG, "profile": "1g.5gb", "gpu_instance_id": 7, "compute_instance_id": 0, "memory_total_mib": 4864}
+    ]
+
+
+def test_nvidia_smi_agrees_with_nvml_on_identity(fake_node):
+    env = fake_node(NODE)
+    nvml, smi = gather(env, "nvml"), gather(env, "nvidia-smi")
+    assert smi["backend"] == "nvidia-smi"
+    key = lambda f: [(g["index"], g["uuid"], g["name"], g["pci_bus_id"], g["memory_total_mib"], g["mig_mode"], [m["uuid"] for m in g["mig_devices"]]) for g in f["gpus"]]
+    assert key(nvml) == key(smi)
+    assert smi["gpus"][1]["mig_devices"][0]["profile"] == "1g.5gb"
+
+
+@pytest.mark.parametrize("backend", ["auto", "nvml", "nvidia-smi"])
+def test_driver_not_loaded_is_reported_not_raised(fake_node, backend):
+    facts = gather(fake_node([], init_error=9), backend)
+    assert not facts["available"]
+    assert "driver is not loaded" in facts["reason"]
+    assert facts["gpus"] == []
+
+
+def test_library_mismatch_via_cli(fake_node):
+    facts = gather(fake_node([], init_error=18), "nvidia-smi")
+    assert not facts["available"] and "exit 18, driver/library version mismatch" in facts["reason"]
+
+
+def test_gpu_lost_mid_query_is_unavailable(fake_node):
+    facts = gather(fake_node(NODE + ["uuid_error|1|15"]), "nvml")
+    assert not facts["available"]
+    assert facts["reason"] == "NVML query failed: GPU is lost"
+
+
+def test_no_library_falls_back_to_cli(fake_node):
+    facts = gather(fake_node(NODE), "auto", extra_path="/nonexistent")
+    assert facts["available"] and facts["backend"] == "nvidia-smi" and facts["count"] == 2
+
+
+def test_no_library_and_no_cli_says_why(fake_node):
+    facts = gather(fake_node(NODE), "auto", smi=False, extra_path="/nonexistent")
+    assert not facts["available"] and facts["backend"] is None
+    assert "libnvidia-ml.so.1" in facts["reason"] and "nvidia-smi: not found on PATH" in facts["reason"]
+
+
+def test_no_devices_is_available_with_zero_gpus(fake_node):
+    facts = gather(fake_node([]), "nvidia-smi")
+    assert facts["available"] and facts["count"] == 0

@@ -1,0 +1,51 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kubelet_checkpoint and kubelet_checkpoint_info run by ansible-playbook on a temp sysroot.
+
+The stale checkpoint tells the seed's story (shared/seeds/000): the node now has
+GPU-68ce64fb-..., kubelet's checkpoint still lists GPU-7fd52bfc-... for pod
+300f47eb-... (container app-3g-v1), next to an RDMA device that must survive.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import fakenode
+
+from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
+
+NEW = "GPU-68ce64fb-ea68-5ad6-7e72-31f3f07378df"
+OLD = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
+# AllocResp of the real 3-GPU fixture (NVIDIA_VISIBLE_DEVICES + device specs).
+ALLOC = base64.b64decode(
+    "CkIKFk5WSURJQV9WSVNJQkxFX0RFVklDRVMSKEdQVS03N2E3MDJkYi1lMzdmLTNhNzQtZDQ2ZC1jNTcxM2Y2NjA1OGMaJAoOL2Rldi9udmlkaWFjdGwSDi9kZXYv"
+    "bnZpZGlhY3RsGgJydxomCg8vZGV2L252aWRpYS11dm0SDy9kZXYvbnZpZGlhLXV2bRoCcncaMgoVL2Rldi9udmlkaWEtdXZtLXRvb2xzEhUvZGV2L252aWRpYS11"
+    "dm0tdG9vbHMaAnJ3Gi4KEy9kZXYvbnZpZGlhLW1vZGVzZXQSEy9kZXYvbnZpZGlhLW1vZGVzZXQaAnJ3GiAKDC9kZXYvbnZpZGlhMBIML2Rldi9udmlkaWEwGgJydw=="
+)
+
+
+def stale_checkpoint(path):
+    cp = codec.Checkpoint(
+        "v2",
+        [
+            codec.PodDevicesEntry("300f47eb-e5c3-4d0b-9a87-925837b67732", "app-3g-v1", "nvidia.com/gpu", {0: [OLD]}, ALLOC),
+            codec.PodDevicesEntry("5b1e0c2a-0d4e-4f57-a2b1-7a1c1c0e9f10", "trainer", "rdma/hca", {0: ["mlx5_0"]}, None),
+        ],
+        {"nvidia.com/gpu": [OLD], "rdma/hca": ["mlx5_0"]},
+    )
+    data, _ = codec.encode(cp)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def test_kubelet_checkpoint_playbook(fake_node, playbook, tmp_path):
+    env = fake_node([fakenode.gpu(NEW)])
+    src = stale_checkpoint(str(tmp_path / "stale.json"))
+    ok, changed, out = playbook("kubelet_checkpoint.yml", env, stale_checkpoint=src, stale_uuid=OLD, new_uuid=NEW)
+    assert "rescued=2 " in out
+    # copy x4 (three installs + corrupt), directory, removal, prune, corrupt removal,
+    # and the two check-mode runs that predict a change
+    assert changed == 10, out
+    assert ok == 35, out
