@@ -371,7 +371,7 @@ def decode(raw):
         attempts.append((layout, cp, None))
     decoded = [a for a in attempts if a[1] is not None]
     if decoded:
-        layout, cp, _ = decoded[0]
+        layout, cp, dummy = decoded[0]
         return DecodeResult(cp, "checksum mismatch: stored %d, computed %d (%s layout)" % (cp.checksum, cp.computed_checksum(), layout))
     # Neither struct accepted the file: report the v1 error when v2 stumbled
     # on a v1-style DeviceIDs list, else the v2 error.

@@ -177,7 +177,7 @@ def _int_or_none(value):
 
 def _minor_from_proc(proc_root, bus_id):
     # nvidia-smi prints an 8-digit PCI domain, /proc uses 4 digits, lower case.
-    domain, _, rest = bus_id.partition(":")
+    domain, dummy, rest = bus_id.partition(":")
     name = ("%s:%s" % (domain[-4:], rest)).lower()
     try:
         with open(os.path.join(proc_root, "driver", "nvidia", "gpus", name, "information")) as handle:

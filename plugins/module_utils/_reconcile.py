@@ -49,7 +49,7 @@ def entry_dict(entry):
     return out
 
 
-def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES, node_file=None):
+def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
     """Read-only report of a checkpoint file (the ``kubelet_checkpoint_info`` result)."""
     result = {
         "checkpoint_path": path,
@@ -65,14 +65,14 @@ def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES, node_file=
         "error": None,
     }
     try:
-        nf = node_file if node_file is not None else nodefile.read(path, max_bytes)
+        nf = nodefile.read(path, max_bytes)
     except UnsafeFileError as exc:
         # Reported, not raised: the info module describes, it does not judge.
         result["exists"] = os.path.lexists(path)
         result["error"] = str(exc)
-        return result, None
+        return result
     if nf is None:
-        return result, None
+        return result
     result["exists"] = True
     result["size"] = len(nf.data)
     decoded = codec.decode(nf.data)
@@ -86,7 +86,7 @@ def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES, node_file=
         result["boot_id"] = cp.boot_id or None
         result["registered_devices"] = dict((k, list(v or ())) for k, v in (cp.registered or {}).items())
         result["pod_device_entries"] = [entry_dict(e) for e in cp.entries or ()]
-    return result, decoded
+    return result
 
 
 class Plan(object):
@@ -309,7 +309,7 @@ def reconcile(
         return _move_aside(result, nf, backup_dir, check_mode, now, why)
 
     new_cp = prune(cp, the_plan)
-    data, _ = codec.encode(new_cp)
+    data, dummy = codec.encode(new_cp)
     result["diff"]["after"] = render(new_cp)
     result["changed"] = True
     result["action"] = "pruned"

@@ -17,7 +17,7 @@ description:
     C(reason) instead of an error, unless O(fail_on_unavailable=true).
   - The output is what M(gpuops.fleet.kubelet_checkpoint) takes as O(gpuops.fleet.kubelet_checkpoint#module:gpus).
 author:
-  - gpuops.fleet contributors
+  - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.fleet.attributes
   - gpuops.fleet.attributes.facts

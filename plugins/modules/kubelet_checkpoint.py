@@ -25,7 +25,7 @@ description:
   - kubelet keeps its device state in memory; restart kubelet after a change on a node where it is running, or run
     this before kubelet starts (the C(gpuops.fleet.checkpoint_guard) role does that at boot).
 author:
-  - gpuops.fleet contributors
+  - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.fleet.attributes
   - gpuops.fleet.attributes.gpu_backend

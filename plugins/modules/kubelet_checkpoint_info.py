@@ -16,7 +16,7 @@ description:
     and verifies kubelet's own checksum (FNV-32a over the go-spew dump of the data).
   - A missing, corrupt or undecodable file is reported in the result, never as a task failure.
 author:
-  - gpuops.fleet contributors
+  - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.fleet.attributes
   - gpuops.fleet.attributes.info_module
@@ -141,7 +141,7 @@ def main():
         supports_check_mode=True,
     )
     try:
-        result, dummy = describe(module.params["path"], module.params["max_bytes"])
+        result = describe(module.params["path"], module.params["max_bytes"])
     except GpuopsError as exc:
         module.fail_json(msg=str(exc), checkpoint_path=module.params["path"])
     module.exit_json(changed=False, **result)

@@ -9,8 +9,8 @@ pynvml) and the fake ``nvidia-smi``; the GPU names carry "(simulated)".
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "fake_nvml.c")
@@ -28,8 +28,13 @@ def build_lib(out_dir):
             ["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", lib + ".tmp", SOURCE]
         )
         os.replace(lib + ".tmp", lib)
+    # The fake CLI runs with this interpreter; written with a shebang at build time.
     smi = os.path.join(out_dir, "nvidia-smi")
-    shutil.copy2(os.path.join(HERE, "nvidia-smi"), smi)
+    with open(os.path.join(HERE, "fake_nvidia_smi.py")) as src, open(smi + ".tmp", "w") as dst:
+        dst.write("#!%s\n" % sys.executable)
+        dst.write(src.read())
+    os.chmod(smi + ".tmp", 0o755)
+    os.replace(smi + ".tmp", smi)
     return out_dir
 
 

@@ -21,7 +21,7 @@ def fixture(name):
 
 
 def with_checksum(layout, entries, registered, boot_id=""):
-    data, _ = codec.encode(codec.Checkpoint(layout, entries, registered, 0, boot_id))
+    data, dummy = codec.encode(codec.Checkpoint(layout, entries, registered, 0, boot_id))
     return data
 
 
@@ -129,7 +129,7 @@ def test_boot_id_is_outside_the_checksum_and_kept_on_encode():
     result = codec.decode(raw)
     assert result.valid
     assert result.checkpoint.boot_id == "8c9a2b1e-1111-2222-3333-444455556666"
-    data, _ = codec.encode(result.checkpoint)
+    data, dummy = codec.encode(result.checkpoint)
     assert data == raw
 
 
@@ -157,7 +157,10 @@ def test_null_on_scalar_keeps_value_but_null_on_slice_clears():
 def test_alloc_resp_as_number_array_is_go_compatible():
     entries = [codec.PodDevicesEntry("p", "c", "r", {0: ["a"]}, b"\x01\xff")]
     value = codec.checksum("v2", entries, None)
-    raw = ('{"Data":{"PodDeviceEntries":[{"PodUID":"p","ContainerName":"c","ResourceName":"r","DeviceIDs":{"0":["a"]},"AllocResp":[1,255]}]},"Checksum":%d}' % value).encode()
+    raw = (
+        '{"Data":{"PodDeviceEntries":[{"PodUID":"p","ContainerName":"c","ResourceName":"r",'
+        '"DeviceIDs":{"0":["a"]},"AllocResp":[1,255]}]},"Checksum":%d}' % value
+    ).encode()
     assert codec.decode(raw).valid
 
 
@@ -207,7 +210,7 @@ def test_lone_surrogate_becomes_replacement_character_like_go():
 
 
 def test_encode_escapes_like_go():
-    data, _ = codec.encode(codec.Checkpoint("v2", None, {"a<b>&": [u"\u2028"]}))
+    data, dummy = codec.encode(codec.Checkpoint("v2", None, {"a<b>&": [u"\u2028"]}))
     assert b'"a\\u003cb\\u003e\\u0026":["\\u2028"]' in data
     assert codec.decode(data).valid
 

@@ -42,7 +42,9 @@ def gather(env, backend, smi=True, extra_path=None):
     smi_path = os.path.join(env["LD_LIBRARY_PATH"].split(":")[0], "nvidia-smi") if smi else ""
     if extra_path is not None:
         env["LD_LIBRARY_PATH"] = extra_path
-    out = subprocess.run([sys.executable, "-c", GATHER, backend, smi_path], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", GATHER, backend, smi_path], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -71,8 +73,14 @@ def test_nvidia_smi_agrees_with_nvml_on_identity(fake_node):
     env = fake_node(NODE)
     nvml, smi = gather(env, "nvml"), gather(env, "nvidia-smi")
     assert smi["backend"] == "nvidia-smi"
-    key = lambda f: [(g["index"], g["uuid"], g["name"], g["pci_bus_id"], g["memory_total_mib"], g["mig_mode"], [m["uuid"] for m in g["mig_devices"]]) for g in f["gpus"]]
-    assert key(nvml) == key(smi)
+
+    def identity(facts):
+        return [
+            (g["index"], g["uuid"], g["name"], g["pci_bus_id"], g["memory_total_mib"], g["mig_mode"], [m["uuid"] for m in g["mig_devices"]])
+            for g in facts["gpus"]
+        ]
+
+    assert identity(nvml) == identity(smi)
     assert smi["gpus"][1]["mig_devices"][0]["profile"] == "1g.5gb"
 
 

@@ -71,7 +71,7 @@ def test_prune_keeps_every_other_entry_and_resource():
     assert [e.pod_uid for e in pruned.entries] == ["p2", "p3"]
     assert pruned.entries[0].alloc_resp == b"t"
     assert pruned.registered == {"nvidia.com/gpu": [OTHER], "rdma/hca": ["mlx5_0"], "example.com/empty": None}
-    data, _ = codec.encode(pruned)
+    data, dummy = codec.encode(pruned)
     assert codec.decode(data).valid
 
 
@@ -86,7 +86,7 @@ def sysroot(tmp_path):
 
 
 def write(path, cp, mode=0o644):
-    data, _ = codec.encode(cp)
+    data, dummy = codec.encode(cp)
     with open(path, "wb") as handle:
         handle.write(data)
     os.chmod(path, mode)
@@ -99,8 +99,8 @@ STALE_CP = checkpoint(
 )
 
 
-def run(sysroot, facts=FACTS, **kw):
-    return rc.reconcile(facts, path=sysroot["path"], backup_dir=sysroot["backup_dir"], now=1795723200.5, **kw)
+def run(sysroot, facts=None, **kw):
+    return rc.reconcile(FACTS if facts is None else facts, path=sysroot["path"], backup_dir=sysroot["backup_dir"], now=1795723200.5, **kw)
 
 
 def test_remove_moves_aside_with_backup_then_is_idempotent(sysroot):
@@ -138,7 +138,7 @@ def test_prune_rewrites_atomically_keeping_mode_and_other_resources(sysroot):
     assert decoded.valid
     assert decoded.checkpoint.registered == {"nvidia.com/gpu": [], "rdma/hca": ["mlx5_0"]}
     assert [e.pod_uid for e in decoded.checkpoint.entries] == ["p2"]
-    assert [n for n in os.listdir(os.path.dirname(sysroot["path"]))] == ["kubelet_internal_checkpoint"]
+    assert sorted(os.listdir(os.path.dirname(sysroot["path"]))) == ["kubelet_internal_checkpoint"]
     assert "secret-env" not in result["diff"]["before"] and "<redacted: 10 bytes>" in result["diff"]["before"]
     again = run(sysroot, strategy="prune")
     assert not again["changed"] and again["status"] == "up_to_date"
@@ -195,7 +195,7 @@ def test_symlink_is_refused(sysroot, tmp_path):
     os.symlink(str(real), sysroot["path"])
     with pytest.raises(UnsafeFileError, match="symlink"):
         run(sysroot)
-    info, _ = rc.describe(sysroot["path"])
+    info = rc.describe(sysroot["path"])
     assert info["exists"] and "symlink" in info["error"]
 
 
@@ -219,7 +219,7 @@ def test_file_changed_between_read_and_write_is_not_replaced(sysroot, monkeypatc
     with pytest.raises(UnsafeFileError, match="changed while reconciling"):
         run(sysroot, strategy="prune")
     assert os.path.exists(sysroot["path"])
-    assert [n for n in os.listdir(os.path.dirname(sysroot["path"]))] == ["kubelet_internal_checkpoint"]
+    assert sorted(os.listdir(os.path.dirname(sysroot["path"]))) == ["kubelet_internal_checkpoint"]
 
 
 @pytest.mark.parametrize(
@@ -248,10 +248,10 @@ def test_backup_dir_inside_device_plugins_is_refused(sysroot):
 
 
 def test_describe_reports_missing_corrupt_and_v2(sysroot):
-    missing, _ = rc.describe(sysroot["path"])
+    missing = rc.describe(sysroot["path"])
     assert (missing["exists"], missing["layout"], missing["stored_checksum"]) == (False, None, None)
     write(sysroot["path"], STALE_CP)
-    info, _ = rc.describe(sysroot["path"])
+    info = rc.describe(sysroot["path"])
     assert info["layout"] == "v2" and info["checksum_valid"] and info["error"] is None
     assert info["stored_checksum"] == info["computed_checksum"]
     assert info["registered_devices"] == {"nvidia.com/gpu": [OLD], "rdma/hca": ["mlx5_0"]}
@@ -264,5 +264,5 @@ def test_describe_reports_missing_corrupt_and_v2(sysroot):
     }
     with open(sysroot["path"], "wb") as handle:
         handle.write(b"{not json")
-    bad, _ = rc.describe(sysroot["path"])
+    bad = rc.describe(sysroot["path"])
     assert bad["exists"] and bad["layout"] is None and not bad["checksum_valid"] and "invalid JSON" in bad["error"]

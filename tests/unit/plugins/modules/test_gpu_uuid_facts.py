@@ -18,6 +18,6 @@ def test_gpu_uuid_facts_playbook(fake_node, playbook, tmp_path):
         ]
     )
     bad = fakenode.write_config(str(tmp_path / "bad.cfg"), [], init_error=9)
-    ok, changed, out = playbook("gpu_uuid_facts.yml", env, bad_config=bad)
+    ok, changed, out = playbook("gpu_uuid_facts.yml", env, bad_config=bad, new_uuid=NEW)
     assert (ok, changed) == (8, 0), out
     assert "rescued=2 " in out

@@ -34,7 +34,7 @@ def stale_checkpoint(path):
         ],
         {"nvidia.com/gpu": [OLD], "rdma/hca": ["mlx5_0"]},
     )
-    data, _ = codec.encode(cp)
+    data, dummy = codec.encode(cp)
     with open(path, "wb") as handle:
         handle.write(data)
     return path

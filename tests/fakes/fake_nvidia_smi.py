@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Test stand-in for nvidia-smi: reads the same fake-node file as fake_nvml.c
 # (GPUOPS_FAKE_NVML_CONFIG) and prints what the real CLI prints for the
 # invocations gpuops.fleet uses, including its failure messages and exit codes.

@@ -1,0 +1,46 @@
+# One file drives lint and tests. `make test` is what CI runs (.ci/run).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SANITY_ROOT := build/sanity/ansible_collections/gpuops/fleet
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: test unit sanity lint bench demo clean venv collection-link
+
+test: unit sanity lint ## everything CI runs
+
+venv: $(STAMP)
+$(STAMP): requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+collection-link:
+	@mkdir -p build/collections/ansible_collections/gpuops
+	@ln -sfn $(CURDIR) build/collections/ansible_collections/gpuops/fleet
+
+unit: venv collection-link ## pytest: codec, planner, inventory (fake NVML), modules through ansible-playbook
+	$(BIN)/python -m pytest -p no:randomly tests/unit
+
+# ansible-test needs the collection under ansible_collections/<ns>/<name>; test a copy of
+# the files git knows about (tracked and untracked-but-not-ignored), in a repo of its own
+# (inside this one, ansible-test would see build/ as ignored and test nothing).
+sanity: venv ## ansible-test sanity (its tool venvs are cached under ~/.ansible/test)
+	rm -rf build/sanity && mkdir -p $(SANITY_ROOT)
+	git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C $(SANITY_ROOT)
+	cd $(SANITY_ROOT) && git init -q && git add -A
+	hack/ansible-test-bootstrap.sh $(BIN)/python
+	cd $(SANITY_ROOT) && $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.11 --color no
+
+lint: venv collection-link ## ansible-lint, production profile
+	$(BIN)/ansible-lint --offline
+
+bench: venv collection-link ## speed figures (not a test)
+	$(BIN)/python benchmarks/bench.py
+
+clean:
+	rm -rf build out .pytest_cache
