@@ -8,7 +8,7 @@ SANITY_ROOT := build/sanity/ansible_collections/gpuops/fleet
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: test unit sanity lint bench demo clean venv collection-link
+.PHONY: test unit sanity lint bench demo fakes clean venv collection-link
 
 test: unit sanity lint ## everything CI runs
 
@@ -38,6 +38,13 @@ sanity: venv ## ansible-test sanity (its tool venvs are cached under ~/.ansible/
 
 lint: venv collection-link ## ansible-lint, production profile
 	$(BIN)/ansible-lint --offline
+
+fakes: venv
+	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests/fakes"); import fakenode; fakenode.build_lib("build/fakes")'
+
+demo: venv collection-link fakes ## the main job on the lab default (SIMULATED GPUs)
+	$(BIN)/ansible-playbook -i lab/inventory.yml lab/setup.yml
+	$(BIN)/ansible-playbook -i lab/inventory.yml playbooks/site.yml
 
 bench: venv collection-link ## speed figures (not a test)
 	$(BIN)/python benchmarks/bench.py
