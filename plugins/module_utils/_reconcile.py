@@ -112,17 +112,6 @@ def _add(bucket, resource, device_id):
         values.append(device_id)
 
 
-def count_gpu_ids(cp, patterns):
-    total = 0
-    for resource, values in (cp.registered or {}).items():
-        if ids.is_gpu_resource(resource, patterns):
-            total += len(values or ())
-    for entry in cp.entries or ():
-        if ids.is_gpu_resource(entry.resource_name, patterns):
-            total += len(entry.flat_device_ids())
-    return total
-
-
 def plan(cp, inventory, patterns):
     """Classify every GPU-resource device ID of ``cp`` against ``inventory`` (pure)."""
     result = Plan()
@@ -281,7 +270,7 @@ def reconcile(
     if inventory.gpu_count == 0:
         if cp is None:
             return _unknown(result, "zero GPUs seen and the checkpoint cannot be decoded", unknown_inventory)
-        listed = count_gpu_ids(cp, patterns)
+        listed = plan(cp, inventory, patterns).gpu_ids_listed
         if listed:
             return _unknown(result, "zero GPUs seen while the checkpoint lists %d GPU device IDs" % listed, unknown_inventory)
 
