@@ -107,8 +107,9 @@ def ensure_unchanged(original):
 
 
 def backup_name(path, now=None):
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now if now is not None else time.time()))
-    frac = int(((now if now is not None else time.time()) % 1) * 1000000)
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now))
+    frac = int((now % 1) * 1000000)
     return "%s.%s.%06dZ" % (os.path.basename(path), stamp, frac)
 
 

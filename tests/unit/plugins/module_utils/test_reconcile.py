@@ -266,3 +266,9 @@ def test_describe_reports_missing_corrupt_and_v2(sysroot):
         handle.write(b"{not json")
     bad = rc.describe(sysroot["path"])
     assert bad["exists"] and bad["layout"] is None and not bad["checksum_valid"] and "invalid JSON" in bad["error"]
+
+
+def test_backup_name_takes_seconds_and_fraction_from_one_clock_reading(monkeypatch):
+    readings = iter([1795723200.999999, 1795723201.000001])
+    monkeypatch.setattr(nodefile.time, "time", lambda: next(readings))
+    assert nodefile.backup_name("/x/kubelet_internal_checkpoint") == "kubelet_internal_checkpoint.20261126T200000.999999Z"
