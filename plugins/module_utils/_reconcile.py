@@ -217,7 +217,6 @@ def _base_result(path):
         "unrecognized": {},
         "backup_path": None,
         "msg": "",
-        "diff": {"before": "", "after": ""},
     }
 
 
@@ -227,7 +226,6 @@ def _unknown(result, reason, unknown_inventory):
     result["status"] = STATE_INVENTORY_UNKNOWN
     result["action"] = "skipped"
     result["msg"] = "GPU inventory unknown, checkpoint left untouched: %s" % reason
-    return result
 
 
 def reconcile(
@@ -241,65 +239,91 @@ def reconcile(
     check_mode=False,
     max_bytes=nodefile.DEFAULT_MAX_BYTES,
     now=None,
+    diff=False,
 ):
     """Bring the checkpoint at ``path`` in line with the GPUs in ``facts`` (a gpuops_gpus dict).
 
-    Returns a result dict (see the kubelet_checkpoint module's RETURN). Raises
-    InventoryError (unknown inventory with ``unknown_inventory=fail``),
+    Returns a result dict (see the kubelet_checkpoint module's RETURN), with
+    ``diff`` ({before, after}, AllocResp redacted) only when ``diff`` is true.
+    Raises InventoryError (unknown inventory with ``unknown_inventory=fail``),
     ParameterError or UnsafeFileError; nothing is written in those cases.
     """
     validate_options(strategy, on_corrupt, unknown_inventory, backup_dir, path, max_bytes)
     patterns = ids.validate_resource_patterns(resources)
+    available, reason = facts.get("available"), facts.get("reason")
     result = _base_result(path)
-
     nf = nodefile.read(path, max_bytes)
+    cp = new_cp = None
     if nf is None:
         result["status"] = STATE_MISSING
         result["msg"] = "no checkpoint at %s; kubelet writes a fresh one" % path
-        return result
-    decoded = codec.decode(nf.data)
+    else:
+        decoded = codec.decode(nf.data)
+        cp = decoded.checkpoint
+        new_cp = _decide(result, facts, available, reason, nf, decoded, patterns, strategy, on_corrupt, unknown_inventory, backup_dir, check_mode, now)
+    if diff:
+        result["diff"] = _diff(result, nf, cp, new_cp)
+    return result
+
+
+def _diff(result, nf, cp, new_cp):
+    """Diff of what reconcile() did (or would do), rendered only for diff mode."""
+    if nf is None:
+        return {"before": "", "after": ""}
+    before = render(cp) if cp is not None else "<undecodable checkpoint, %d bytes>\n" % len(nf.data)
+    if result["action"] == "removed":
+        after = ""
+    elif new_cp is not None:
+        after = render(new_cp)
+    else:
+        after = before
+    return {"before": before, "after": after}
+
+
+def _decide(result, facts, available, reason, nf, decoded, patterns, strategy, on_corrupt, unknown_inventory, backup_dir, check_mode, now):
+    """Fill ``result`` for an existing checkpoint and act on it; returns the pruned Checkpoint or None."""
     cp = decoded.checkpoint
     result["error"] = decoded.error
     result["checksum_valid"] = decoded.valid
     result["layout"] = cp.layout if cp is not None else None
-    result["diff"]["before"] = render(cp) if cp is not None else "<undecodable checkpoint, %d bytes>\n" % len(nf.data)
 
-    if not facts.get("available"):
-        return _unknown(result, facts.get("reason") or "gpu_uuid_facts reported the GPUs as unavailable", unknown_inventory)
+    if not available:
+        _unknown(result, reason or "gpu_uuid_facts reported the GPUs as unavailable", unknown_inventory)
+        return None
     inventory = ids.inventory_from_facts(facts)
+    the_plan = plan(cp, inventory, patterns) if cp is not None else None
     if inventory.gpu_count == 0:
         if cp is None:
-            return _unknown(result, "zero GPUs seen and the checkpoint cannot be decoded", unknown_inventory)
-        listed = plan(cp, inventory, patterns).gpu_ids_listed
-        if listed:
-            return _unknown(result, "zero GPUs seen while the checkpoint lists %d GPU device IDs" % listed, unknown_inventory)
+            _unknown(result, "zero GPUs seen and the checkpoint cannot be decoded", unknown_inventory)
+            return None
+        if the_plan.gpu_ids_listed:
+            _unknown(result, "zero GPUs seen while the checkpoint lists %d GPU device IDs" % the_plan.gpu_ids_listed, unknown_inventory)
+            return None
 
     if not decoded.valid:
         result["status"] = STATE_CORRUPT
         if on_corrupt == "report":
-            result["diff"]["after"] = result["diff"]["before"]
             result["msg"] = "checkpoint is corrupt (%s); kubelet ignores it; left in place (on_corrupt=report)" % decoded.error
-            return result
-        return _move_aside(result, nf, backup_dir, check_mode, now, "corrupt checkpoint (%s)" % decoded.error)
+        else:
+            _move_aside(result, nf, backup_dir, check_mode, now, "corrupt checkpoint (%s)" % decoded.error)
+        return None
 
-    the_plan = plan(cp, inventory, patterns)
     result["stale"] = the_plan.stale
     result["affected_pods"] = the_plan.affected
     result["unrecognized"] = the_plan.unrecognized
     if not the_plan.is_stale:
         result["status"] = STATE_UP_TO_DATE
-        result["diff"]["after"] = result["diff"]["before"]
         result["msg"] = "checkpoint is up to date with the %d GPU(s) seen" % inventory.gpu_count
-        return result
+        return None
 
     result["status"] = STATE_STALE
     why = "stale device IDs %s" % ", ".join("%s: %s" % (r, " ".join(v)) for r, v in sorted(the_plan.stale.items()))
     if strategy == "remove":
-        return _move_aside(result, nf, backup_dir, check_mode, now, why)
+        _move_aside(result, nf, backup_dir, check_mode, now, why)
+        return None
 
     new_cp = prune(cp, the_plan)
     data, dummy = codec.encode(new_cp)
-    result["diff"]["after"] = render(new_cp)
     result["changed"] = True
     result["action"] = "pruned"
     if not check_mode:
@@ -310,13 +334,12 @@ def reconcile(
         len(the_plan.affected),
         "y" if len(the_plan.affected) == 1 else "ies",
     )
-    return result
+    return new_cp
 
 
 def _move_aside(result, nf, backup_dir, check_mode, now, why):
     result["changed"] = True
     result["action"] = "removed"
-    result["diff"]["after"] = ""
     if not check_mode:
         result["backup_path"] = nodefile.write_backup(nf, backup_dir, now)
         nodefile.remove(nf)
@@ -324,4 +347,3 @@ def _move_aside(result, nf, backup_dir, check_mode, now, why):
         why,
         "" if check_mode else " to " + result["backup_path"],
     )
-    return result

@@ -235,12 +235,10 @@ def main():
             resources=params["resources"],
             check_mode=module.check_mode,
             max_bytes=params["max_bytes"],
+            diff=module._diff,
         )
     except GpuopsError as exc:
         module.fail_json(msg=str(exc), checkpoint_path=params["path"], gpus=facts)
-    diff = result.pop("diff")
-    if module._diff:
-        result["diff"] = diff
     if result["status"] == "corrupt" and result["action"] == "none":
         module.warn(result["msg"])
     module.exit_json(gpus=facts, **result)

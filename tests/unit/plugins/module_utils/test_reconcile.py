@@ -130,7 +130,7 @@ def test_check_mode_changes_nothing_and_reports_the_same_plan(sysroot):
 
 def test_prune_rewrites_atomically_keeping_mode_and_other_resources(sysroot):
     write(sysroot["path"], STALE_CP, mode=0o600)
-    result = run(sysroot, strategy="prune")
+    result = run(sysroot, strategy="prune", diff=True)
     assert result["changed"] and result["action"] == "pruned"
     nf = nodefile.read(sysroot["path"])
     assert stat.S_IMODE(nf.st.st_mode) == 0o600
@@ -272,3 +272,18 @@ def test_backup_name_takes_seconds_and_fraction_from_one_clock_reading(monkeypat
     readings = iter([1795723200.999999, 1795723201.000001])
     monkeypatch.setattr(nodefile.time, "time", lambda: next(readings))
     assert nodefile.backup_name("/x/kubelet_internal_checkpoint") == "kubelet_internal_checkpoint.20261126T200000.999999Z"
+
+
+def test_diff_only_when_asked_and_unchanged_outcomes_diff_equal(sysroot):
+    original = write(sysroot["path"], STALE_CP)
+    assert "diff" not in run(sysroot, check_mode=True)
+    removed = run(sysroot, check_mode=True, diff=True)["diff"]
+    assert removed["after"] == "" and OLD in removed["before"]
+    skipped = run(sysroot, facts={"available": False, "reason": "driver down", "gpus": []}, unknown_inventory="skip", diff=True)
+    assert skipped["diff"]["before"] == skipped["diff"]["after"] != ""
+    with open(sysroot["path"], "wb") as handle:
+        handle.write(b"{not json")
+    corrupt = run(sysroot, diff=True)
+    assert corrupt["diff"] == {"before": "<undecodable checkpoint, 9 bytes>\n", "after": "<undecodable checkpoint, 9 bytes>\n"}
+    with open(sysroot["path"], "wb") as handle:
+        handle.write(original)
