@@ -105,6 +105,17 @@ def _require(mapping, key, kind, field):
     return value
 
 
+def availability(facts, field="gpus"):
+    """Return ``(available, reason)`` of a ``gpuops_gpus`` facts dict; ParameterError names a bad field."""
+    if not isinstance(facts, dict):
+        raise ParameterError(field, "expected a dict (the ansible_facts.gpuops_gpus value of gpuops.fleet.gpu_uuid_facts)")
+    if "available" not in facts:
+        raise ParameterError(field, "missing key 'available'; pass the ansible_facts.gpuops_gpus value returned by gpuops.fleet.gpu_uuid_facts")
+    if not isinstance(facts["available"], bool):
+        raise ParameterError("%s.available" % field, "expected a boolean, got %s %r" % (type(facts["available"]).__name__, facts["available"]))
+    return facts["available"], facts.get("reason")
+
+
 def inventory_from_facts(facts, field="gpus"):
     """Validate a ``gpuops_gpus`` facts dict and build an Inventory.
 

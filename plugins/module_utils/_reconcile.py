@@ -250,7 +250,7 @@ def reconcile(
     """
     validate_options(strategy, on_corrupt, unknown_inventory, backup_dir, path, max_bytes)
     patterns = ids.validate_resource_patterns(resources)
-    available, reason = facts.get("available"), facts.get("reason")
+    available, reason = ids.availability(facts)
     result = _base_result(path)
     nf = nodefile.read(path, max_bytes)
     cp = new_cp = None

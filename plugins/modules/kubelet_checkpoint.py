@@ -190,7 +190,7 @@ gpus:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._device_ids import DEFAULT_GPU_RESOURCES
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import BACKENDS, NVIDIA_SMI_DIRS, gather
 from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import (
     DEFAULT_BACKUP_DIR,
@@ -223,8 +223,6 @@ def main():
         smi = module.get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS)
         facts = gather(module.run_command, params["backend"], smi)
     try:
-        if "available" not in facts:
-            raise ParameterError("gpus", "missing key 'available'; pass ansible_facts.gpuops_gpus from gpuops.fleet.gpu_uuid_facts")
         result = reconcile(
             facts,
             path=params["path"],

@@ -105,3 +105,23 @@ def test_bad_resource_patterns(patterns):
 )
 def test_default_gpu_resources(resource, expected):
     assert ids.is_gpu_resource(resource, ids.DEFAULT_GPU_RESOURCES) is expected
+
+
+@pytest.mark.parametrize(
+    "facts, field",
+    [
+        ("GPU-a", "gpus"),
+        ({"gpus": []}, "gpus"),
+        ({"available": "false", "gpus": []}, "gpus.available"),
+        ({"available": 0, "gpus": []}, "gpus.available"),
+    ],
+)
+def test_availability_names_the_field(facts, field):
+    with pytest.raises(ParameterError) as err:
+        ids.availability(facts)
+    assert err.value.field == field
+
+
+def test_availability():
+    assert ids.availability({"available": False, "reason": "driver down"}) == (False, "driver down")
+    assert ids.availability(FACTS) == (True, None)

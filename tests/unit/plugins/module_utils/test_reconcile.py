@@ -230,6 +230,8 @@ def test_file_changed_between_read_and_write_is_not_replaced(sysroot, monkeypatc
         ({"unknown_inventory": "go"}, "unknown_inventory"),
         ({"max_bytes": 0}, "max_bytes"),
         ({"resources": []}, "resources"),
+        ({"facts": {"available": "yes", "gpus": []}}, "gpus.available"),
+        ({"facts": {"gpus": []}}, "gpus"),
     ],
 )
 def test_bad_parameters_name_the_field(sysroot, kwargs, field):
