@@ -92,7 +92,7 @@ def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
 class Plan(object):
     """What is stale in a checkpoint, per GPU resource."""
 
-    __slots__ = ("stale", "stale_registered", "affected", "unrecognized", "gpu_ids_listed")
+    __slots__ = ("stale", "stale_registered", "affected", "unrecognized", "gpu_ids_listed", "registered_ids", "pod_ids")
 
     def __init__(self):
         self.stale = {}
@@ -100,6 +100,9 @@ class Plan(object):
         self.affected = []
         self.unrecognized = {}
         self.gpu_ids_listed = 0
+        # every GPU-resource device ID listed, per resource (what the boot guard logs)
+        self.registered_ids = {}
+        self.pod_ids = {}
 
     @property
     def is_stale(self):
@@ -127,6 +130,7 @@ def plan(cp, inventory, patterns):
             continue
         for device_id in values or ():
             result.gpu_ids_listed += 1
+            _add(result.registered_ids, resource, device_id)
             s = state(device_id)
             if s == ids.STALE:
                 _add(result.stale, resource, device_id)
@@ -139,6 +143,7 @@ def plan(cp, inventory, patterns):
         stale_here = []
         for device_id in entry.flat_device_ids():
             result.gpu_ids_listed += 1
+            _add(result.pod_ids, entry.resource_name, device_id)
             s = state(device_id)
             if s == ids.STALE:
                 _add(result.stale, entry.resource_name, device_id)
@@ -215,6 +220,8 @@ def _base_result(path):
         "stale": {},
         "affected_pods": [],
         "unrecognized": {},
+        "registered_gpu_ids": {},
+        "pod_gpu_ids": {},
         "backup_path": None,
         "msg": "",
     }
@@ -292,6 +299,9 @@ def _decide(result, facts, available, reason, nf, decoded, patterns, strategy, o
         return None
     inventory = ids.inventory_from_facts(facts)
     the_plan = plan(cp, inventory, patterns) if cp is not None else None
+    if the_plan is not None:
+        result["registered_gpu_ids"] = the_plan.registered_ids
+        result["pod_gpu_ids"] = the_plan.pod_ids
     if inventory.gpu_count == 0:
         if cp is None:
             _unknown(result, "zero GPUs seen and the checkpoint cannot be decoded", unknown_inventory)

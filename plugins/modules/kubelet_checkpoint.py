@@ -170,6 +170,20 @@ unrecognized:
   returned: always
   type: dict
   sample: {}
+registered_gpu_ids:
+  description:
+    - Every device ID of a GPU resource in C(RegisteredDevices), per resource, as listed before any change.
+    - Empty when the checkpoint is missing or could not be decoded, or the GPU inventory is unknown.
+  returned: always
+  type: dict
+  sample: {"nvidia.com/gpu": ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"]}
+pod_gpu_ids:
+  description:
+    - Every device ID of a GPU resource held by pod entries, per resource, as listed before any change.
+    - Empty when the checkpoint is missing or could not be decoded, or the GPU inventory is unknown.
+  returned: always
+  type: dict
+  sample: {"aliyun.com/gpu-mem": ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0-_-0"]}
 backup_path:
   description: Where the original file was saved, V(null) when nothing was written (also in check mode).
   returned: always
