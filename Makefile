@@ -8,7 +8,7 @@ SANITY_ROOT := build/sanity/ansible_collections/gpuops/fleet
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: test unit sanity lint bench demo fakes clean venv collection-link
+.PHONY: test unit sanity lint bench demo fakes clean venv collection-link molecule
 
 test: unit sanity lint ## everything CI runs
 
@@ -51,3 +51,10 @@ bench: venv collection-link ## speed figures (not a test)
 
 clean:
 	rm -rf build out .pytest_cache
+
+# Molecule on real systemd (podman). Needs podman, runc, debootstrap (.ci/run installs them).
+SCENARIO ?= --all
+MOLECULE_ENV := CONTAINERS_CONF=$(CURDIR)/tests/molecule/containers.conf PATH=$(CURDIR)/$(BIN):$$PATH
+molecule: venv collection-link fakes ## Molecule scenarios: healthy, replaced_gpu, corrupt, no_driver
+	$(MOLECULE_ENV) hack/molecule-image.sh
+	$(MOLECULE_ENV) $(BIN)/molecule test $(if $(filter --all,$(SCENARIO)),--all,-s $(SCENARIO))
