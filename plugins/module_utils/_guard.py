@@ -138,13 +138,14 @@ def load_config(path, explicit):
 
 def rfc3339(now):
     """Local time with offset and milliseconds, e.g. 2026-11-21T14:41:17.031+08:00."""
-    local = time.localtime(now)
+    seconds, millis = divmod(int(round(now * 1000)), 1000)
+    local = time.localtime(seconds)
     offset = local.tm_gmtoff or 0
     sign = "+" if offset >= 0 else "-"
     offset = abs(offset)
     return "%s.%03d%s%02d:%02d" % (
         time.strftime("%Y-%m-%dT%H:%M:%S", local),
-        int((now % 1) * 1000),
+        millis,
         sign,
         offset // 3600,
         (offset % 3600) // 60,

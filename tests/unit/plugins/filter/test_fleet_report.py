@@ -1,0 +1,76 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fleet summary filters: table and Markdown from per-node rows."""
+
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.fleet.plugins.filter import fleet_report as fr
+
+OLD = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+ROWS = [
+    {
+        "node": "b-replaced",
+        "simulated": True,
+        "gpus": 1,
+        "driver": "535.104.05",
+        "layout": "v2",
+        "status": "stale",
+        "stale": {"nvidia.com/gpu": [OLD]},
+        "action": "removed",
+        "backup": "/var/lib/gpuops/backups/kubelet_internal_checkpoint.20261121T203112.745190Z",
+        "msg": "stale device IDs nvidia.com/gpu: %s: moved the checkpoint aside" % OLD,
+    },
+    {
+        "node": "a-no-driver",
+        "simulated": False,
+        "gpus": 0,
+        "driver": None,
+        "inventory_reason": "NVIDIA driver is not loaded",
+        "layout": "v2",
+        "status": "inventory_unknown",
+        "stale": {},
+        "action": "skipped",
+        "backup": None,
+        "msg": "",
+    },
+    {"node": "c-share", "gpus": 2, "status": "stale", "stale": {"aliyun.com/gpu-mem": ["%s-_-%d" % (OLD, n) for n in range(3)]}, "action": "pruned"},
+]
+
+
+def test_table_has_one_aligned_line_per_node_sorted_then_notes():
+    lines = fr.fleet_table(ROWS).splitlines()
+    assert lines[0].split() == ["node", "GPUs", "driver", "layout", "checkpoint", "stale", "IDs", "action", "backup"]
+    assert set(lines[1]) == {"-", " "}
+    assert [line.split()[0] for line in lines[2:5]] == ["a-no-driver", "b-replaced", "c-share"]
+    assert lines[2].split()[:2] == ["a-no-driver", "unknown"]
+    assert "1 (simulated)" in lines[3] and OLD in lines[3] and lines[3].rstrip().endswith("745190Z")
+    assert "3 (%s-_-0, ...)" % OLD in lines[4]
+    # every column starts at the same offset on every row
+    col = lines[0].index("checkpoint")
+    assert all(line[col:].split()[0] in ("checkpoint", "inventory_unknown", "stale") for line in lines[2:5])
+    assert lines[5:] == ["b-replaced: stale device IDs nvidia.com/gpu: %s: moved the checkpoint aside" % OLD]
+
+
+def test_markdown_says_simulated_and_escapes_pipes():
+    rows = ROWS + [{"node": "d|pipe", "status": "no_result", "msg": "no result: a|b"}]
+    doc = fr.fleet_markdown(rows)
+    assert doc.startswith("# gpuops fleet summary\n\n> Nodes marked (simulated) run on SIMULATED GPUs")
+    table = [line for line in doc.splitlines() if line.startswith("|")]
+    assert len(table) == 2 + len(rows)
+    assert all(line.count(" | ") == 7 for line in table if not line.startswith("|---"))
+    assert "| d\\|pipe | - |" in doc
+    assert "`%s`" % OLD in doc
+    assert "- **d\\|pipe**: no result: a\\|b" in doc
+
+
+def test_no_simulated_banner_for_real_nodes():
+    assert "SIMULATED" not in fr.fleet_markdown([{"node": "n1", "gpus": 8, "status": "up_to_date"}])
+
+
+@pytest.mark.parametrize("bad", [None, "rows", [1], {"node": "x"}])
+def test_bad_input_is_a_filter_error(bad):
+    with pytest.raises(AnsibleFilterError, match="expects a list of per-node summary dicts"):
+        fr.fleet_table(bad)
