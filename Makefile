@@ -10,7 +10,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: test unit sanity lint bench demo fakes clean venv collection-link molecule
 
-test: unit sanity lint ## everything CI runs
+test: unit sanity lint molecule ## everything CI runs
 
 venv: $(STAMP)
 $(STAMP): requirements-dev.txt

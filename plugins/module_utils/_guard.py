@@ -301,7 +301,8 @@ def _story(config, log, facts, result, report_only, run):
     log.emit("info", "registered_gpus", "find registered gpu: %s" % _ids_msg(result["registered_gpu_ids"]), registered=result["registered_gpu_ids"])
     log.emit("info", "pod_gpus", "find pod gpu: %s" % _ids_msg(result["pod_gpu_ids"]), pods=result["pod_gpu_ids"])
     if result["unrecognized"]:
-        log.emit("warning", "unrecognized_ids", "device IDs not mapped to a GPU (left alone): %s" % _ids_msg(result["unrecognized"]), unrecognized=result["unrecognized"])
+        unrecognized = result["unrecognized"]
+        log.emit("warning", "unrecognized_ids", "device IDs not mapped to a GPU (left alone): %s" % _ids_msg(unrecognized), unrecognized=unrecognized)
     if status == rec.STATE_UP_TO_DATE:
         log.emit("info", "up_to_date", "cached gpu info in checkpoint is up to date", **common)
         return _finish(log, EXIT_OK, result)

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Stand-in for kubelet in the Molecule scenarios (no kubelet in a test container): it logs,
 # once, what a starting kubelet would find in its device checkpoint, then stays running.
 import json

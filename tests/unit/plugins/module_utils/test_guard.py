@@ -56,7 +56,7 @@ def node(tmp_path, fake_node):
 
         def run(command="check", config_path=str(cfg)):
             proc = subprocess.run(
-                [sys.executable, "-c", RUNNER, command, "--config", config_path], env=env, capture_output=True, text=True, timeout=60
+                [sys.executable, "-c", RUNNER, command, "--config", config_path], env=env, capture_output=True, text=True, timeout=60, check=False
             )
             records = [json.loads(line) for line in proc.stdout.splitlines()]
             return proc.returncode, records
