@@ -54,7 +54,7 @@ def _grid(rows):
 def fleet_table(rows):
     """Fixed-width text table, one line per node, then the notes (reasons, messages)."""
     rows = _rows(rows, "fleet_table")
-    header = [title for dummy, title in COLUMNS]
+    header = [heading for dummy, heading in COLUMNS]
     grid = _grid(rows)
     widths = [max(len(line[i]) for line in [header] + grid) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header] + grid]
@@ -75,7 +75,7 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
     out = ["# %s" % title, ""]
     if any(r.get("simulated") for r in rows):
         out += ["> Nodes marked (simulated) run on SIMULATED GPUs (lab fakes), not real hardware.", ""]
-    out.append("| " + " | ".join(title for dummy, title in COLUMNS) + " |")
+    out.append("| " + " | ".join(heading for dummy, heading in COLUMNS) + " |")
     out.append("|" + "---|" * len(COLUMNS))
     for line in _grid(rows):
         out.append("| " + " | ".join("`%s`" % _md(c) if c.startswith(("GPU-", "MIG-", "/")) else _md(c) for c in line) + " |")

@@ -50,6 +50,20 @@ _MIG_NAME = re.compile(r"\bMIG (?P<profile>\S+)")
 _MINOR = re.compile(r"^Device Minor:\s*(\d+)\s*$", re.M)
 
 
+def find_nvidia_smi(explicit=None):
+    """Path of an executable nvidia-smi (``explicit``, else PATH, else NVIDIA_SMI_DIRS) or None.
+
+    Outside Ansible (the node-side gpuops command); modules use ``get_bin_path`` with the same dirs.
+    """
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    for directory in os.environ.get("PATH", "").split(os.pathsep) + NVIDIA_SMI_DIRS:
+        candidate = os.path.join(directory, "nvidia-smi")
+        if directory and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 class BackendUnavailable(Exception):
     """The backend itself is missing (library or binary absent), so another may be tried."""
 

@@ -30,6 +30,7 @@ import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _device_ids as ids
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
+from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError, UnsafeFileError
 
@@ -55,7 +56,7 @@ EXIT_CODES = (
     (EXIT_ACTION_FAILED, "stale or corrupt, but the backup, removal or rewrite failed (or kubelet wrote the file meanwhile)"),
 )
 
-# name -> (default, check); check(value) returns an error text or None
+# Settings of /etc/gpuops/gpuops.json and their defaults (checked by _check_field).
 CONFIG_FIELDS = {
     "checkpoint_path": rec.DEFAULT_PATH,
     "backup_dir": rec.DEFAULT_BACKUP_DIR,
@@ -64,7 +65,7 @@ CONFIG_FIELDS = {
     "resources": list(ids.DEFAULT_GPU_RESOURCES),
     "backend": "auto",
     "nvidia_smi": None,
-    "max_bytes": 16 * 1024 * 1024,
+    "max_bytes": nodefile.DEFAULT_MAX_BYTES,
     "driver_wait_seconds": 0,
     "restart_kubelet": True,
     "kubelet_unit": "kubelet.service",
@@ -177,25 +178,13 @@ def _run(argv):
     return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
 
-def _find_smi(config):
-    if config["nvidia_smi"]:
-        return config["nvidia_smi"] if os.access(config["nvidia_smi"], os.X_OK) else None
-    found = shutil.which("nvidia-smi")
-    if found:
-        return found
-    for directory in inventory.NVIDIA_SMI_DIRS:
-        candidate = os.path.join(directory, "nvidia-smi")
-        if os.access(candidate, os.X_OK):
-            return candidate
-    return None
-
-
 def gather_gpus(config, log, run=_run, sleep=time.sleep, clock=time.monotonic):
     """GPU facts; waits up to ``driver_wait_seconds`` for a driver that is still coming up."""
     deadline = clock() + config["driver_wait_seconds"]
     announced = False
     while True:
-        facts = inventory.gather(run, config["backend"], _find_smi(config))
+        # looked up on every try: a driver installer may put nvidia-smi in place late
+        facts = inventory.gather(run, config["backend"], inventory.find_nvidia_smi(config["nvidia_smi"]))
         if facts.get("available") or clock() >= deadline:
             return facts
         if not announced:

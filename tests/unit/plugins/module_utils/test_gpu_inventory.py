@@ -117,3 +117,25 @@ def test_no_library_and_no_cli_says_why(fake_node):
 def test_no_devices_is_available_with_zero_gpus(fake_node):
     facts = gather(fake_node([]), "nvidia-smi")
     assert facts["available"] and facts["count"] == 0
+
+
+def test_find_nvidia_smi_explicit_then_path_then_driver_dirs(tmp_path, monkeypatch):
+    from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inv
+
+    on_path = tmp_path / "bin" / "nvidia-smi"
+    in_driver_dir = tmp_path / "nvidia" / "bin" / "nvidia-smi"
+    for exe in (on_path, in_driver_dir):
+        exe.parent.mkdir(parents=True)
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    not_exec = tmp_path / "plain"
+    not_exec.write_text("")
+    monkeypatch.setattr(inv, "NVIDIA_SMI_DIRS", [str(in_driver_dir.parent)])
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert inv.find_nvidia_smi(str(in_driver_dir)) == str(in_driver_dir)
+    assert inv.find_nvidia_smi(str(not_exec)) is None
+    assert inv.find_nvidia_smi() == str(on_path)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert inv.find_nvidia_smi() == str(in_driver_dir)
+    monkeypatch.setattr(inv, "NVIDIA_SMI_DIRS", [])
+    assert inv.find_nvidia_smi() is None
