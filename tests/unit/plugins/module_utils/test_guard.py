@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.d
 COLLECTIONS = os.path.join(ROOT, "build", "collections")
 SEED = os.path.join(ROOT, "lab", "files", "seed_checkpoint.json")
 GPUSHARE = os.path.join(ROOT, "lab", "files", "gpushare_checkpoint.json")
+CORRUPT = os.path.join(ROOT, "lab", "files", "corrupt_checkpoint.json")
 SEED_GPU = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 NEW_GPU = "GPU-68ce64fb-ea68-5ad6-7e72-31f3f07378df"
 SHARE_KEPT = "GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e"
@@ -152,7 +153,8 @@ def test_zero_gpus_while_checkpoint_lists_some_is_unknown_inventory(node):
 
 @pytest.mark.parametrize("on_corrupt, code, action", [("report", guard.EXIT_CORRUPT, "none"), ("remove", guard.EXIT_OK, "removed")])
 def test_corrupt_checkpoint(node, on_corrupt, code, action):
-    data = read(SEED)[:60]
+    data = read(CORRUPT)
+    assert data == read(SEED)[:60]
     run = node([SEED_GPU], checkpoint_bytes=data, on_corrupt=on_corrupt)
     got, records = run()
     assert got == code
