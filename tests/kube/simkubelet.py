@@ -1,0 +1,260 @@
+# -*- coding: utf-8 -*-
+"""A SIMULATED kubelet for the integration tests (never for real nodes).
+
+It plays the node side of a cluster whose control plane is real (hack/kube-cluster.sh:
+kube-apiserver, kube-controller-manager, kube-scheduler), the way kwok does: it creates Node
+objects, keeps their status (capacity/allocatable, Ready condition) through the status
+subresource, and moves pods bound to its nodes through their lifecycle through the pods'
+status subresource. No container runs.
+
+What it models, per node (``--nodes`` JSON: a list of objects):
+
+* ``name``, ``labels``, ``taints``, ``gpus`` (GPU UUIDs the node's "hardware" has).
+* A pod matching ``--plugin-selector`` is the NVIDIA device plugin: after ``--start-delay`` it is
+  Running/Ready, and ``--register-delay`` later the node's ``nvidia.com/gpu`` allocatable becomes
+  the GPU count (capacity keeps the last registered count, as kubelet's does). When the plugin
+  pod is deleted, allocatable drops to 0 at once: kubelet's device manager marks a plugin's
+  devices unhealthy when its socket goes away.
+* A pod that terminates (``restartPolicy: Never``) and requests ``nvidia.com/gpu`` stands for a
+  verification pod: it ends Succeeded, its termination message lists the UUIDs of the GPUs
+  it was given, one per line (what ``nvidia-smi --query-gpu=uuid --format=csv,noheader``
+  prints in a container that got those GPUs). It fails admission (``UnexpectedAdmissionError``,
+  as kubelet does) when the node has fewer allocatable GPUs than it requests.
+* Pods being deleted are removed (grace period 0) after ``--stop-delay``, as kubelet does once
+  the containers are gone.
+* ``faults`` (a list) injects failures: ``plugin_crash`` (the plugin container never becomes
+  Ready: CrashLoopBackOff), ``no_gpus`` (the plugin registers 0 healthy GPUs),
+  ``wrong_gpus`` (a verification pod sees a GPU the node's inventory does not list).
+  ``fault_images`` limits the faults to pods whose image is in that list (a bad new version).
+
+Run: python tests/kube/simkubelet.py --kubeconfig K --nodes nodes.json
+"""
+
+import argparse
+import heapq
+import json
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+GPU = "nvidia.com/gpu"
+
+
+def now_iso():
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_selector(text):
+    out = {}
+    for part in filter(None, (text or "").split(",")):
+        key, _, value = part.partition("=")
+        out[key.strip()] = value.strip()
+    return out
+
+
+class SimKubelet:
+    def __init__(self, api, nodes, plugin_selector, start_delay, register_delay, stop_delay):
+        self.api = api
+        self.nodes = {n["name"]: n for n in nodes}
+        self.plugin_selector = plugin_selector
+        self.start_delay = start_delay
+        self.register_delay = register_delay
+        self.stop_delay = stop_delay
+        self.capacity = {}  # node -> last registered GPU count
+        self.handled = {}  # pod uid -> what was done (started / deleting)
+        self.timers = []  # heap of (when, seq, fn, args)
+        self.seq = 0
+
+    # -- nodes -------------------------------------------------------------------------------
+    def register_nodes(self):
+        for name, node in self.nodes.items():
+            labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+            labels.update(node.get("labels") or {})
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"taints": node.get("taints") or []},
+            }
+            try:
+                self.api.create_node(body)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                self.api.patch_node(name, {"metadata": {"labels": labels}})
+            self.set_node_status(name, allocatable_gpus=0)
+
+    def set_node_status(self, name, allocatable_gpus, registered=False):
+        """Registration sets capacity and allocatable; a plugin going away only zeroes allocatable."""
+        capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+        allocatable = dict(capacity)
+        if registered:
+            self.capacity[name] = allocatable_gpus
+        if name in self.capacity:
+            capacity[GPU] = str(self.capacity[name])
+            allocatable[GPU] = str(allocatable_gpus)
+        stamp = now_iso()
+        status = {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "SIMULATED kubelet (gpuops tests)",
+                 "lastHeartbeatTime": stamp, "lastTransitionTime": stamp},
+            ],
+            "nodeInfo": {"kubeletVersion": "v1.20.2", "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux",
+                         "architecture": "amd64", "containerRuntimeVersion": "simulated://0",
+                         "kernelVersion": "", "osImage": "SIMULATED", "machineID": "", "systemUUID": "", "bootID": ""},
+            "addresses": [{"type": "Hostname", "address": name}],
+        }
+        self.api.patch_node_status(name, {"status": status})
+
+    # -- timers ------------------------------------------------------------------------------
+    def later(self, delay, fn, *args):
+        self.seq += 1
+        heapq.heappush(self.timers, (time.monotonic() + delay, self.seq, fn, args))
+
+    def run_due(self):
+        while self.timers and self.timers[0][0] <= time.monotonic():
+            _when, _seq, fn, args = heapq.heappop(self.timers)
+            try:
+                fn(*args)
+            except ApiException as exc:
+                if exc.status not in (404, 409):
+                    raise
+
+    # -- pods --------------------------------------------------------------------------------
+    def is_plugin(self, pod):
+        labels = pod.metadata.labels or {}
+        return all(labels.get(k) == v for k, v in self.plugin_selector.items())
+
+    def faults(self, node, pod):
+        spec = self.nodes[node]
+        images = spec.get("fault_images")
+        if images and not any(c.image in images for c in pod.spec.containers):
+            return set()
+        return set(spec.get("faults") or [])
+
+    def sync(self):
+        pods = self.api.list_pod_for_all_namespaces().items
+        live = set()
+        for pod in pods:
+            node = pod.spec.node_name
+            if node not in self.nodes:
+                continue
+            uid = pod.metadata.uid
+            live.add(uid)
+            state = self.handled.get(uid)
+            if pod.metadata.deletion_timestamp is not None:
+                if state != "deleting":
+                    self.handled[uid] = "deleting"
+                    if self.is_plugin(pod):
+                        self.set_node_status(node, allocatable_gpus=0)
+                    self.later(self.stop_delay, self.finish_delete, pod.metadata.namespace, pod.metadata.name, uid)
+            elif state is None:
+                self.handled[uid] = "started"
+                self.later(self.start_delay, self.start_pod, pod)
+        for uid in list(self.handled):
+            if uid not in live:
+                del self.handled[uid]
+
+    def finish_delete(self, namespace, name, uid):
+        self.api.delete_namespaced_pod(name, namespace, grace_period_seconds=0,
+                                       body=client.V1DeleteOptions(grace_period_seconds=0, preconditions={"uid": uid}))
+
+    def gpu_request(self, pod):
+        total = 0
+        for ctr in pod.spec.containers:
+            limits = (ctr.resources.limits if ctr.resources else None) or {}
+            total += int(limits.get(GPU, 0))
+        return total
+
+    def start_pod(self, pod):
+        node = pod.spec.node_name
+        faults = self.faults(node, pod)
+        stamp = now_iso()
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        if pod.spec.restart_policy == "Never" and self.gpu_request(pod):
+            self.run_to_completion(pod, node, faults)
+            return
+        ready = not (self.is_plugin(pod) and "plugin_crash" in faults)
+        statuses = []
+        for ctr in pod.spec.containers:
+            if ready:
+                state = {"running": {"startedAt": stamp}}
+            else:
+                state = {"waiting": {"reason": "CrashLoopBackOff",
+                                     "message": "back-off 10s restarting failed container (SIMULATED fault plugin_crash)"}}
+            statuses.append({"name": ctr.name, "image": ctr.image, "imageID": "", "ready": ready,
+                             "restartCount": 0 if ready else 3, "started": ready, "state": state})
+        cond = "True" if ready else "False"
+        status = {
+            "phase": "Running", "startTime": stamp, "hostIP": "127.0.0.1", "podIP": "10.244.0.1",
+            "conditions": [{"type": t, "status": s, "lastTransitionTime": stamp}
+                           for t, s in (("Initialized", "True"), ("Ready", cond), ("ContainersReady", cond),
+                                        ("PodScheduled", "True"))],
+            "containerStatuses": statuses,
+        }
+        self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
+        if ready and self.is_plugin(pod):
+            gpus = 0 if "no_gpus" in faults else len(self.nodes[node].get("gpus") or [])
+            self.later(self.register_delay, self.register_plugin, node, pod.metadata.uid, gpus)
+
+    def register_plugin(self, node, uid, gpus):
+        if self.handled.get(uid) == "started":
+            self.set_node_status(node, allocatable_gpus=gpus, registered=True)
+
+    def run_to_completion(self, pod, node, faults):
+        stamp = now_iso()
+        wanted = self.gpu_request(pod)
+        current = self.api.read_node_status(node).status.allocatable or {}
+        if int(current.get(GPU, "0")) < wanted:
+            status = {"phase": "Failed", "reason": "UnexpectedAdmissionError",
+                      "message": "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+                                 "Requested: %d, Available: %s (SIMULATED)" % (wanted, current.get(GPU, "0"))}
+        else:
+            uuids = list(self.nodes[node].get("gpus") or [])[:wanted]
+            if "wrong_gpus" in faults and uuids:
+                uuids[-1] = "GPU-00000000-dead-beef-0000-000000000000"
+            ctr = pod.spec.containers[0]
+            status = {
+                "phase": "Succeeded", "startTime": stamp,
+                "conditions": [{"type": "Ready", "status": "False", "reason": "PodCompleted", "lastTransitionTime": stamp}],
+                "containerStatuses": [{
+                    "name": ctr.name, "image": ctr.image, "imageID": "", "ready": False, "restartCount": 0,
+                    "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": stamp,
+                                             "finishedAt": stamp, "message": "\n".join(uuids) + "\n"}},
+                }],
+            }
+        self.api.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": status})
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--nodes", required=True, help="JSON file: list of node objects")
+    parser.add_argument("--plugin-selector", default="name=nvidia-device-plugin-ds")
+    parser.add_argument("--start-delay", type=float, default=0.5, help="seconds from bind to Running (image pull)")
+    parser.add_argument("--register-delay", type=float, default=0.5, help="seconds from plugin Ready to GPUs allocatable")
+    parser.add_argument("--stop-delay", type=float, default=0.3, help="seconds to stop a pod's containers")
+    parser.add_argument("--interval", type=float, default=0.2)
+    args = parser.parse_args(argv)
+    config.load_kube_config(args.kubeconfig)
+    with open(args.nodes) as handle:
+        nodes = json.load(handle)
+    sim = SimKubelet(client.CoreV1Api(), nodes, parse_selector(args.plugin_selector),
+                     args.start_delay, args.register_delay, args.stop_delay)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    sim.register_nodes()
+    print("simkubelet: %d SIMULATED nodes registered" % len(nodes), flush=True)
+    while True:
+        sim.sync()
+        sim.run_due()
+        time.sleep(args.interval)
+
+
+if __name__ == "__main__":
+    main()
