@@ -1,0 +1,534 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: NVIDIA device-plugin versions, options, preflight
+against kubelet's CPUManager policy, the node-by-node upgrade plan and its checks.
+
+Pure functions over plain data (API objects as dicts from ``kubernetes.core.k8s_info``); the
+device_plugin role calls them through the filters in ``plugins/filter/device_plugin.py``.
+
+Version facts, from NVIDIA/k8s-device-plugin's CHANGELOG.md:
+
+* ``1.8`` ... ``1.11``: the first tags, named after the Kubernetes release they followed.
+* ``1.0.0-beta`` ... ``1.0.0-beta6`` came next and were re-versioned as ``v0.0.0`` ... ``v0.5.0``
+  ("Reversioned to SEMVER"; ``v0.6.0``: "Change versioning scheme to v0.x.x instead of
+  v1.0.0-betax"). So 1.0.0-beta6 is *older* than v0.6.0, although semver says otherwise.
+* ``--pass-device-specs`` (return the device nodes in Allocate(), the CPUManager-safe mode;
+  field report 002) arrived in 1.0.0-beta6 = v0.5.0 ("Add flag to optionally return list of
+  device nodes in Allocate() call").
+* ``--mig-strategy`` v0.7.0, ``--device-list-strategy`` v0.7.0 (volume-mounts),
+  ``--fail-on-init-error`` v0.7.0, flags as environment variables and ``--device-id-strategy``
+  v0.9.0, which also fixed "a bug when using CPUManager and the device plugin MIG mode not set
+  to none"; several ``--device-list-strategy`` values and ``cdi-annotations`` v0.14.0;
+  ``cdi-cri`` v0.15.0.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
+
+GPU_RESOURCE = "nvidia.com/gpu"
+TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
+TEMPLATE_GENERATION_LABEL = "pod-template-generation"
+
+# feature -> (first version that has it, how users know it)
+FEATURES = {
+    "pass_device_specs": ((0, 5, 0), "--pass-device-specs (1.0.0-beta6 = v0.5.0)"),
+    "fail_on_init_error": ((0, 7, 0), "--fail-on-init-error (v0.7.0)"),
+    "mig_strategy": ((0, 7, 0), "--mig-strategy (v0.7.0)"),
+    "device_list_strategy": ((0, 7, 0), "--device-list-strategy (v0.7.0)"),
+    "device_list_strategy_list": ((0, 14, 0), "several --device-list-strategy values (v0.14.0)"),
+    "cdi_annotations": ((0, 14, 0), "device list strategy cdi-annotations (v0.14.0)"),
+    "cdi_cri": ((0, 15, 0), "device list strategy cdi-cri (v0.15.0)"),
+    "env_config": ((0, 9, 0), "options as environment variables (v0.9.0)"),
+    "device_id_strategy": ((0, 9, 0), "--device-id-strategy (v0.9.0)"),
+    "cpumanager_mig": ((0, 9, 0), "the CPUManager fix for MIG strategies other than none (v0.9.0)"),
+}
+
+OPTION_DEFAULTS = {
+    "pass_device_specs": False,
+    "device_id_strategy": "uuid",
+    "device_list_strategy": ["envvar"],
+    "mig_strategy": "none",
+    "fail_on_init_error": True,
+}
+CHOICES = {
+    "device_id_strategy": ("uuid", "index"),
+    "device_list_strategy": ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri"),
+    "mig_strategy": ("none", "single", "mixed"),
+}
+# option -> (role variable, flag, environment variable)
+NAMES = {
+    "pass_device_specs": ("device_plugin_pass_device_specs", "--pass-device-specs", "PASS_DEVICE_SPECS"),
+    "device_id_strategy": ("device_plugin_device_id_strategy", "--device-id-strategy", "DEVICE_ID_STRATEGY"),
+    "device_list_strategy": ("device_plugin_device_list_strategy", "--device-list-strategy", "DEVICE_LIST_STRATEGY"),
+    "mig_strategy": ("device_plugin_mig_strategy", "--mig-strategy", "MIG_STRATEGY"),
+    "fail_on_init_error": ("device_plugin_fail_on_init_error", "--fail-on-init-error", "FAIL_ON_INIT_ERROR"),
+}
+
+_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.\-]+))?$")
+_UUID_RE = re.compile(r"\b((?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12})\b")
+_SAFE_SUGGESTION = "v0.17.1"
+
+
+class PluginVersion(object):
+    """A device-plugin release, ordered by release history (not by semver)."""
+
+    __slots__ = ("text", "key", "effective", "note")
+
+    def __init__(self, text, key, effective, note=None):
+        self.text = text
+        self.key = key
+        self.effective = effective
+        self.note = note
+
+    def at_least(self, triple):
+        return self.key[:3] >= tuple(triple) and not (self.key[:3] == tuple(triple) and self.key[3] < 0)
+
+    def has(self, feature):
+        return self.at_least(FEATURES[feature][0])
+
+    def describe(self):
+        if self.effective and self.effective != self.text:
+            return "%s (= %s)" % (self.text, self.effective)
+        return self.text
+
+    def as_dict(self):
+        return {"text": self.text, "effective": self.effective, "note": self.note,
+                "pass_device_specs": self.has("pass_device_specs"), "env_config": self.has("env_config")}
+
+
+def _triple(key):
+    return "v%d.%d.%d" % tuple(key[:3])
+
+
+def parse_version(text, field="device_plugin_version"):
+    """Parse a device-plugin image tag: v0.17.1, 0.14.0, v0.7.0-rc.8, v0.14.1-ubi8, 1.0.0-beta6, 1.11."""
+    if not isinstance(text, str) or not text.strip():
+        raise ParameterError(field, "expected the plugin's image tag, such as %s, got %r" % (_SAFE_SUGGESTION, text))
+    raw = text.strip()
+    match = _VERSION_RE.match(raw)
+    if not match:
+        raise ParameterError(field, "%r is not a device-plugin version (expected a tag such as %s, v0.9.0, "
+                                    "1.0.0-beta6 or 1.11); set it explicitly when the image is pinned by digest" % (raw, _SAFE_SUGGESTION))
+    major, minor = int(match.group(1)), int(match.group(2))
+    patch = int(match.group(3) or 0)
+    suffix = match.group(4) or ""
+    beta = re.match(r"^beta(\d*)$", suffix)
+    if (major, minor, patch) == (1, 0, 0) and beta:
+        number = int(beta.group(1) or 0)
+        # 1.0.0-beta (and beta1) = v0.0.0 ... beta6 = v0.5.0
+        step = max(number - 1, 0)
+        if step > 5:
+            raise ParameterError(field, "%r: no 1.0.0-beta after beta6 was released (v0.6.0 followed)" % raw)
+        key = (0, step, 0, 0, 0)
+        return PluginVersion(raw, key, _triple(key), "1.0.0-betaN predates v0.6.0 (re-versioned as v0.%d.0)" % step)
+    if major == 1 and match.group(3) is None and 8 <= minor <= 11 and not suffix:
+        key = (-1, minor, 0, 0, 0)
+        return PluginVersion(raw, key, "legacy-" + raw, "%s is a pre-v0.0.0 tag named after Kubernetes 1.%d" % (raw, minor))
+    if major >= 1:
+        raise ParameterError(field, "%r: NVIDIA device-plugin releases are v0.x.y (after 1.0.0-beta6, which is v0.5.0); "
+                                    "did you mean %s?" % (raw, _SAFE_SUGGESTION))
+    rc = re.match(r"^rc\.?(\d+)$", suffix)
+    if rc:
+        key = (major, minor, patch, -1, int(rc.group(1)))
+    else:  # release, or a flavour of it (-ubi8, -ubuntu20.04, -centos7)
+        key = (major, minor, patch, 0, 0)
+    return PluginVersion(raw, key, _triple(key))
+
+
+def image_reference(repository, version):
+    if not repository or not isinstance(repository, str):
+        raise ParameterError("device_plugin_image", "expected an image repository such as nvcr.io/nvidia/k8s-device-plugin")
+    if "@" in repository or re.search(r":[^/]+$", repository):
+        raise ParameterError("device_plugin_image", "%r carries a tag or digest; give the repository only and the tag in "
+                                                    "device_plugin_version" % repository)
+    return "%s:%s" % (repository, version)
+
+
+def version_of_image(image):
+    """The tag of an image reference, or None (digest-only or untagged)."""
+    if not image or "@" in image:
+        return None
+    match = re.search(r":([^/:]+)$", image)
+    return match.group(1) if match else None
+
+
+def normalize_options(options):
+    """Validate the plugin options (role variables) and fill defaults."""
+    out = dict(OPTION_DEFAULTS)
+    for key, value in (options or {}).items():
+        if key not in OPTION_DEFAULTS:
+            raise ParameterError(key, "unknown device-plugin option; known: %s" % ", ".join(sorted(OPTION_DEFAULTS)))
+        if value is None:
+            continue
+        var = NAMES[key][0]
+        if key in ("pass_device_specs", "fail_on_init_error"):
+            if not isinstance(value, bool):
+                raise ParameterError(var, "expected true or false, got %r" % (value,))
+        elif key == "device_list_strategy":
+            value = [value] if isinstance(value, str) else value
+            if not isinstance(value, list) or not value or any(v not in CHOICES[key] for v in value):
+                raise ParameterError(var, "expected a non-empty list of %s, got %r" % (", ".join(CHOICES[key]), value))
+        elif value not in CHOICES[key]:
+            raise ParameterError(var, "expected one of %s, got %r" % (", ".join(CHOICES[key]), value))
+        out[key] = value
+    return out
+
+
+def _needs(version, feature, var, value):
+    if not version.has(feature):
+        first, label = FEATURES[feature]
+        raise ParameterError(var, "%s=%r needs %s; device plugin %s does not have it. Fix: set device_plugin_version to "
+                                  "%s or newer, or leave %s at its default" % (var, value, label, version.describe(), _triple(first), var))
+
+
+def container_config(version, options):
+    """The container's ``args`` and ``env`` for these options on this version.
+
+    From v0.9.0 every option is passed as an environment variable (upstream's manifests do the
+    same since v0.12.0); before that only flags exist, and each option is checked against the
+    version that introduced it, so a setting never silently does nothing.
+    """
+    opts = normalize_options(options)
+    if opts["pass_device_specs"]:
+        _needs(version, "pass_device_specs", NAMES["pass_device_specs"][0], True)
+    if opts["device_id_strategy"] != "uuid":
+        _needs(version, "device_id_strategy", NAMES["device_id_strategy"][0], opts["device_id_strategy"])
+    if opts["mig_strategy"] != "none":
+        _needs(version, "mig_strategy", NAMES["mig_strategy"][0], opts["mig_strategy"])
+    lists = opts["device_list_strategy"]
+    if lists != ["envvar"]:
+        var = NAMES["device_list_strategy"][0]
+        _needs(version, "device_list_strategy", var, lists)
+        if len(lists) > 1:
+            _needs(version, "device_list_strategy_list", var, lists)
+        if "cdi-annotations" in lists:
+            _needs(version, "cdi_annotations", var, lists)
+        if "cdi-cri" in lists:
+            _needs(version, "cdi_cri", var, lists)
+
+    def text(key):
+        value = opts[key]
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return ",".join(value) if isinstance(value, list) else value
+
+    if version.has("env_config"):
+        return {"args": [], "env": [{"name": NAMES[k][2], "value": text(k)} for k in sorted(NAMES)]}
+    args = []
+    for key in sorted(NAMES):
+        feature = "pass_device_specs" if key == "pass_device_specs" else key
+        if version.has(feature):
+            args.append("%s=%s" % (NAMES[key][1], text(key)))
+    return {"args": args, "env": []}
+
+
+# -- preflight ---------------------------------------------------------------------------------
+
+def _labels_match(labels, selector):
+    labels = labels or {}
+    return all(labels.get(k) == str(v) for k, v in (selector or {}).items())
+
+
+def targeted_nodes(nodes, node_selector):
+    """Names of the Node objects (k8s_info resources) the DaemonSet's nodeSelector picks."""
+    return sorted(n["metadata"]["name"] for n in nodes or [] if _labels_match(n["metadata"].get("labels"), node_selector))
+
+
+def preflight(version, options, node_names, kubelet_facts):
+    """Refuse a version or configuration that breaks under CPUManager ``static``.
+
+    ``kubelet_facts`` maps node name -> the ``kubelet_config_info`` result of that node (or is
+    missing the node). Returns ``{"problems": [...], "warnings": [...], "nodes": [...]}``; every
+    problem names the node, what is wrong and the fix.
+    """
+    opts = normalize_options(options)
+    problems, warnings, rows = [], [], []
+    static = []
+    for name in node_names:
+        facts = (kubelet_facts or {}).get(name)
+        if not facts:
+            problems.append({"node": name, "problem": "no kubelet facts: its cpuManagerPolicy is unknown",
+                             "fix": "add the node's host to the device_plugin_hosts_group group (its node name is matched by "
+                                    "kubelet_config_info's node_name, or the host variable device_plugin_node_name), "
+                                    "or change device_plugin_node_selector so the DaemonSet does not target it"})
+            rows.append({"node": name, "cpu_manager_policy": None, "source": None})
+            continue
+        policy = facts.get("cpu_manager_policy")
+        rows.append({"node": name, "cpu_manager_policy": policy, "source": facts.get("source")})
+        if facts.get("error") or not policy:
+            problems.append({"node": name, "problem": "kubelet's cpuManagerPolicy could not be read: %s" % (facts.get("error") or "no value"),
+                             "fix": "make kubelet's flags or config file readable on the node, or point kubelet_config_info "
+                                    "at them (device_plugin_kubelet_config_path)"})
+        elif policy == "static":
+            static.append(name)
+    where = lambda name: "%s (cpuManagerPolicy=static from %s)" % (name, (kubelet_facts[name] or {}).get("source"))
+    for name in static:
+        if not version.has("pass_device_specs"):
+            problems.append({
+                "node": where(name),
+                "problem": "device plugin %s does not pass device specs in Allocate(); kubelet's CPUManager rewrites the "
+                           "container's cpuset and its /dev/nvidia* devices vanish (NVML: Unknown Error)" % version.describe(),
+                "fix": "set device_plugin_version to %s (v0.5.0 = 1.0.0-beta6 is the oldest that can) with "
+                       "device_plugin_pass_device_specs: true" % _SAFE_SUGGESTION})
+        elif not opts["pass_device_specs"]:
+            problems.append({
+                "node": where(name),
+                "problem": "device_plugin_pass_device_specs is false; containers lose /dev/nvidia* when kubelet's CPUManager "
+                           "rewrites their cpusets (NVML: Unknown Error)",
+                "fix": "set device_plugin_pass_device_specs: true"})
+        if opts["mig_strategy"] != "none" and not version.has("cpumanager_mig"):
+            problems.append({
+                "node": where(name),
+                "problem": "device plugin %s with mig_strategy=%s breaks under CPUManager static (fixed in v0.9.0)"
+                           % (version.describe(), opts["mig_strategy"]),
+                "fix": "set device_plugin_version to %s, or device_plugin_mig_strategy: none" % _SAFE_SUGGESTION})
+    if not opts["pass_device_specs"] and not static and node_names:
+        warnings.append("device_plugin_pass_device_specs is false: GPU containers will lose their devices if a node "
+                        "later turns on cpuManagerPolicy=static")
+    return {"problems": problems, "warnings": warnings, "nodes": rows}
+
+
+def format_problems(problems):
+    return "\n".join("- %s: %s. Fix: %s." % (p["node"], p["problem"], p["fix"]) for p in problems)
+
+
+# -- plan ----------------------------------------------------------------------------------------
+
+def _pod_ready(pod):
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def _template_generation(daemonset):
+    return ((daemonset or {}).get("metadata") or {}).get("annotations", {}).get(TEMPLATE_GENERATION_ANNOTATION)
+
+
+def pod_is_current(pod, daemonset):
+    """What the DaemonSet controller checks (IsPodUpdated): the pod's template generation."""
+    generation = _template_generation(daemonset)
+    label = ((pod.get("metadata") or {}).get("labels") or {}).get(TEMPLATE_GENERATION_LABEL)
+    return generation is not None and label == str(generation)
+
+
+def _container_image(obj, container):
+    spec = obj.get("spec") or {}
+    if "template" in spec:
+        spec = spec["template"].get("spec") or {}
+    for ctr in spec.get("containers") or []:
+        if ctr.get("name") == container:
+            return ctr.get("image")
+    return None
+
+
+def plan(daemonset, pods, nodes, node_selector, container, batch_size, template_will_change=False, facts=None):
+    """Which nodes get a new plugin pod, in which order, from which version to which.
+
+    ``daemonset`` is the object after apply (or the dry-run result in check mode); ``pods`` are
+    the plugin pods; ``nodes`` all Node objects; ``facts`` the preflight's per-node facts (for the
+    GPU UUIDs a verification pod must see). A pod is replaced when its template generation is
+    older than the DaemonSet's; in check mode ``template_will_change`` marks every pod old.
+    """
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ParameterError("device_plugin_batch_size", "expected an integer >= 1, got %r" % (batch_size,))
+    to_image = _container_image(daemonset, container)
+    if to_image is None:
+        raise ParameterError("device_plugin_container_name", "the DaemonSet has no container named %r" % container)
+    targets = targeted_nodes(nodes, node_selector)
+    capacity = dict((n["metadata"]["name"], _quantity(((n.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE)))
+                    for n in nodes or [])
+    by_node = {}
+    for pod in pods or []:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            by_node.setdefault(node, []).append(pod)
+    steps, current, missing = [], [], []
+    for node in targets:
+        node_pods = by_node.get(node) or []
+        if not node_pods:
+            missing.append(node)
+            continue
+        old = [p for p in node_pods if template_will_change or not pod_is_current(p, daemonset)]
+        if not old:
+            current.append(node)
+            continue
+        from_image = _container_image(old[0], container)
+        steps.append({
+            "node": node,
+            "pods": sorted(p["metadata"]["name"] for p in old),
+            "namespace": old[0]["metadata"].get("namespace"),
+            "from_image": from_image, "from_version": version_of_image(from_image),
+            "to_image": to_image, "to_version": version_of_image(to_image),
+            "ready_before": all(_pod_ready(p) for p in old),
+            "gpus_before": capacity.get(node) or None,
+            "gpu_uuids": ((facts or {}).get(node) or {}).get("gpu_uuids"),
+        })
+    batches = [steps[i:i + batch_size] for i in range(0, len(steps), batch_size)]
+    return {"steps": steps, "batches": batches, "current": current, "missing": missing, "targets": targets,
+            "to_image": to_image, "batch_size": batch_size}
+
+
+def plan_lines(the_plan):
+    """Human-readable plan (check mode prints it)."""
+    lines = []
+    if not the_plan["steps"]:
+        lines.append("nothing to replace: %d node(s) already run %s" % (len(the_plan["current"]), the_plan["to_image"]))
+    for number, batch in enumerate(the_plan["batches"], 1):
+        for step in batch:
+            lines.append("batch %d: %s: %s -> %s (delete %s)" % (number, step["node"], step["from_version"] or step["from_image"],
+                                                                step["to_version"] or step["to_image"], ", ".join(step["pods"])))
+    for node in the_plan["missing"]:
+        lines.append("%s: no plugin pod yet (the DaemonSet controller creates it; it is checked, not replaced)" % node)
+    return lines
+
+
+# -- checks per node ------------------------------------------------------------------------
+
+def new_pod_status(pods, daemonset, node, replaced):
+    """The state of the plugin pod on ``node`` after ``replaced`` pods were deleted."""
+    for pod in pods or []:
+        meta = pod.get("metadata") or {}
+        if (pod.get("spec") or {}).get("nodeName") != node or meta.get("name") in (replaced or ()):
+            continue
+        if meta.get("deletionTimestamp") or not pod_is_current(pod, daemonset):
+            continue
+        statuses = (pod.get("status") or {}).get("containerStatuses") or []
+        waiting = [s["state"]["waiting"] for s in statuses if (s.get("state") or {}).get("waiting")]
+        reason = None
+        if waiting:
+            reason = "; ".join("%s: %s" % (w.get("reason"), w.get("message", "")) for w in waiting)
+        return {"found": True, "name": meta.get("name"), "ready": _pod_ready(pod),
+                "phase": (pod.get("status") or {}).get("phase"), "reason": reason}
+    return {"found": False, "name": None, "ready": False, "phase": None, "reason": "no new plugin pod on the node yet"}
+
+
+def _quantity(value):
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return 0
+
+
+def node_gpus(node_obj, expected=None):
+    """Allocatable vs capacity of ``nvidia.com/gpu``; ``expected`` is the count before the upgrade."""
+    status = (node_obj or {}).get("status") or {}
+    capacity = _quantity((status.get("capacity") or {}).get(GPU_RESOURCE))
+    allocatable = _quantity((status.get("allocatable") or {}).get(GPU_RESOURCE))
+    expected = _quantity(expected) if expected is not None else None
+    ok = capacity > 0 and allocatable == capacity and (expected is None or capacity >= expected)
+    reason = None
+    if not ok:
+        if capacity == 0:
+            reason = "the plugin registered no %s (capacity 0)" % GPU_RESOURCE
+        elif allocatable != capacity:
+            reason = "allocatable %s is %d of capacity %d" % (GPU_RESOURCE, allocatable, capacity)
+        else:
+            reason = "capacity %s is %d, was %d before the upgrade" % (GPU_RESOURCE, capacity, expected)
+    return {"ok": ok, "capacity": capacity, "allocatable": allocatable, "expected": expected, "reason": reason}
+
+
+def parse_gpu_listing(text):
+    """UUIDs in what ``nvidia-smi -L`` or ``--query-gpu=uuid`` printed."""
+    return sorted(set(m.group(1) for m in _UUID_RE.finditer(text or "")))
+
+
+def verify_listing(pod, expected_uuids):
+    """Compare what the verification pod saw with the node's gpu_uuid_facts."""
+    status = (pod or {}).get("status") or {}
+    phase = status.get("phase")
+    message = None
+    for ctr in status.get("containerStatuses") or []:
+        terminated = (ctr.get("state") or {}).get("terminated")
+        if terminated:
+            message = terminated.get("message")
+    expected = sorted(set(expected_uuids or []))
+    seen = parse_gpu_listing(message)
+    result = {"phase": phase, "seen": seen, "expected": expected,
+              "missing": sorted(set(expected) - set(seen)), "unexpected": sorted(set(seen) - set(expected))}
+    if phase != "Succeeded":
+        result["ok"] = False
+        result["reason"] = "verification pod ended %s: %s" % (phase, status.get("message") or status.get("reason") or "no message")
+    elif not expected:
+        result["ok"] = False
+        result["reason"] = "no GPUs in gpu_uuid_facts for this node to compare with"
+    elif result["missing"] or result["unexpected"]:
+        result["ok"] = False
+        result["reason"] = "the pod saw %s; gpu_uuid_facts lists %s" % (", ".join(seen) or "no GPU", ", ".join(expected))
+    else:
+        result["ok"] = True
+        result["reason"] = None
+    return result
+
+
+# -- results -------------------------------------------------------------------------------------
+
+def _by_node(results, key=lambda item: item["node"]):
+    out = {}
+    for res in results or []:
+        if res.get("skipped") or "item" not in res:
+            continue
+        out.setdefault(key(res["item"]), []).append(res)
+    return out
+
+
+def batch_rows(batch, daemonset, deletes, waits, gpu_checks, verifies):
+    """One row per node of a finished batch, from the role's registered loop results.
+
+    A node passed when its old pods were deleted, the new pod is Ready, its GPUs are
+    allocatable again and (when run) the verification pod saw exactly its GPUs.
+    """
+    deletes = _by_node(deletes, key=lambda item: item[0]["node"])
+    waits, verifies = _by_node(waits), _by_node(verifies)
+    gpu_checks = _by_node(gpu_checks, key=lambda item: item["item"]["node"])
+    rows = []
+    for step in batch:
+        node = step["node"]
+        row = {"node": node, "from_version": step.get("from_version"), "to_version": step.get("to_version"),
+               "status": "upgraded", "reason": None, "pod": None, "gpus": None, "verify": None}
+        failed_delete = [r for r in deletes.get(node, []) if r.get("failed")]
+        if failed_delete:
+            row.update(status="failed", reason="deleting the old plugin pod failed: %s" % failed_delete[0].get("msg"))
+            rows.append(row)
+            continue
+        wait = (waits.get(node) or [{}])[-1]
+        state = new_pod_status(wait.get("resources"), daemonset, node, step.get("pods"))
+        row["pod"] = state["name"]
+        if not state["ready"]:
+            row.update(status="failed", reason="new plugin pod not Ready in time (%s%s)" % (
+                state["phase"] or "no pod", ": " + state["reason"] if state["reason"] else ""))
+            rows.append(row)
+            continue
+        check = (gpu_checks.get(node) or [{}])[-1]
+        gpus = node_gpus(((check.get("resources") or [None])[0]), step.get("gpus_before"))
+        row["gpus"] = "%d/%d" % (gpus["allocatable"], gpus["capacity"])
+        if not gpus["ok"]:
+            row.update(status="failed", reason=gpus["reason"])
+            rows.append(row)
+            continue
+        if node in verifies:
+            result = verify_listing(((verifies[node][-1].get("resources") or [None])[0]), step.get("gpu_uuids"))
+            row["verify"] = "ok" if result["ok"] else "failed"
+            if not result["ok"]:
+                row.update(status="failed", reason=result["reason"])
+        rows.append(row)
+    return rows
+
+
+def report_lines(rows):
+    lines = []
+    for row in rows:
+        text = "%s: %s (%s -> %s)" % (row["node"], row["status"], row.get("from_version"), row.get("to_version"))
+        if row.get("gpus"):
+            text += ", GPUs %s" % row["gpus"]
+        if row.get("verify"):
+            text += ", verify %s" % row["verify"]
+        if row.get("reason"):
+            text += ": %s" % row["reason"]
+        lines.append(text)
+    return lines
