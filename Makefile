@@ -8,9 +8,9 @@ SANITY_ROOT := build/sanity/ansible_collections/gpuops/fleet
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: test unit sanity lint bench demo fakes clean venv collection-link molecule
+.PHONY: test unit sanity lint bench demo fakes clean venv collection-link molecule kube kube-build
 
-test: unit sanity lint molecule ## everything CI runs
+test: unit sanity lint kube molecule ## everything CI runs
 
 venv: $(STAMP)
 $(STAMP): requirements-dev.txt
@@ -38,6 +38,14 @@ sanity: venv ## ansible-test sanity (its tool venvs are cached under ~/.ansible/
 
 lint: venv collection-link ## ansible-lint, production profile
 	$(BIN)/ansible-lint --offline
+
+# A real kube-apiserver/controller-manager/scheduler (built once from Debian's kubernetes source,
+# cached in ~/.cache/gpuops) with SIMULATED nodes: the device_plugin role's integration tests.
+kube-build:
+	hack/kube-cluster.sh build
+
+kube: venv collection-link fakes kube-build ## device_plugin role against a real API server (SIMULATED nodes)
+	$(BIN)/python -m pytest -p no:randomly tests/kube
 
 fakes: venv
 	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests/fakes"); import fakenode; fakenode.build_lib("build/fakes")'

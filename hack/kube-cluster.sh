@@ -98,7 +98,7 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
 start() {
   local dir=$1
   build
-  command -v etcd >/dev/null || apt_install etcd-server
+  apt_install etcd-server curl openssl
   mkdir -p "$dir"
   dir=$(cd "$dir" && pwd)
   if [ -f "$dir/pids" ]; then log "$dir already has a running cluster (stop it first)"; return 1; fi
@@ -110,11 +110,13 @@ start() {
     -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
     -keyout "$dir/apiserver.key" -out "$dir/apiserver.crt" 2>/dev/null
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
-  # three identities, so the audit log tells the role's calls from the simulation's
+  # one identity per client, so the audit log tells the role's calls (gpuops, role.kubeconfig)
+  # from the test harness's (admin), the controllers' and the simulated kubelet's
   cat >"$dir/tokens.csv" <<TOKENS
 $token,admin,1,"system:masters"
 $token-ctrl,system:kube-controller-manager,2,"system:masters"
 $token-sim,simkubelet,3,"system:masters"
+$token-role,gpuops,4,"system:masters"
 TOKENS
   cat >"$dir/audit-policy.yaml" <<'POLICY'
 apiVersion: audit.k8s.io/v1
@@ -126,6 +128,7 @@ POLICY
   kubeconfig "$dir/kubeconfig" "$api_port" "$token"
   kubeconfig "$dir/controller.kubeconfig" "$api_port" "$token-ctrl"
   kubeconfig "$dir/simkubelet.kubeconfig" "$api_port" "$token-sim"
+  kubeconfig "$dir/role.kubeconfig" "$api_port" "$token-role"
 
   : >"$dir/pids"
   etcd --name gpuops-test --data-dir "$dir/etcd" \

@@ -9,7 +9,9 @@ status subresource. No container runs.
 
 What it models, per node (``--nodes`` JSON: a list of objects):
 
-* ``name``, ``labels``, ``taints``, ``gpus`` (GPU UUIDs the node's "hardware" has).
+* ``name``, ``labels``, ``taints``, ``gpus`` (GPU UUIDs the node's "hardware" has). The node is
+  Ready at once, without the ``node.kubernetes.io/not-ready`` taint (the node lifecycle
+  controller's job, which needs heartbeats and is not run).
 * A pod matching ``--plugin-selector`` is the NVIDIA device plugin: after ``--start-delay`` it is
   Running/Ready, and ``--register-delay`` later the node's ``nvidia.com/gpu`` allocatable becomes
   the GPU count (capacity keeps the last registered count, as kubelet's does). When the plugin
@@ -87,6 +89,9 @@ class SimKubelet:
                     raise
                 self.api.patch_node(name, {"metadata": {"labels": labels}})
             self.set_node_status(name, allocatable_gpus=0)
+            # the API server taints new nodes node.kubernetes.io/not-ready; the node lifecycle
+            # controller (not run here: it needs kubelet heartbeats) lifts it once the node is Ready
+            self.api.patch_node(name, {"spec": {"taints": node.get("taints") or []}})
 
     def set_node_status(self, name, allocatable_gpus, registered=False):
         """Registration sets capacity and allocatable; a plugin going away only zeroes allocatable."""

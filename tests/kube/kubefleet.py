@@ -1,0 +1,225 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A real control plane (hack/kube-cluster.sh) with SIMULATED GPU nodes, for tests and benchmarks.
+
+Each Fleet gets its own namespace, node names and a node label, so DaemonSets of different
+fleets never select each other's nodes. GPU "nodes" for Ansible are local sysroots holding
+kubelet's files, with the fake NVML for gpu_uuid_facts. The role runs as the API user
+``gpuops`` (role.kubeconfig), so its calls can be counted in the audit log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "fakes"))
+import fakenode  # noqa: E402  pylint: disable=wrong-import-position
+
+BIN = os.path.dirname(sys.executable)
+COUNTER = itertools.count(1)
+KUBELET_CONFIG = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"
+KUBEADM_FLAGS = 'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock"\n'
+
+
+SCRIPT = os.path.join(ROOT, "hack", "kube-cluster.sh")
+
+
+def start_cluster(workdir):
+    subprocess.run([SCRIPT, "start", str(workdir)], check=True)
+    return Cluster(str(workdir))
+
+
+def stop_cluster(workdir):
+    subprocess.run([SCRIPT, "stop", str(workdir)], check=False)
+
+
+class Cluster(object):
+    def __init__(self, workdir):
+        from kubernetes import client, config
+        self.workdir = workdir
+        self.kubeconfig = os.path.join(workdir, "kubeconfig")
+        api_client = config.new_client_from_config(self.kubeconfig)
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+
+    def namespace(self, name):
+        self.core.create_namespace({"metadata": {"name": name}})
+        deadline = time.time() + 30
+        while time.time() < deadline:  # the serviceaccount controller creates "default"
+            if any(sa.metadata.name == "default" for sa in self.core.list_namespaced_service_account(name).items):
+                return name
+            time.sleep(0.2)
+        raise AssertionError("no default service account in %s" % name)
+
+    def audit_offset(self):
+        path = os.path.join(self.workdir, "audit.log")
+        return os.path.getsize(path) if os.path.exists(path) else 0
+
+    def audit_events(self, offset=0, user="gpuops"):
+        """Completed requests of ``user`` logged after byte ``offset``."""
+        with open(os.path.join(self.workdir, "audit.log")) as handle:
+            handle.seek(offset)
+            events = [json.loads(line) for line in handle if line.strip()]
+        return [e for e in events if e.get("stage") == "ResponseComplete" and e["user"]["username"] == user]
+
+
+class Fleet(object):
+    """SIMULATED GPU nodes: Node objects (simulated kubelet) + sysroots (kubelet files, fake NVML)."""
+
+    def __init__(self, cluster, tmp_path, fake_lib_dir, nodes, **sim_options):
+        run = next(COUNTER)
+        self.cluster = cluster
+        self.tmp = tmp_path
+        self.label = {"gpuops.test/run": "r%d-%d" % (os.getpid(), run)}
+        self.namespace = cluster.namespace("gpuops-t%d-%d" % (os.getpid(), run))
+        self.prefix = "t%d-" % run
+        self.nodes = []
+        hosts = {}
+        for spec in nodes:
+            name = self.prefix + spec["name"]
+            root = tmp_path / "nodes" / name
+            (root / "var/lib/kubelet").mkdir(parents=True)
+            policy = spec.get("policy", "static")
+            config = KUBELET_CONFIG + ("cpuManagerPolicy: %s\n" % policy if policy else "")
+            (root / "var/lib/kubelet/config.yaml").write_text(config)
+            (root / "var/lib/kubelet/kubeadm-flags.env").write_text(KUBEADM_FLAGS)
+            gpus = spec.get("gpus", [])
+            cfg = fakenode.write_config(str(root / "fake_nvml.cfg"),
+                                        [fakenode.gpu(u, minor=i, bus="00000000:00:%02x.0" % (7 + i)) for i, u in enumerate(gpus)])
+            node = {"name": name, "gpus": gpus, "labels": dict(self.label, **spec.get("labels", {})),
+                    "taints": spec.get("taints", []), "faults": spec.get("faults", []),
+                    "fault_images": spec.get("fault_images")}
+            self.nodes.append(node)
+            if spec.get("in_inventory", True):
+                hosts[name] = {
+                    "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                    "device_plugin_node_name": name, "device_plugin_kubelet_root": str(root),
+                    "device_plugin_node_environment": fakenode.environ(fake_lib_dir, cfg, base={}),
+                }
+        self.inventory = tmp_path / "inventory.yml"
+        self.inventory.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts}}))
+        nodes_file = tmp_path / "nodes.json"
+        nodes_file.write_text(json.dumps(self.nodes))
+        args = [sys.executable, os.path.join(HERE, "simkubelet.py"), "--kubeconfig",
+                os.path.join(cluster.workdir, "simkubelet.kubeconfig"), "--nodes", str(nodes_file)]
+        for key, value in sim_options.items():
+            args += ["--" + key.replace("_", "-"), str(value)]
+        self.sim_log = open(str(tmp_path / "simkubelet.log"), "w")
+        self.sim = subprocess.Popen(args, stdout=self.sim_log, stderr=subprocess.STDOUT)
+        self.wait(lambda: all(self.node(n["name"]) for n in self.nodes), "the simulated nodes")
+
+    def node(self, name):
+        from kubernetes.client.rest import ApiException
+        try:
+            return self.cluster.core.read_node(name)
+        except ApiException:
+            return None
+
+    def wait(self, predicate, what, timeout=60):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.sim.poll() is not None:
+                raise AssertionError("simkubelet exited: %s" % (self.tmp / "simkubelet.log").read_text())
+            if predicate():
+                return
+            time.sleep(0.2)
+        raise AssertionError("timed out waiting for %s" % what)
+
+    def stop(self):
+        self.sim.terminate()
+        self.sim.wait(10)
+        self.sim_log.close()
+
+    def plugin_pods(self):
+        pods = self.cluster.core.list_namespaced_pod(self.namespace, label_selector="name=nvidia-device-plugin-ds").items
+        return sorted((p for p in pods if p.metadata.deletion_timestamp is None), key=lambda p: p.spec.node_name)
+
+    def install_old_plugin(self, image="nvidia/k8s-device-plugin:1.0.0-beta4"):
+        """A hand-made upstream-style DaemonSet (RollingUpdate, no --pass-device-specs), as in field report 002."""
+        body = {
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": self.namespace},
+            "spec": {"selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
+                     "updateStrategy": {"type": "RollingUpdate"},
+                     "template": {"metadata": {"labels": {"name": "nvidia-device-plugin-ds"}},
+                                  "spec": {"nodeSelector": self.label,
+                                           "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                                           "containers": [{"name": "nvidia-device-plugin-ctr", "image": image}]}}},
+        }
+        self.cluster.apps.create_namespaced_daemon_set(self.namespace, body)
+        self.wait(lambda: len([p for p in self.plugin_pods() if p.status.phase == "Running"]) == len(self.nodes)
+                  and all(self.allocatable(n["name"]) == len(n["gpus"]) for n in self.nodes), "the old plugin on every node")
+
+    def allocatable(self, name):
+        alloc = (self.node(name).status.allocatable or {})
+        return int(alloc.get("nvidia.com/gpu", "0"))
+
+    def role_vars(self, **extra):
+        values = {"device_plugin_namespace": self.namespace, "device_plugin_node_selector": self.label,
+                  "device_plugin_poll_interval": 0.5, "device_plugin_pod_ready_timeout": 20,
+                  "device_plugin_gpu_ready_timeout": 20, "device_plugin_verify_timeout": 20}
+        values.update(extra)
+        return values
+
+    def play(self, extra_vars, *args):
+        """Run playbooks/device_plugin.yml; returns (rc, json callback output)."""
+        vars_file = self.tmp / ("vars-%d.json" % next(COUNTER))
+        vars_file.write_text(json.dumps(extra_vars))
+        env = dict(os.environ, K8S_AUTH_KUBECONFIG=os.path.join(self.cluster.workdir, "role.kubeconfig"),
+                   ANSIBLE_STDOUT_CALLBACK="ansible.posix.json",
+                   ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1")
+        offset = self.cluster.audit_offset()
+        started = time.monotonic()
+        proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(self.inventory), "-e", "@%s" % vars_file,
+                               os.path.join(ROOT, "playbooks", "device_plugin.yml")] + list(args),
+                              cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        elapsed = time.monotonic() - started
+        try:
+            out = json.loads(proc.stdout)
+        except ValueError:
+            raise AssertionError("ansible-playbook output is not JSON:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
+        return proc.returncode, Run(out, elapsed, self.cluster.audit_events(offset))
+
+
+class Run(object):
+    """Results of one ansible-playbook run (json callback)."""
+
+    def __init__(self, out, elapsed=None, api_calls=None):
+        self.out = out
+        self.elapsed = elapsed
+        self.api_calls = api_calls or []
+
+    def tasks(self, name):
+        # the json callback names role tasks "<role> : <task>"
+        return [t["hosts"] for play in self.out["plays"] for t in play["tasks"]
+                if t["task"]["name"] == name or t["task"]["name"].endswith(" : " + name)]
+
+    def localhost(self, name):
+        found = [h["localhost"] for h in self.tasks(name) if "localhost" in h]
+        return found[-1] if found else None
+
+    @property
+    def report(self):
+        res = self.localhost("Keep the rollout report (device_plugin_report)")
+        return res["ansible_facts"]["device_plugin_report"] if res else None
+
+    @property
+    def changed(self):
+        return sum(s["changed"] for s in self.out["stats"].values())
+
+    def failure(self):
+        for play in self.out["plays"]:
+            for task in play["tasks"]:
+                for host, res in task["hosts"].items():
+                    if res.get("failed") and not res.get("failed_when_result") is False:
+                        return "%s: %s" % (host, res.get("msg"))
+        return None

@@ -1,0 +1,142 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The device_plugin role against a real kube-apiserver/controller-manager/scheduler with SIMULATED nodes.
+
+Field report 002: an old plugin (1.0.0-beta4, no --pass-device-specs) runs as a RollingUpdate
+DaemonSet on nodes whose kubelet uses cpuManagerPolicy=static.
+"""
+
+from __future__ import annotations
+
+A = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+B = "GPU-68ce64fb-ea68-5ad6-7e72-31f3f07378df"
+C = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
+NEW = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+
+
+def three_nodes(**faulty):
+    nodes = [
+        {"name": "gpu-a", "gpus": [A]},
+        {"name": "gpu-b", "gpus": [B, C], "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        {"name": "gpu-c", "gpus": [C], "policy": "none"},
+    ]
+    for node in nodes:
+        node.update(faulty.get(node["name"].replace("-", "_"), {}))
+    return nodes
+
+
+def test_preflight_refuses_an_old_plugin_on_static_nodes_and_changes_nothing(fleet):
+    f = fleet(three_nodes())
+    f.install_old_plugin()
+    before = {p.metadata.uid for p in f.plugin_pods()}
+    rc, run = f.play(f.role_vars(device_plugin_version="1.0.0-beta4", device_plugin_image="nvidia/k8s-device-plugin",
+                                 device_plugin_pass_device_specs=False))
+    assert rc != 0
+    failure = run.failure()
+    assert "refused on 2 node(s); nothing was changed" in failure
+    assert "%sgpu-a (cpuManagerPolicy=static from config file /var/lib/kubelet/config.yaml)" % f.prefix in failure
+    assert "%sgpu-b (cpuManagerPolicy=static" % f.prefix in failure
+    assert "%sgpu-c" % f.prefix not in failure  # policy none: the old plugin is safe there
+    assert "Fix: set device_plugin_version to v0.17.1" in failure
+    ds = f.cluster.apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
+    assert ds.spec.update_strategy.type == "RollingUpdate"
+    assert {p.metadata.uid for p in f.plugin_pods()} == before
+
+
+def test_a_node_without_kubelet_facts_is_refused(fleet):
+    nodes = three_nodes()
+    nodes[2]["in_inventory"] = False
+    f = fleet(nodes)
+    rc, run = f.play(f.role_vars())
+    assert rc != 0
+    assert "%sgpu-c: no kubelet facts: its cpuManagerPolicy is unknown" % f.prefix in run.failure()
+    assert f.plugin_pods() == []
+
+
+def test_check_mode_prints_the_plan_and_changes_nothing(fleet):
+    f = fleet(three_nodes())
+    f.install_old_plugin()
+    before = {p.metadata.uid for p in f.plugin_pods()}
+    rc, run = f.play(f.role_vars(device_plugin_verify=True), "--check")
+    assert rc == 0, run.failure()
+    plan = run.localhost("Show the plan")["msg"]
+    assert plan == ["CHECK MODE: nothing is deleted"] + [
+        "batch %d: %s%s: 1.0.0-beta4 -> v0.17.1 (delete %s)" % (i + 1, f.prefix, n, p.metadata.name)
+        for i, (n, p) in enumerate(zip(("gpu-a", "gpu-b", "gpu-c"), f.plugin_pods()))]
+    ds = f.cluster.apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
+    assert ds.spec.update_strategy.type == "RollingUpdate"
+    assert ds.spec.template.spec.containers[0].image == "nvidia/k8s-device-plugin:1.0.0-beta4"
+    assert {p.metadata.uid for p in f.plugin_pods()} == before
+
+
+def test_upgrade_node_by_node_with_verification_then_nothing_to_do(fleet):
+    f = fleet(three_nodes())
+    f.install_old_plugin()
+    old = {p.spec.node_name: p.metadata.uid for p in f.plugin_pods()}
+    rc, run = f.play(f.role_vars(device_plugin_verify=True))
+    assert rc == 0, run.failure()
+    report = run.report
+    names = [f.prefix + n for n in ("gpu-a", "gpu-b", "gpu-c")]
+    assert report["upgraded"] == names and report["failed"] == [] and not report["stopped"]
+    assert [(r["node"], r["gpus"], r["verify"]) for r in report["nodes"]] == [
+        (names[0], "1/1", "ok"), (names[1], "2/2", "ok"), (names[2], "1/1", "ok")]
+    ds = f.cluster.apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
+    assert ds.spec.update_strategy.type == "OnDelete"
+    env = {e.name: e.value for e in ds.spec.template.spec.containers[0].env}
+    assert env["PASS_DEVICE_SPECS"] == "true"
+    pods = f.plugin_pods()
+    assert [p.spec.containers[0].image for p in pods] == [NEW] * 3
+    assert not set(old.values()) & {p.metadata.uid for p in pods}
+    # node by node: each new pod was created after the previous node's new pod
+    created = [p.metadata.creation_timestamp for p in pods]
+    assert created == sorted(created)
+    assert [f.allocatable(n) for n in names] == [1, 2, 1]
+    # the verification pods are gone
+    assert [p.metadata.name for p in f.cluster.core.list_namespaced_pod(f.namespace).items
+            if p.metadata.name.startswith("gpuops-gpu-verify")] == []
+
+    rc, again = f.play(f.role_vars(device_plugin_verify=True))
+    assert rc == 0, again.failure()
+    assert again.changed == 0
+    assert again.report["nodes"] == [] and again.report["plan"] == ["nothing to replace: 3 node(s) already run %s" % NEW]
+    assert {p.metadata.uid for p in f.plugin_pods()} == {p.metadata.uid for p in pods}
+
+
+def test_a_failing_node_stops_the_rollout_with_a_report(fleet):
+    # the new version crashes on gpu-b only: gpu-a is upgraded, gpu-c is left on the old plugin
+    f = fleet(three_nodes(gpu_b={"faults": ["plugin_crash"], "fault_images": [NEW]}))
+    f.install_old_plugin()
+    rc, run = f.play(f.role_vars())
+    assert rc != 0
+    report = run.report
+    assert report["upgraded"] == [f.prefix + "gpu-a"]
+    assert report["failed"] == [f.prefix + "gpu-b"] and report["stopped"]
+    assert report["not_started"] == [f.prefix + "gpu-c"]
+    assert "CrashLoopBackOff" in report["nodes"][1]["reason"]
+    failure = run.failure()
+    assert "stopped with 1" in failure and "not started: %sgpu-c" % f.prefix in failure
+    images = {p.spec.node_name: p.spec.containers[0].image for p in f.plugin_pods()}
+    assert images[f.prefix + "gpu-c"] == "nvidia/k8s-device-plugin:1.0.0-beta4"
+    assert f.allocatable(f.prefix + "gpu-c") == 1
+
+
+def test_wrong_gpus_in_the_verification_pod_fail_the_node(fleet):
+    f = fleet(three_nodes(gpu_a={"faults": ["wrong_gpus"]}))
+    f.install_old_plugin()
+    rc, run = f.play(f.role_vars(device_plugin_verify=True, device_plugin_max_failed_nodes=1, device_plugin_batch_size=2))
+    assert rc != 0
+    report = run.report
+    # batch 1 = gpu-a, gpu-b; one failure is tolerated, so gpu-c runs too
+    assert report["failed"] == [f.prefix + "gpu-a"] and not report["stopped"]
+    assert report["upgraded"] == [f.prefix + "gpu-b", f.prefix + "gpu-c"]
+    assert "GPU-00000000-dead-beef-0000-000000000000" in report["nodes"][0]["reason"]
+    assert A in report["nodes"][0]["reason"]
+
+
+def test_no_gpus_after_the_upgrade_fails_the_node(fleet):
+    f = fleet(three_nodes(gpu_a={"faults": ["no_gpus"], "fault_images": [NEW]}))
+    f.install_old_plugin()
+    rc, run = f.play(f.role_vars())
+    assert rc != 0
+    assert run.report["nodes"][0]["reason"] == "the plugin registered no nvidia.com/gpu (capacity 0)"
+    assert run.report["not_started"] == [f.prefix + "gpu-b", f.prefix + "gpu-c"]
