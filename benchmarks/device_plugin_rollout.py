@@ -40,12 +40,13 @@ def main():
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--verify", action="store_true", help="run the verification pod on every node")
     parser.add_argument("--poll", type=float, default=1.0, help="device_plugin_poll_interval")
+    parser.add_argument("--start-delay", type=float, default=0.5, help="simulated image pull + container start, seconds")
     args = parser.parse_args()
     base = pathlib.Path(tempfile.mkdtemp(prefix="gpuops-bench-"))
     cluster = kubefleet.start_cluster(base / "cluster")
     lib = kubefleet.fakenode.build_lib(os.path.join(kubefleet.ROOT, "build", "fakes"))
-    print("SIMULATED nodes (simkubelet: start 0.5 s, GPU registration 0.5 s, stop 0.3 s); poll %.1f s; verify %s"
-          % (args.poll, args.verify))
+    print("SIMULATED nodes (simkubelet: start %.1f s, GPU registration 0.5 s, stop 0.3 s); poll %.1f s; verify %s"
+          % (args.start_delay, args.poll, args.verify))
     print("%6s %6s %10s %10s %12s %12s %12s  %s" % ("nodes", "batch", "wall_s", "s/node", "api_calls", "no-op_run", "calls/node",
                                                    "per-node calls by kind"), flush=True)
     try:
@@ -54,7 +55,7 @@ def main():
                 work = base / ("n%d-b%d" % (count, batch))
                 work.mkdir()
                 nodes = [{"name": "gpu-%02d" % i, "gpus": [uuid(i, 0), uuid(i, 1)]} for i in range(count)]
-                fleet = kubefleet.Fleet(cluster, work, lib, nodes)
+                fleet = kubefleet.Fleet(cluster, work, lib, nodes, start_delay=args.start_delay)
                 try:
                     fleet.install_old_plugin()
                     rc, run = fleet.play(fleet.role_vars(device_plugin_batch_size=batch, device_plugin_verify=args.verify,
