@@ -266,7 +266,10 @@ def preflight(version, options, node_names, kubelet_facts):
                                     "at them (device_plugin_kubelet_config_path)"})
         elif policy == "static":
             static.append(name)
-    where = lambda name: "%s (cpuManagerPolicy=static from %s)" % (name, (kubelet_facts[name] or {}).get("source"))
+
+    def where(name):
+        return "%s (cpuManagerPolicy=static from %s)" % (name, (kubelet_facts[name] or {}).get("source"))
+
     for name in static:
         if not version.has("pass_device_specs"):
             problems.append({
