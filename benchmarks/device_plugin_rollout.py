@@ -47,8 +47,8 @@ def main():
     lib = kubefleet.fakenode.build_lib(os.path.join(kubefleet.ROOT, "build", "fakes"))
     print("SIMULATED nodes (simkubelet: start %.1f s, GPU registration 0.5 s, stop 0.3 s); poll %.1f s; verify %s"
           % (args.start_delay, args.poll, args.verify))
-    print("%6s %6s %10s %10s %12s %12s %12s  %s" % ("nodes", "batch", "wall_s", "s/node", "api_calls", "no-op_run", "calls/node",
-                                                   "per-node calls by kind"), flush=True)
+    header = ("nodes", "batch", "wall_s", "s/node", "api_calls", "no-op_run", "calls/node", "per-node calls by kind")
+    print("%6s %6s %10s %10s %12s %12s %12s  %s" % header, flush=True)
     try:
         for count in args.nodes:
             for batch in args.batch:
@@ -58,20 +58,20 @@ def main():
                 fleet = kubefleet.Fleet(cluster, work, lib, nodes, start_delay=args.start_delay)
                 try:
                     fleet.install_old_plugin()
-                    rc, run = fleet.play(fleet.role_vars(device_plugin_batch_size=batch, device_plugin_verify=args.verify,
-                                                        device_plugin_poll_interval=args.poll))
+                    role_vars = fleet.role_vars(device_plugin_batch_size=batch, device_plugin_verify=args.verify,
+                                                device_plugin_poll_interval=args.poll)
+                    rc, run = fleet.play(role_vars)
                     if rc != 0 or len(run.report["upgraded"]) != count:
                         raise SystemExit("rollout failed: %s" % run.failure())
-                    rc2, again = fleet.play(fleet.role_vars(device_plugin_batch_size=batch, device_plugin_verify=args.verify,
-                                                           device_plugin_poll_interval=args.poll))
+                    rc2, again = fleet.play(role_vars)
                     if rc2 != 0 or again.report["nodes"]:
                         raise SystemExit("second run was not a no-op: %s" % again.failure())
                     kinds = collections.Counter(classify(e) for e in run.api_calls)
                     kinds.subtract(collections.Counter(classify(e) for e in again.api_calls))
                     per_node = dict((k, round(v / float(count), 2)) for k, v in sorted(kinds.items()) if v)
                     total, fixed = len(run.api_calls), len(again.api_calls)
-                    print("%6d %6d %10.1f %10.2f %12d %12d %12.2f  %s" % (count, batch, run.elapsed, run.elapsed / count, total,
-                                                                         fixed, (total - fixed) / float(count), per_node), flush=True)
+                    row = (count, batch, run.elapsed, run.elapsed / count, total, fixed, (total - fixed) / float(count), per_node)
+                    print("%6d %6d %10.1f %10.2f %12d %12d %12.2f  %s" % row, flush=True)
                 finally:
                     fleet.stop()
     finally:

@@ -384,8 +384,9 @@ def plan_lines(the_plan):
         lines.append("nothing to replace: %d node(s) already run %s" % (len(the_plan["current"]), the_plan["to_image"]))
     for number, batch in enumerate(the_plan["batches"], 1):
         for step in batch:
-            lines.append("batch %d: %s: %s -> %s (delete %s)" % (number, step["node"], step["from_version"] or step["from_image"],
-                                                                step["to_version"] or step["to_image"], ", ".join(step["pods"])))
+            source = step["from_version"] or step["from_image"]
+            target = step["to_version"] or step["to_image"]
+            lines.append("batch %d: %s: %s -> %s (delete %s)" % (number, step["node"], source, target, ", ".join(step["pods"])))
     for node in the_plan["missing"]:
         lines.append("%s: no plugin pod yet (the DaemonSet controller creates it; it is checked, not replaced)" % node)
     return lines

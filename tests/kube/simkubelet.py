@@ -53,7 +53,7 @@ def now_iso():
 def parse_selector(text):
     out = {}
     for part in filter(None, (text or "").split(",")):
-        key, _, value = part.partition("=")
+        key, dummy, value = part.partition("=")
         out[key.strip()] = value.strip()
     return out
 
@@ -252,7 +252,7 @@ def main(argv=None):
         nodes = json.load(handle)
     sim = SimKubelet(client.CoreV1Api(), nodes, parse_selector(args.plugin_selector),
                      args.start_delay, args.register_delay, args.stop_delay)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     sim.register_nodes()
     print("simkubelet: %d SIMULATED nodes registered" % len(nodes), flush=True)
     while True:

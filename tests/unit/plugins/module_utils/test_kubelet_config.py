@@ -12,7 +12,8 @@ from ansible_collections.gpuops.fleet.plugins.module_utils import _kubelet_confi
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 # kubeadm's files, as kubeadm writes them
-KUBEADM_FLAGS = 'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.9"\n'
+KUBEADM_FLAGS = ('KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock '
+                 '--pod-infra-container-image=registry.k8s.io/pause:3.9"\n')
 KUBELET_CONFIG = """apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 authentication:
