@@ -220,9 +220,8 @@ def container_config(version, options):
     if version.has("env_config"):
         return {"args": [], "env": [{"name": NAMES[k][2], "value": text(k)} for k in sorted(NAMES)]}
     args = []
-    for key in sorted(NAMES):
-        feature = "pass_device_specs" if key == "pass_device_specs" else key
-        if version.has(feature):
+    for key in sorted(NAMES):  # every option is also the feature that introduced its flag
+        if version.has(key):
             args.append("%s=%s" % (NAMES[key][1], text(key)))
     return {"args": args, "env": []}
 

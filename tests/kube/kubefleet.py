@@ -220,6 +220,6 @@ class Run(object):
         for play in self.out["plays"]:
             for task in play["tasks"]:
                 for host, res in task["hosts"].items():
-                    if res.get("failed") and not res.get("failed_when_result") is False:
+                    if res.get("failed"):
                         return "%s: %s" % (host, res.get("msg"))
         return None
