@@ -10,35 +10,26 @@ import shutil
 import subprocess
 
 import pytest
-import yaml
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-ROLE = os.path.join(ROOT, "roles", "checkpoint_guard")
+import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
+
+ROOT = role_checks.ROOT
 
 
 def load(*parts):
-    with open(os.path.join(ROLE, *parts)) as handle:
-        return yaml.safe_load(handle)
+    return role_checks.load("checkpoint_guard", *parts)
 
 
 def test_argument_specs_match_defaults_keys_and_values():
-    defaults = load("defaults", "main.yml")
-    options = load("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
-    assert sorted(options) == sorted(defaults)
-    for name, spec in options.items():
-        assert spec.get("default") == defaults[name], name
-        assert name.startswith("checkpoint_guard_"), name
+    assert role_checks.spec_problems("checkpoint_guard") == []
 
 
 def test_internal_vars_are_private():
-    assert all(name.startswith("__checkpoint_guard_") for name in load("vars", "main.yml"))
+    assert role_checks.non_private_vars("checkpoint_guard") == []
 
 
 def test_readme_documents_every_variable():
-    with open(os.path.join(ROLE, "README.md")) as handle:
-        readme = handle.read()
-    missing = [name for name in load("defaults", "main.yml") if "`%s`" % name not in readme]
-    assert missing == []
+    assert role_checks.undocumented_vars("checkpoint_guard") == []
 
 
 def test_role_ships_every_module_util_the_guard_imports():

@@ -5,41 +5,28 @@ variables are private, the README lists every variable, filters raise errors tha
 
 from __future__ import annotations
 
-import os
-
 import pytest
-import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.filter import device_plugin as filters
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ROLE = os.path.join(os.path.dirname(ROOT), "roles", "device_plugin")
+import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 
 
 def load(*parts):
-    with open(os.path.join(ROLE, *parts)) as handle:
-        return yaml.safe_load(handle)
+    return role_checks.load("device_plugin", *parts)
 
 
 def test_argument_specs_match_defaults_keys_and_values():
-    defaults = load("defaults", "main.yml")
-    specs = load("meta", "argument_specs.yml")["argument_specs"]
-    assert sorted(specs["main"]["options"]) == sorted(defaults)
-    for entry in ("main", "node_facts"):
-        for name, spec in specs[entry]["options"].items():
-            assert spec.get("default") == defaults[name], (entry, name)
-            assert name.startswith("device_plugin_"), name
+    assert role_checks.spec_problems("device_plugin", entries=("main", "node_facts")) == []
 
 
 def test_internal_vars_are_private():
-    assert all(name.startswith("__device_plugin_") for name in load("vars", "main.yml"))
+    assert role_checks.non_private_vars("device_plugin") == []
 
 
 def test_readme_documents_every_variable():
-    with open(os.path.join(ROLE, "README.md")) as handle:
-        readme = handle.read()
-    assert [name for name in load("defaults", "main.yml") if "`%s`" % name not in readme] == []
+    assert role_checks.undocumented_vars("device_plugin") == []
 
 
 def test_defaults_pass_the_preflight_on_static_nodes():
