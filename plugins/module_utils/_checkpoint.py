@@ -11,7 +11,17 @@ the way kubelet does:
   (``checkpoint.Data`` for v2/newest, ``checkpoint.DataV1`` for <= 1.19):
   case-insensitive field names, unknown fields ignored, ``null`` keeps a
   scalar but clears a slice or map, numbers must fit the Go type, ``[]byte``
-  is base64, duplicate keys merge into the value decoded so far;
+  is base64 (Go's ``StdEncoding``, as strict), duplicate keys merge into the
+  value decoded so far (slices keep their backing array, as Go's do);
+* kubelet decodes into a checkpoint it made with
+  ``make([]PodDevicesEntry, 0)`` and ``make(map[string][]string)``
+  (``getCheckpoint`` in ``pkg/kubelet/cm/devicemanager/manager.go``), so an
+  absent ``PodDeviceEntries``/``RegisteredDevices``/``Data`` is an empty
+  slice/map (``[]``, ``map[]`` in the dump), not nil (``<nil>``);
+* the scanner is Go's: up to 10000 nested levels (``maxNestingDepth`` in
+  ``encoding/json/scanner.go``), every invalid UTF-8 byte in a string becomes
+  one U+FFFD (``unquoteBytes``), a number of any length is a type error, never
+  a Python ``ValueError``;
 * the checksum is FNV-32a over go-spew's ``%#v`` dump of ``Data`` with
   ``ConfigState{Indent: " ", SortKeys: true, DisableMethods: true,
   SpewKeys: true}`` (``k8s.io/apiserver/pkg/util/hash.DeepHashObject``);
@@ -25,7 +35,7 @@ command.
 from __future__ import annotations
 
 import base64
-import binascii
+import codecs
 import json
 import re
 
@@ -106,12 +116,37 @@ class Checkpoint(object):
 # Go encoding/json emulation
 # ---------------------------------------------------------------------------
 
+# encoding/json/scanner.go: "This limits the max nesting depth to prevent stack
+# overflow"; pushParseState fails once len(parseState) > maxNestingDepth.
+MAX_NESTING_DEPTH = 10000
+
+
 class _Num(str):
     """A JSON number kept as its literal text, as Go's decoder sees it."""
 
 
 class _Obj(list):
     """A JSON object kept as its (key, value) pairs in file order, duplicates included."""
+
+
+class _Slice(list):
+    """A decoded Go slice: the visible elements plus ``tail``, the elements of the
+    backing array beyond the length that an earlier (duplicate-key) decode left there.
+
+    Go decodes a JSON array into an existing slice element by element and only
+    truncates the length afterwards, so the array's capacity keeps those elements:
+    ``decodeState.array`` in ``encoding/json/decode.go`` decodes element ``i`` into
+    ``v.Index(i)`` after ``SetLen(i + 1)`` whenever ``i < v.Cap()``. A backing array
+    is at least as long as the longest length it ever had, so which old elements
+    come back is the same in every Go version; growth (``Grow``, or ``MakeSlice``
+    plus ``Copy`` in older Go) only ever happens past all of them.
+    """
+
+    __slots__ = ("tail",)
+
+    def __init__(self, items=(), tail=()):
+        super(_Slice, self).__init__(items)
+        self.tail = list(tail)
 
 
 def _reject_constant(name):
@@ -128,7 +163,7 @@ def _type_name(value):
     if value is None:
         return "null"
     if isinstance(value, _Num):
-        return "number " + value
+        return "number " + (value if len(value) <= 40 else value[:20] + "..." + value[-8:])
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, str):
@@ -151,49 +186,148 @@ def _go_string(value):
     return value
 
 
+def _is_string(value):
+    return isinstance(value, str) and not isinstance(value, _Num)
+
+
 def _dec_string(value, old, path):
     if value is None:
         return old
-    if isinstance(value, str) and not isinstance(value, (_Num, _Obj)):
+    if _is_string(value):
         return _go_string(value)
     raise _type_error(path, value, "string")
+
+
+def _fits(digits, bits):
+    """``digits`` (ASCII 0-9 only) as an int when it is below 2**bits, else None; any length."""
+    # Python refuses int() of 4301+ digits (ValueError): bound the length first.
+    stripped = digits.lstrip("0") or "0"
+    if len(stripped) > (bits * 3) // 10 + 1:
+        return None
+    value = int(stripped)
+    return value if value < (1 << bits) else None
 
 
 def _dec_uint(value, old, path, bits, go_type):
     if value is None:
         return old
-    if isinstance(value, _Num) and _DIGITS.match(value) and int(value) < (1 << bits):
-        return int(value)
+    if isinstance(value, _Num) and _DIGITS.match(value):
+        number = _fits(value, bits)
+        if number is not None:
+            return number
     raise _type_error(path, value, go_type)
 
 
-def _dec_string_slice(value, old, path):
+def _dec_byte(value, old, path):
+    return _dec_uint(value, old, path, 8, "uint8")
+
+
+def _dec_slice(value, old, path, element, zero, go_type):
+    """Decode a JSON array into the Go slice ``old`` (a _Slice, bytes or None), as Go does."""
     if value is None:
         return None
     if not isinstance(value, list) or isinstance(value, _Obj):
-        raise _type_error(path, value, "[]string")
-    base = old or []
-    return [_dec_string(item, base[i] if i < len(base) else "", "%s[%d]" % (path, i)) for i, item in enumerate(value)]
+        raise _type_error(path, value, go_type)
+    if not value:
+        # "if i == 0 && v.Kind() == reflect.Slice { v.Set(reflect.MakeSlice(v.Type(), 0, 0)) }"
+        return _Slice()
+    if old:
+        backing = list(old) + list(getattr(old, "tail", ()))
+    elif getattr(old, "tail", None):
+        backing = list(old.tail)
+    else:
+        return _Slice(element(item, zero, "%s[%d]" % (path, i)) for i, item in enumerate(value))
+    for i, item in enumerate(value):
+        sub = "%s[%d]" % (path, i)
+        if i < len(backing):
+            backing[i] = element(item, backing[i], sub)
+        else:
+            backing.append(element(item, zero, sub))
+    return _Slice(backing[: len(value)], backing[len(value):])
+
+
+def _dec_string_slice(value, old, path):
+    return _dec_slice(value, old, path, _dec_string, "", "[]string")
+
+
+# encoding/base64 StdEncoding alphabet; decodeQuantum skips \r and \n anywhere.
+_B64 = dict((c, i) for i, c in enumerate(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"))
+_B64_PLAIN = re.compile(br"\A(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?\Z")
+
+
+def go_base64(data):
+    """``base64.StdEncoding.DecodeString`` of Go: returns bytes, or raises ValueError
+    naming the input byte offset exactly as Go's ``CorruptInputError`` does."""
+    if _B64_PLAIN.match(data):
+        return base64.b64decode(data)
+    # The slow path only for input Go rejects or with line breaks: a port of
+    # decodeQuantum (encoding/base64/base64.go), to report Go's offset.
+    out = bytearray()
+    si, n = 0, len(data)
+    while True:
+        buf = [0, 0, 0, 0]
+        dlen = 4
+        j = 0
+        while j < 4:
+            if si == n:
+                if j == 0:
+                    return bytes(out)
+                raise ValueError("illegal base64 data at input byte %d" % (si - j))
+            c = data[si]
+            si += 1
+            if c in _B64:
+                buf[j] = _B64[c]
+                j += 1
+                continue
+            if c in (10, 13):
+                continue
+            if c != 61:  # '='
+                raise ValueError("illegal base64 data at input byte %d" % (si - 1))
+            if j in (0, 1):
+                raise ValueError("illegal base64 data at input byte %d" % (si - 1))
+            if j == 2:
+                while si < n and data[si] in (10, 13):
+                    si += 1
+                if si == n:
+                    raise ValueError("illegal base64 data at input byte %d" % n)
+                if data[si] != 61:
+                    raise ValueError("illegal base64 data at input byte %d" % (si - 1))
+                si += 1
+            while si < n and data[si] in (10, 13):
+                si += 1
+            if si < n:
+                raise ValueError("illegal base64 data at input byte %d" % si)
+            dlen = j
+            break
+        val = (buf[0] << 18) | (buf[1] << 12) | (buf[2] << 6) | buf[3]
+        out.extend(bytes(((val >> 16) & 0xFF, (val >> 8) & 0xFF, val & 0xFF))[: dlen - 1])
+        if dlen < 4:
+            return bytes(out)
 
 
 def _dec_bytes(value, old, path):
     if value is None:
         return None
-    if isinstance(value, _Obj) or isinstance(value, _Num):
-        raise _type_error(path, value, "[]uint8")
-    if isinstance(value, list):
-        base = old or b""
-        out = bytearray()
-        for i, item in enumerate(value):
-            out.append(_dec_uint(item, base[i] if i < len(base) else 0, "%s[%d]" % (path, i), 8, "uint8"))
-        return bytes(out)
-    if isinstance(value, str):
-        text = value.replace("\r", "").replace("\n", "")
+    if isinstance(value, list) and not isinstance(value, _Obj):
+        return _dec_slice(value, old, path, _dec_byte, 0, "[]uint8")
+    if _is_string(value):
         try:
-            return base64.b64decode(text.encode("ascii"), validate=True)
-        except (binascii.Error, ValueError, UnicodeEncodeError):
-            raise CheckpointDecodeError("illegal base64 data in AllocResp", path)
+            return go_base64(value.encode("utf-8", "surrogatepass"))
+        except ValueError as exc:
+            raise CheckpointDecodeError(str(exc), path)
     raise _type_error(path, value, "[]uint8")
+
+
+def _int64_key(key):
+    """strconv.ParseInt(key, 10, 64): optional sign, decimal digits, any number of leading zeros."""
+    if not _SIGNED_DIGITS.match(key):
+        return None
+    negative = key[0] == "-"
+    number = _fits(key.lstrip("+-"), 64)
+    if number is None:
+        return None
+    number = -number if negative else number
+    return number if _INT64_MIN <= number <= _INT64_MAX else None
 
 
 def _dec_numa_map(value, old, path):
@@ -203,9 +337,11 @@ def _dec_numa_map(value, old, path):
         raise _type_error(path, value, "checkpoint.DevicesPerNUMA")
     out = old if old is not None else {}
     for key, item in value:
-        if not _SIGNED_DIGITS.match(key) or not _INT64_MIN <= int(key) <= _INT64_MAX:
-            raise CheckpointDecodeError("cannot unmarshal number %s into Go value of type int64" % json.dumps(key), path)
-        out[int(key)] = _dec_string_slice(item, None, "%s[%s]" % (path, key))
+        node = _int64_key(key)
+        if node is None:
+            raise CheckpointDecodeError("cannot unmarshal number %s into Go value of type int64" % json.dumps(key[:40]), path)
+        # a map element is decoded into a zeroed value (mapElem.SetZero()), never the old one
+        out[node] = _dec_string_slice(item, None, "%s[%s]" % (path, key[:40]))
     return out
 
 
@@ -248,23 +384,21 @@ def _entry_decoder(v2):
     go_type = "checkpoint.PodDevicesEntry" if v2 else "checkpoint.PodDevicesEntryV1"
 
     def decode(value, old, path):
-        base = old if old is not None else {}
-        return _dec_struct(value, dict(base), path, fields, go_type)
+        # Go decodes into the slice element in place: a null element keeps it.
+        # A new element starts as the struct's zero value ("" for strings, nil for the rest).
+        if old is None:
+            old = {"PodUID": "", "ContainerName": "", "ResourceName": "", "DeviceIDs": None, "AllocResp": None}
+        return _dec_struct(value, old, path, fields, go_type)
 
     return decode
 
 
 def _entries_decoder(v2):
     entry = _entry_decoder(v2)
+    go_type = "[]checkpoint.PodDevicesEntry" if v2 else "[]checkpoint.PodDevicesEntryV1"
 
     def decode(value, old, path):
-        if value is None:
-            return None
-        if not isinstance(value, list) or isinstance(value, _Obj):
-            raise _type_error(path, value, "[]checkpoint.PodDevicesEntry")
-        base = old or []
-        # Go decodes array elements into the slice's existing elements.
-        return [entry(item, base[i] if i < len(base) else None, "%s[%d]" % (path, i)) for i, item in enumerate(value)]
+        return _dec_slice(value, old, path, entry, None, go_type)
 
     return decode
 
@@ -273,7 +407,7 @@ def _data_decoder(v2):
     fields = {"PodDeviceEntries": _entries_decoder(v2), "RegisteredDevices": _dec_string_map}
 
     def decode(value, old, path):
-        return _dec_struct(value, old if old is not None else {}, path, fields, "checkpoint.checkpointData")
+        return _dec_struct(value, old, path, fields, "checkpoint.checkpointData")
 
     return decode
 
@@ -291,6 +425,108 @@ def _top_fields(v2):
 _TOP_FIELDS = {LAYOUT_V1: _top_fields(False), LAYOUT_V2: _top_fields(True)}
 
 
+def _go_utf8(error):
+    # Go's unquote writes one U+FFFD per invalid byte (utf8.DecodeRune returns
+    # RuneError with size 1); Python's "replace" folds a truncated sequence into one.
+    return u"\ufffd", error.start + 1
+
+
+codecs.register_error("gpuops-go-utf8", _go_utf8)
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?")
+_LITERALS = (("true", True), ("false", False), ("null", None))
+
+
+def _syntax(pos, what):
+    return CheckpointDecodeError("invalid JSON: %s at character %d" % (what, pos), "")
+
+
+def _parse_deep(text):
+    """An iterative JSON parser with Go's nesting limit, for what Python's recursive
+    ``json`` cannot take (deeper than its recursion limit). Same tree as parse_json."""
+    stack = []  # (container, pending key or None)
+    pos = _WS.match(text, 0).end()
+    n = len(text)
+    value = None
+    while True:
+        if pos >= n:
+            raise _syntax(pos, "unexpected end of input")
+        c = text[pos]
+        if c in "[{":
+            if len(stack) >= MAX_NESTING_DEPTH:
+                raise CheckpointDecodeError("invalid character %r exceeded max depth (%d levels)" % (c, MAX_NESTING_DEPTH), "")
+            container = _Obj() if c == "{" else []
+            pos = _WS.match(text, pos + 1).end()
+            close = "}" if c == "{" else "]"
+            if pos < n and text[pos] == close:
+                value = container
+                pos += 1
+            else:
+                stack.append([container, None])
+                if c == "{":
+                    pos = _parse_key(text, pos, stack[-1])
+                continue
+        elif c == '"':
+            value, pos = _json_string(text, pos + 1)
+        else:
+            match = _NUMBER.match(text, pos)
+            if match:
+                value, pos = _Num(match.group()), match.end()
+            else:
+                for word, literal in _LITERALS:
+                    if text.startswith(word, pos):
+                        value, pos = literal, pos + len(word)
+                        break
+                else:
+                    if text.startswith("NaN", pos) or text.startswith("Infinity", pos):
+                        _reject_constant(text[pos:pos + 3])
+                    raise _syntax(pos, "invalid character %r looking for beginning of value" % c)
+        # a complete value: attach it, then close every container that ends here
+        while True:
+            pos = _WS.match(text, pos).end()
+            if not stack:
+                if pos != n:
+                    raise _syntax(pos, "invalid character %r after top-level value" % text[pos])
+                return value
+            frame = stack[-1]
+            container = frame[0]
+            if isinstance(container, _Obj):
+                container.append((frame[1], value))
+            else:
+                container.append(value)
+            close = "}" if isinstance(container, _Obj) else "]"
+            if pos < n and text[pos] == ",":
+                pos = _WS.match(text, pos + 1).end()
+                if isinstance(container, _Obj):
+                    pos = _parse_key(text, pos, frame)
+                break
+            if pos < n and text[pos] == close:
+                stack.pop()
+                value = container
+                pos += 1
+                continue
+            raise _syntax(pos, "expected ',' or %r" % close)
+
+
+def _parse_key(text, pos, frame):
+    if pos >= len(text) or text[pos] != '"':
+        raise _syntax(pos, "expected a string key")
+    key, pos = _json_string(text, pos + 1)
+    pos = _WS.match(text, pos).end()
+    if pos >= len(text) or text[pos] != ":":
+        raise _syntax(pos, "expected ':'")
+    frame[1] = key
+    return _WS.match(text, pos + 1).end()
+
+
+def _json_string(text, pos):
+    try:
+        return json.decoder.scanstring(text, pos, True)
+    except ValueError as exc:
+        raise _syntax(pos, str(exc))
+
+
 def parse_json(raw):
     """Parse bytes into the raw JSON tree (objects as pair lists, numbers as literals).
 
@@ -298,7 +534,7 @@ def parse_json(raw):
     """
     if raw[:3] == b"\xef\xbb\xbf":
         raise CheckpointDecodeError("invalid character '\\u00ef' looking for beginning of value (UTF-8 BOM)", "")
-    text = raw.decode("utf-8", "replace")
+    text = raw.decode("utf-8", "gpuops-go-utf8")
     try:
         return json.loads(
             text,
@@ -307,31 +543,40 @@ def parse_json(raw):
             parse_float=_Num,
             parse_constant=_reject_constant,
         )
+    except RecursionError:
+        # deeper than Python's recursion limit: Go still takes up to 10000 levels
+        return _parse_deep(text)
     except ValueError as exc:
         raise CheckpointDecodeError("invalid JSON: %s" % exc, "")
-    except RecursionError:
-        raise CheckpointDecodeError("invalid JSON: nested too deeply", "")
+
+
+def _empty_data():
+    # getCheckpoint: checkpoint.New(make([]checkpoint.PodDevicesEntry, 0), make(map[string][]string), "")
+    return {"PodDeviceEntries": _Slice(), "RegisteredDevices": {}}
 
 
 def decode_tree(tree, layout):
     """Decode a parsed JSON tree as the given layout; returns a Checkpoint (checksum not verified)."""
     v2 = layout == LAYOUT_V2
-    top = _dec_struct(tree, {}, "", _TOP_FIELDS[layout], "checkpoint.Data" if v2 else "checkpoint.DataV1")
-    data = top.get("Data") or {}
+    top = {"Data": _empty_data(), "Checksum": 0, "BootID": ""}
+    top = _dec_struct(tree, top, "", _TOP_FIELDS[layout], "checkpoint.Data" if v2 else "checkpoint.DataV1")
+    data = top["Data"]
     raw_entries = data.get("PodDeviceEntries")
     entries = None
     if raw_entries is not None:
-        entries = [
-            PodDevicesEntry(
-                e.get("PodUID", ""),
-                e.get("ContainerName", ""),
-                e.get("ResourceName", ""),
-                e.get("DeviceIDs"),
-                e.get("AllocResp"),
-            )
-            for e in raw_entries
-        ]
-    return Checkpoint(layout, entries, data.get("RegisteredDevices"), top.get("Checksum") or 0, top.get("BootID", ""))
+        entries = []
+        for e in raw_entries:
+            ids = e["DeviceIDs"]
+            if ids is not None and not v2:
+                ids = list(ids)
+            elif ids is not None:
+                ids = dict((node, None if v is None else list(v)) for node, v in ids.items())
+            alloc = e["AllocResp"]
+            entries.append(PodDevicesEntry(e["PodUID"], e["ContainerName"], e["ResourceName"], ids, None if alloc is None else bytes(alloc)))
+    registered = data.get("RegisteredDevices")
+    if registered is not None:
+        registered = dict((k, None if v is None else list(v)) for k, v in registered.items())
+    return Checkpoint(layout, entries, registered, top["Checksum"], top["BootID"])
 
 
 class DecodeResult(object):
@@ -364,6 +609,11 @@ def decode(raw):
         try:
             cp = decode_tree(tree, layout)
         except CheckpointDecodeError as exc:
+            if exc.path == "BootID":
+                # Only the kubelets that write BootID (checkpoint.Data.BootID, the
+                # development line after kubernetes#137919, 2026) read it, and their
+                # readCheckpoint has no v1 fallback: json.Unmarshal fails, the file is corrupt.
+                return DecodeResult(None, str(exc))
             attempts.append((layout, None, exc))
             continue
         if cp.checksum_valid():
@@ -378,7 +628,6 @@ def decode(raw):
     v2_err, v1_err = attempts[0][2], attempts[1][2]
     err = v1_err if "DeviceIDs" in v2_err.path and "array" in v2_err.reason else v2_err
     return DecodeResult(None, str(err))
-
 
 # ---------------------------------------------------------------------------
 # go-spew dump and checksum
