@@ -24,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 DEFAULT_GPU_RESOURCES = (
@@ -33,13 +34,12 @@ DEFAULT_GPU_RESOURCES = (
     "aliyun.com/gpu-mem",
 )
 
-_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _REPLICA = r"(?:::(?P<replica>[0-9]+))?"
 _FORMS = (
-    ("gpushare", re.compile(r"\A(?P<key>GPU-%s)-_-(?P<unit>[0-9]+)\Z" % _UUID)),
-    ("gpu_uuid", re.compile(r"\A(?P<key>GPU-%s)%s\Z" % (_UUID, _REPLICA))),
-    ("mig_uuid", re.compile(r"\A(?P<key>MIG-%s)%s\Z" % (_UUID, _REPLICA))),
-    ("mig_uuid", re.compile(r"\A(?P<key>MIG-GPU-%s/[0-9]+/[0-9]+)%s\Z" % (_UUID, _REPLICA))),
+    ("gpushare", re.compile(r"\A(?P<key>GPU-%s)-_-(?P<unit>[0-9]+)\Z" % UUID)),
+    ("gpu_uuid", re.compile(r"\A(?P<key>GPU-%s)%s\Z" % (UUID, _REPLICA))),
+    ("mig_uuid", re.compile(r"\A(?P<key>MIG-%s)%s\Z" % (UUID, _REPLICA))),
+    ("mig_uuid", re.compile(r"\A(?P<key>MIG-GPU-%s/[0-9]+/[0-9]+)%s\Z" % (UUID, _REPLICA))),
     ("gpu_index", re.compile(r"\A(?P<key>[0-9]+)%s\Z" % _REPLICA)),
     ("mig_index", re.compile(r"\A(?P<key>[0-9]+:[0-9]+)%s\Z" % _REPLICA)),
 )

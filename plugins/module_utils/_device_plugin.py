@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -70,7 +71,7 @@ NAMES = {
 }
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.\-]+))?$")
-_UUID_RE = re.compile(r"\b((?:GPU|MIG)-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12})\b")
+_UUID_RE = re.compile(r"\b((?:GPU|MIG)-%s)\b" % UUID)
 _SAFE_SUGGESTION = "v0.17.1"
 
 
@@ -337,7 +338,7 @@ def plan(daemonset, pods, nodes, node_selector, container, batch_size, template_
     GPU UUIDs a verification pod must see). A pod is replaced when its template generation is
     older than the DaemonSet's; in check mode ``template_will_change`` marks every pod old.
     """
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+    if not is_int(batch_size) or batch_size < 1:
         raise ParameterError("device_plugin_batch_size", "expected an integer >= 1, got %r" % (batch_size,))
     to_image = _container_image(daemonset, container)
     if to_image is None:

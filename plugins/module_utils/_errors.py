@@ -10,6 +10,8 @@ Module code turns these into ``fail_json`` once, at the edge; the node-side
 
 from __future__ import annotations
 
+import errno
+
 
 class GpuopsError(Exception):
     """Base class of every error this collection raises on purpose."""
@@ -37,6 +39,29 @@ class UnsafeFileError(GpuopsError):
     """A node file is a symlink, not a regular file, too large, or changed under us."""
 
 
+class NodeFileError(UnsafeFileError):
+    """An operating-system call on a node file failed: names the errno, the operation and the path.
+
+    ``str()`` reads e.g. ``ENOSPC writing backup /var/lib/gpuops/backups/...: No space left on device``.
+    """
+
+    def __init__(self, operation, path, error):
+        self.operation = operation
+        self.path = path
+        self.errno = getattr(error, "errno", None)
+        name = errno.errorcode.get(self.errno, "error") if self.errno is not None else "error"
+        detail = getattr(error, "strerror", None) or str(error)
+        super(NodeFileError, self).__init__("%s %s %s: %s" % (name, operation, path, detail))
+
+
+class ChangedWhileWorkingError(UnsafeFileError):
+    """kubelet wrote the checkpoint between our read and our change: nothing was changed or lost."""
+
+
+class LockBusyError(GpuopsError):
+    """Another run holds the lock for this checkpoint."""
+
+
 class InventoryError(GpuopsError):
     """The GPU inventory could not be read (driver not loaded, NVML or nvidia-smi error)."""
 
@@ -44,3 +69,11 @@ class InventoryError(GpuopsError):
         self.reason = reason
         self.backend = backend
         super(InventoryError, self).__init__(reason)
+
+
+class BackendUnavailable(GpuopsError):
+    """A GPU backend itself is missing (library or binary absent), so another may be tried."""
+
+
+class KubeletConfigError(GpuopsError):
+    """kubelet's settings were found but could not be read."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import BackendUnavailable, InventoryError
 
 BACKENDS = ("auto", "nvml", "nvidia-smi")
 # Where nvidia-smi lives besides PATH: distro packages, GPU operator / GKE installer layouts.
@@ -62,10 +62,6 @@ def find_nvidia_smi(explicit=None):
         if directory and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
-
-
-class BackendUnavailable(Exception):
-    """The backend itself is missing (library or binary absent), so another may be tried."""
 
 
 def empty_facts(backend=None, reason=None):

@@ -21,21 +21,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import stat
-import subprocess
 import sys
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _device_ids as ids
+from ansible_collections.gpuops.fleet.plugins.module_utils import _devchar as devchar
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
-from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError, UnsafeFileError
+from ansible_collections.gpuops.fleet.plugins.module_utils import _systemd as systemd
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, LockBusyError, UnsafeFileError
+from ansible_collections.gpuops.fleet.plugins.module_utils._guard_config import DEFAULT_CONFIG, load_config, parse_config
+from ansible_collections.gpuops.fleet.plugins.module_utils._jsonlog import JsonLog
 
-VERSION = "1.0.0"
-DEFAULT_CONFIG = "/etc/gpuops/gpuops.json"
+__all__ = ["main", "check", "parse_config", "load_config", "JsonLog", "DEFAULT_CONFIG"]
+
+VERSION = "1.1.0"
 
 # Exit codes (documented in the role README and `gpuops --help`).
 EXIT_OK = 0  # up to date, no checkpoint, or repaired
@@ -45,6 +45,7 @@ EXIT_INVENTORY_UNKNOWN = 3  # GPUs could not be read: refused to touch the check
 EXIT_CORRUPT = 4  # checkpoint corrupt and left in place (on_corrupt: report)
 EXIT_WOULD_CHANGE = 5  # report mode only: check would change the checkpoint
 EXIT_ACTION_FAILED = 6  # stale or corrupt, but the backup/removal/rewrite failed
+EXIT_LOCKED = 7  # another run held the checkpoint's lock past lock_timeout: nothing done
 
 EXIT_CODES = (
     (EXIT_OK, "checkpoint up to date, missing (kubelet writes a fresh one), or repaired"),
@@ -53,132 +54,11 @@ EXIT_CODES = (
     (EXIT_INVENTORY_UNKNOWN, "GPU inventory unknown (driver not loaded, NVML error, zero GPUs): checkpoint left untouched"),
     (EXIT_CORRUPT, "checkpoint corrupt and left in place (on_corrupt: report)"),
     (EXIT_WOULD_CHANGE, "report only: check would change the checkpoint"),
-    (EXIT_ACTION_FAILED, "stale or corrupt, but the backup, removal or rewrite failed (or kubelet wrote the file meanwhile)"),
+    (EXIT_ACTION_FAILED, "stale or corrupt, but the backup, removal or rewrite failed (or kubelet wrote the file meanwhile): file untouched or replaced whole"),
+    (EXIT_LOCKED, "another gpuops run held the checkpoint's lock past lock_timeout: nothing was done"),
 )
 
-# Settings of /etc/gpuops/gpuops.json and their defaults (checked by _check_field).
-CONFIG_FIELDS = {
-    "checkpoint_path": rec.DEFAULT_PATH,
-    "backup_dir": rec.DEFAULT_BACKUP_DIR,
-    "strategy": "remove",
-    "on_corrupt": "report",
-    "resources": list(ids.DEFAULT_GPU_RESOURCES),
-    "backend": "auto",
-    "nvidia_smi": None,
-    "max_bytes": nodefile.DEFAULT_MAX_BYTES,
-    "driver_wait_seconds": 0,
-    "restart_kubelet": True,
-    "kubelet_unit": "kubelet.service",
-}
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _check_field(name, value):
-    """Type and range checks the reconcile code does not do itself."""
-    if name in ("checkpoint_path", "backup_dir", "strategy", "on_corrupt", "backend", "kubelet_unit"):
-        if not isinstance(value, str) or not value:
-            return "must be a non-empty string"
-    if name == "backend" and value not in inventory.BACKENDS:
-        return "%r is not one of %s" % (value, ", ".join(inventory.BACKENDS))
-    if name == "nvidia_smi" and value is not None and (not isinstance(value, str) or not os.path.isabs(value)):
-        return "must be null (search PATH) or an absolute path to nvidia-smi"
-    if name == "resources" and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-        return "must be a list of resource names or patterns, e.g. [\"nvidia.com/gpu\"]"
-    if name == "max_bytes" and (not _is_int(value) or value <= 0):
-        return "must be a positive number of bytes"
-    if name == "driver_wait_seconds" and (not _is_int(value) or not 0 <= value <= 600):
-        return "must be a whole number of seconds from 0 to 600"
-    if name == "restart_kubelet" and not isinstance(value, bool):
-        return "must be true or false"
-    return None
-
-
-def parse_config(text, source):
-    """Validated configuration from JSON ``text``; unknown or malformed fields raise ParameterError."""
-    try:
-        doc = json.loads(text) if text.strip() else {}
-    except ValueError as exc:
-        raise ParameterError(source, "not valid JSON (%s)" % exc)
-    if not isinstance(doc, dict):
-        raise ParameterError(source, "must hold a JSON object of settings")
-    unknown = sorted(set(doc) - set(CONFIG_FIELDS))
-    if unknown:
-        raise ParameterError(
-            "%s: %s" % (source, unknown[0]), "unknown setting; known settings: %s" % ", ".join(sorted(CONFIG_FIELDS))
-        )
-    config = dict(CONFIG_FIELDS)
-    config["resources"] = list(config["resources"])
-    config.update(doc)
-    for name in sorted(config):
-        problem = _check_field(name, config[name])
-        if problem:
-            raise ParameterError("%s: %s" % (source, name), problem)
-    try:
-        rec.validate_options(config["strategy"], config["on_corrupt"], "skip", config["backup_dir"], config["checkpoint_path"], config["max_bytes"])
-        ids.validate_resource_patterns(config["resources"])
-    except ParameterError as exc:
-        field = {"path": "checkpoint_path"}.get(exc.field, exc.field)
-        raise ParameterError("%s: %s" % (source, field), exc.reason)
-    return config
-
-
-def load_config(path, explicit):
-    """Read the configuration file; a missing default file means defaults, a missing explicit one is an error."""
-    try:
-        with open(path, "r") as handle:
-            text = handle.read()
-    except (IOError, OSError) as exc:
-        if not explicit and getattr(exc, "errno", None) == 2:
-            return parse_config("", path)
-        raise ParameterError("--config", "cannot read %s: %s" % (path, exc.strerror or exc))
-    return parse_config(text, path)
-
-
-def rfc3339(now):
-    """Local time with offset and milliseconds, e.g. 2026-11-21T14:41:17.031+08:00."""
-    seconds, millis = divmod(int(round(now * 1000)), 1000)
-    local = time.localtime(seconds)
-    offset = local.tm_gmtoff or 0
-    sign = "+" if offset >= 0 else "-"
-    offset = abs(offset)
-    return "%s.%03d%s%02d:%02d" % (
-        time.strftime("%Y-%m-%dT%H:%M:%S", local),
-        millis,
-        sign,
-        offset // 3600,
-        (offset % 3600) // 60,
-    )
-
-
-class JsonLog(object):
-    """One JSON object per line: level, msg, time, event, then structured fields."""
-
-    def __init__(self, stream, clock=time.time):
-        self.stream = stream
-        self.clock = clock
-        self.started = clock()
-
-    def emit(self, level, event, msg, **fields):
-        now = self.clock()
-        record = {"level": level, "msg": msg, "time": rfc3339(now), "event": event}
-        record.update(fields)
-        self.stream.write(json.dumps(record, sort_keys=False, separators=(",", ":")) + "\n")
-        self.stream.flush()
-
-    def elapsed_ms(self):
-        return int(round((self.clock() - self.started) * 1000))
-
-
-def _run(argv):
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate()
-    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-
-def gather_gpus(config, log, run=_run, sleep=time.sleep, clock=time.monotonic):
+def gather_gpus(config, log, run=systemd.run, sleep=time.sleep, clock=time.monotonic):
     """GPU facts; waits up to ``driver_wait_seconds`` for a driver that is still coming up."""
     deadline = clock() + config["driver_wait_seconds"]
     announced = False
@@ -206,28 +86,23 @@ def _ids_msg(values):
     return json.dumps(flat) if flat else "null"
 
 
-def _kubelet_active(config, run):
-    rc, dummy, dummy2 = run(["systemctl", "is-active", "--quiet", config["kubelet_unit"]])
-    return rc == 0
-
-
 def _after_action(config, log, run, report_only):
     """kubelet keeps device state in memory: a running kubelet needs a restart to see the change."""
-    if report_only or shutil.which("systemctl") is None or not _kubelet_active(config, run):
+    if report_only or not systemd.available() or not systemd.is_active(config["kubelet_unit"], run):
         return None
     unit = config["kubelet_unit"]
     if not config["restart_kubelet"]:
         log.emit("warning", "kubelet_running", "%s is running and keeps the old device state in memory: restart it" % unit, unit=unit)
         return False
-    rc, dummy, err = run(["systemctl", "restart", "--no-block", unit])
-    if rc != 0:
-        log.emit("error", "kubelet_restart_failed", "restarting %s failed: %s" % (unit, err.strip()), unit=unit, rc=rc)
+    ok, err = systemd.restart_no_block(unit, run)
+    if not ok:
+        log.emit("error", "kubelet_restart_failed", "restarting %s failed: %s" % (unit, err), unit=unit)
         return False
     log.emit("info", "kubelet_restarted", "%s was running: restart requested" % unit, unit=unit)
     return True
 
 
-def check(config, log, report_only=False, run=_run, sleep=time.sleep, now=None):
+def check(config, log, report_only=False, run=systemd.run, sleep=time.sleep, now=None):
     """The guard: returns an exit code; every step is logged."""
     mode = "report" if report_only else "check"
     log.emit("info", "start", "check gpu start (gpuops %s, %s mode)" % (VERSION, mode), mode=mode, version=VERSION, checkpoint_path=config["checkpoint_path"])
@@ -246,20 +121,12 @@ def check(config, log, report_only=False, run=_run, sleep=time.sleep, now=None):
             backend=facts.get("backend"),
         )
     try:
-        result = rec.reconcile(
-            facts,
-            path=config["checkpoint_path"],
-            strategy=config["strategy"],
-            on_corrupt=config["on_corrupt"],
-            unknown_inventory="skip",
-            backup_dir=config["backup_dir"],
-            resources=config["resources"],
-            check_mode=report_only,
-            max_bytes=config["max_bytes"],
-            now=now,
-        )
-    except (UnsafeFileError, OSError) as exc:
-        log.emit("error", "action_failed", "checkpoint left as it was: %s" % exc, checkpoint_path=config["checkpoint_path"])
+        result = rec.reconcile(facts, config["options"], check_mode=report_only, now=now)
+    except LockBusyError as exc:
+        log.emit("error", "locked", str(exc), checkpoint_path=config["checkpoint_path"])
+        return _finish(log, EXIT_LOCKED, None)
+    except UnsafeFileError as exc:
+        log.emit("error", "action_failed", "checkpoint untouched or replaced whole: %s" % exc, checkpoint_path=config["checkpoint_path"])
         return _finish(log, EXIT_ACTION_FAILED, None)
     return _story(config, log, facts, result, report_only, run)
 
@@ -333,67 +200,21 @@ def _finish(log, code, result):
     return code
 
 
-# /dev/char links: systemd resolves device cgroup rules through /dev/char/<major>:<minor>;
-# without links for the NVIDIA nodes, `systemctl daemon-reload` makes running GPU
-# containers lose their devices on systemd-cgroup nodes (nvidia-container-toolkit#251).
-
-
-def nvidia_char_devices(dev_root="/dev"):
-    """[(path, major, minor)] of the NVIDIA character devices under ``dev_root``."""
-    found = []
-    candidates = [os.path.join(dev_root, n) for n in os.listdir(dev_root) if n.startswith("nvidia")]
-    caps = os.path.join(dev_root, "nvidia-caps")
-    if os.path.isdir(caps) and not os.path.islink(caps):
-        candidates.extend(os.path.join(caps, n) for n in os.listdir(caps))
-    for path in sorted(candidates):
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if stat.S_ISCHR(st.st_mode):
-            found.append((path, os.major(st.st_rdev), os.minor(st.st_rdev)))
-    return found
-
-
-def dev_char_symlinks(dev_root="/dev", dry_run=False):
-    """Ensure /dev/char/<major>:<minor> -> the NVIDIA node; returns {created, present, conflicts}."""
-    char_dir = os.path.join(dev_root, "char")
-    out = {"created": [], "present": [], "conflicts": []}
-    for path, major, minor in nvidia_char_devices(dev_root):
-        link = os.path.join(char_dir, "%d:%d" % (major, minor))
-        target = os.path.relpath(path, char_dir)
-        if os.path.islink(link):
-            if os.path.realpath(link) == os.path.realpath(path):
-                out["present"].append(link)
-            else:
-                out["conflicts"].append("%s -> %s (expected %s)" % (link, os.readlink(link), target))
-            continue
-        if os.path.lexists(link):
-            out["conflicts"].append("%s exists and is not a symlink" % link)
-            continue
-        if not dry_run:
-            if not os.path.isdir(char_dir):
-                os.makedirs(char_dir, 0o755)
-            os.symlink(target, link)
-        out["created"].append(link)
-    return out
-
-
-def _dev_char_command(args, log, run=_run):
+def _dev_char_command(args, log, run=systemd.run):
     ctk = shutil.which("nvidia-ctk")
-    before = dev_char_symlinks(args.dev_root, dry_run=True)
+    before = devchar.dev_char_symlinks(args.dev_root, dry_run=True)
     if ctk and not args.dry_run and args.dev_root == "/dev":
         rc, out, err = run([ctk, "system", "create-dev-char-symlinks", "--create-all"])
         if rc != 0:
             log.emit("error", "dev_char_failed", "nvidia-ctk failed (rc %d): %s" % (rc, (err or out).strip()), rc=rc)
             return EXIT_ACTION_FAILED
         tool = "nvidia-ctk"
-        after = dev_char_symlinks(args.dev_root, dry_run=True)
+        after = devchar.dev_char_symlinks(args.dev_root, dry_run=True)
         created = sorted(set(after["present"]) - set(before["present"]))
         result = {"created": created, "present": before["present"], "conflicts": after["conflicts"]}
     else:
         tool = "gpuops"
-        result = dev_char_symlinks(args.dev_root, dry_run=args.dry_run)
+        result = devchar.dev_char_symlinks(args.dev_root, dry_run=args.dry_run)
     level = "warning" if result["conflicts"] else "info"
     log.emit(
         level,

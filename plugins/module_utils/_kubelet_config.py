@@ -23,7 +23,7 @@ import re
 import shlex
 import socket
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import KubeletConfigError, ParameterError
 
 try:
     import yaml
@@ -36,10 +36,6 @@ KUBEADM_CONFIG = "/var/lib/kubelet/config.yaml"
 EXTRA_ARGS_FILES = ("/etc/default/kubelet", "/etc/sysconfig/kubelet")
 FLAGS_OF_INTEREST = ("config", "cpu-manager-policy", "hostname-override", "root-dir", "feature-gates", "reserved-cpus")
 MAX_CONFIG_BYTES = 1024 * 1024
-
-
-class KubeletConfigError(Exception):
-    """kubelet's settings were found but could not be read."""
 
 
 def parse_flags(argv):

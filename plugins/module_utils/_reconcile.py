@@ -17,6 +17,7 @@ import os
 from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils import _device_ids as ids
 from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError, ParameterError, UnsafeFileError
 
 DEFAULT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
@@ -26,6 +27,20 @@ DEFAULT_BACKUP_DIR = "/var/lib/gpuops/backups"
 STRATEGIES = ("remove", "prune")
 ON_CORRUPT = ("report", "remove")
 ON_UNKNOWN_INVENTORY = ("fail", "skip")
+
+# Every setting of a reconcile run, with its default (module options and guard keys alike).
+OPTION_DEFAULTS = {
+    "checkpoint_path": DEFAULT_PATH,
+    "strategy": "remove",
+    "on_corrupt": "report",
+    "unknown_inventory": "fail",
+    "backup_dir": DEFAULT_BACKUP_DIR,
+    "backup_keep": nodefile.DEFAULT_BACKUP_KEEP,
+    "resources": ids.DEFAULT_GPU_RESOURCES,
+    "max_bytes": nodefile.DEFAULT_MAX_BYTES,
+    "lock_dir": nodefile.DEFAULT_LOCK_DIR,
+    "lock_timeout": nodefile.DEFAULT_LOCK_TIMEOUT,
+}
 
 STATE_MISSING = "missing"
 STATE_CORRUPT = "corrupt"
@@ -191,21 +206,54 @@ def render(cp):
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
-def validate_options(strategy, on_corrupt, unknown_inventory, backup_dir, path, max_bytes=1):
-    if not isinstance(max_bytes, int) or max_bytes <= 0:
-        raise ParameterError("max_bytes", "%r must be a positive number of bytes" % (max_bytes,))
-    for field, value, allowed in (
-        ("strategy", strategy, STRATEGIES),
-        ("on_corrupt", on_corrupt, ON_CORRUPT),
-        ("unknown_inventory", unknown_inventory, ON_UNKNOWN_INVENTORY),
-    ):
-        if value not in allowed:
-            raise ParameterError(field, "%r is not one of %s" % (value, ", ".join(allowed)))
-    for field, value in (("path", path), ("backup_dir", backup_dir)):
-        if not value or not os.path.isabs(value):
+class Options(object):
+    """The validated settings of one reconcile run, shared by the module and the guard.
+
+    Built once by validate_options(); the field names are the module's options and
+    the guard's configuration keys alike, so an error names the field the user wrote.
+    """
+
+    __slots__ = tuple(sorted(OPTION_DEFAULTS)) + ("patterns",)
+
+    def __init__(self, **values):
+        for name, value in values.items():
+            setattr(self, name, value)
+
+
+def _inside(child, parent):
+    child, parent = os.path.realpath(child), os.path.realpath(parent)
+    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def validate_options(**values):
+    """Check every setting once; returns an Options. Unknown or bad settings raise ParameterError."""
+    unknown = sorted(set(values) - set(OPTION_DEFAULTS))
+    if unknown:
+        raise ParameterError(unknown[0], "unknown setting; known settings: %s" % ", ".join(sorted(OPTION_DEFAULTS)))
+    merged = dict(OPTION_DEFAULTS)
+    merged.update(values)
+    for field in ("max_bytes", "lock_timeout"):
+        if not is_int(merged[field]) or merged[field] <= 0:
+            raise ParameterError(field, "%r must be a positive whole number" % (merged[field],))
+    if not is_int(merged["backup_keep"]) or merged["backup_keep"] < 0:
+        raise ParameterError("backup_keep", "%r must be a whole number of backups to keep (0 keeps all)" % (merged["backup_keep"],))
+    for field, allowed in (("strategy", STRATEGIES), ("on_corrupt", ON_CORRUPT), ("unknown_inventory", ON_UNKNOWN_INVENTORY)):
+        if merged[field] not in allowed:
+            raise ParameterError(field, "%r is not one of %s" % (merged[field], ", ".join(allowed)))
+    for field in ("checkpoint_path", "backup_dir", "lock_dir"):
+        value = merged[field]
+        if not isinstance(value, str) or not os.path.isabs(value):
             raise ParameterError(field, "%r must be an absolute path" % (value,))
-    if os.path.realpath(backup_dir) == os.path.realpath(os.path.dirname(path)):
-        raise ParameterError("backup_dir", "must not be the checkpoint's own directory: kubelet may delete files there; use e.g. %s" % DEFAULT_BACKUP_DIR)
+    if _inside(merged["backup_dir"], os.path.dirname(merged["checkpoint_path"])):
+        raise ParameterError(
+            "backup_dir",
+            "must not be inside the checkpoint's directory %s: kubelet may delete files there; use e.g. %s"
+            % (os.path.dirname(merged["checkpoint_path"]), DEFAULT_BACKUP_DIR),
+        )
+    merged["resources"] = list(merged["resources"]) if isinstance(merged["resources"], (list, tuple)) else merged["resources"]
+    options = Options(**merged)
+    options.patterns = ids.validate_resource_patterns(merged["resources"])
+    return options
 
 
 def _base_result(path):
@@ -223,6 +271,7 @@ def _base_result(path):
         "registered_gpu_ids": {},
         "pod_gpu_ids": {},
         "backup_path": None,
+        "backups_removed": [],
         "msg": "",
     }
 
@@ -235,39 +284,34 @@ def _unknown(result, reason, unknown_inventory):
     result["msg"] = "GPU inventory unknown, checkpoint left untouched: %s" % reason
 
 
-def reconcile(
-    facts,
-    path=DEFAULT_PATH,
-    strategy="remove",
-    on_corrupt="report",
-    unknown_inventory="fail",
-    backup_dir=DEFAULT_BACKUP_DIR,
-    resources=ids.DEFAULT_GPU_RESOURCES,
-    check_mode=False,
-    max_bytes=nodefile.DEFAULT_MAX_BYTES,
-    now=None,
-    diff=False,
-):
-    """Bring the checkpoint at ``path`` in line with the GPUs in ``facts`` (a gpuops_gpus dict).
+def reconcile(facts, options, check_mode=False, diff=False, now=None):
+    """Bring the checkpoint in line with the GPUs in ``facts`` (a gpuops_gpus dict).
 
-    Returns a result dict (see the kubelet_checkpoint module's RETURN), with
-    ``diff`` ({before, after}, AllocResp redacted) only when ``diff`` is true.
-    Raises InventoryError (unknown inventory with ``unknown_inventory=fail``),
-    ParameterError or UnsafeFileError; nothing is written in those cases.
+    ``options`` comes from validate_options(). Returns a result dict (see the
+    kubelet_checkpoint module's RETURN), with ``diff`` ({before, after}, AllocResp
+    redacted) only when ``diff`` is true. Outside check mode the run holds the
+    checkpoint's lock from the read to the last write. Raises InventoryError (unknown
+    inventory with ``unknown_inventory=fail``), ParameterError, UnsafeFileError or
+    LockBusyError; the checkpoint is then untouched or replaced whole.
     """
-    validate_options(strategy, on_corrupt, unknown_inventory, backup_dir, path, max_bytes)
-    patterns = ids.validate_resource_patterns(resources)
     available, reason = ids.availability(facts)
-    result = _base_result(path)
-    nf = nodefile.read(path, max_bytes)
+    if check_mode:
+        return _reconcile(facts, options, available, reason, True, diff, now)
+    with nodefile.run_lock(options.lock_dir, options.checkpoint_path, options.lock_timeout):
+        return _reconcile(facts, options, available, reason, False, diff, now)
+
+
+def _reconcile(facts, options, available, reason, check_mode, diff, now):
+    result = _base_result(options.checkpoint_path)
+    nf = nodefile.read(options.checkpoint_path, options.max_bytes)
     cp = new_cp = None
     if nf is None:
         result["status"] = STATE_MISSING
-        result["msg"] = "no checkpoint at %s; kubelet writes a fresh one" % path
+        result["msg"] = "no checkpoint at %s; kubelet writes a fresh one" % options.checkpoint_path
     else:
         decoded = codec.decode(nf.data)
         cp = decoded.checkpoint
-        new_cp = _decide(result, facts, available, reason, nf, decoded, patterns, strategy, on_corrupt, unknown_inventory, backup_dir, check_mode, now)
+        new_cp = _decide(result, facts, available, reason, nf, decoded, options, check_mode, now)
     if diff:
         result["diff"] = _diff(result, nf, cp, new_cp)
     return result
@@ -287,7 +331,7 @@ def _diff(result, nf, cp, new_cp):
     return {"before": before, "after": after}
 
 
-def _decide(result, facts, available, reason, nf, decoded, patterns, strategy, on_corrupt, unknown_inventory, backup_dir, check_mode, now):
+def _decide(result, facts, available, reason, nf, decoded, options, check_mode, now):
     """Fill ``result`` for an existing checkpoint and act on it; returns the pruned Checkpoint or None."""
     cp = decoded.checkpoint
     result["error"] = decoded.error
@@ -295,27 +339,27 @@ def _decide(result, facts, available, reason, nf, decoded, patterns, strategy, o
     result["layout"] = cp.layout if cp is not None else None
 
     if not available:
-        _unknown(result, reason or "gpu_uuid_facts reported the GPUs as unavailable", unknown_inventory)
+        _unknown(result, reason or "gpu_uuid_facts reported the GPUs as unavailable", options.unknown_inventory)
         return None
     inventory = ids.inventory_from_facts(facts)
-    the_plan = plan(cp, inventory, patterns) if cp is not None else None
+    the_plan = plan(cp, inventory, options.patterns) if cp is not None else None
     if the_plan is not None:
         result["registered_gpu_ids"] = the_plan.registered_ids
         result["pod_gpu_ids"] = the_plan.pod_ids
     if inventory.gpu_count == 0:
         if cp is None:
-            _unknown(result, "zero GPUs seen and the checkpoint cannot be decoded", unknown_inventory)
+            _unknown(result, "zero GPUs seen and the checkpoint cannot be decoded", options.unknown_inventory)
             return None
         if the_plan.gpu_ids_listed:
-            _unknown(result, "zero GPUs seen while the checkpoint lists %d GPU device IDs" % the_plan.gpu_ids_listed, unknown_inventory)
+            _unknown(result, "zero GPUs seen while the checkpoint lists %d GPU device IDs" % the_plan.gpu_ids_listed, options.unknown_inventory)
             return None
 
     if not decoded.valid:
         result["status"] = STATE_CORRUPT
-        if on_corrupt == "report":
+        if options.on_corrupt == "report":
             result["msg"] = "checkpoint is corrupt (%s); kubelet ignores it; left in place (on_corrupt=report)" % decoded.error
         else:
-            _move_aside(result, nf, backup_dir, check_mode, now, "corrupt checkpoint (%s)" % decoded.error)
+            _act(result, nf, None, options, check_mode, now, "corrupt checkpoint (%s)" % decoded.error)
         return None
 
     result["stale"] = the_plan.stale
@@ -328,32 +372,32 @@ def _decide(result, facts, available, reason, nf, decoded, patterns, strategy, o
 
     result["status"] = STATE_STALE
     why = "stale device IDs %s" % ", ".join("%s: %s" % (r, " ".join(v)) for r, v in sorted(the_plan.stale.items()))
-    if strategy == "remove":
-        _move_aside(result, nf, backup_dir, check_mode, now, why)
+    if options.strategy == "remove":
+        _act(result, nf, None, options, check_mode, now, why)
         return None
-
     new_cp = prune(cp, the_plan)
-    data, dummy = codec.encode(new_cp)
-    result["changed"] = True
-    result["action"] = "pruned"
-    if not check_mode:
-        result["backup_path"] = nodefile.write_backup(nf, backup_dir, now)
-        nodefile.atomic_replace(nf, data)
-    result["msg"] = "%s: removed them and %d pod entr%s; kept every other entry" % (
-        why,
-        len(the_plan.affected),
-        "y" if len(the_plan.affected) == 1 else "ies",
-    )
+    _act(result, nf, new_cp, options, check_mode, now, why)
     return new_cp
 
 
-def _move_aside(result, nf, backup_dir, check_mode, now, why):
+def _act(result, nf, new_cp, options, check_mode, now, why):
+    """Move the checkpoint aside (``new_cp`` None) or rewrite it as ``new_cp``; backup first, rotate after."""
     result["changed"] = True
-    result["action"] = "removed"
+    result["action"] = "removed" if new_cp is None else "pruned"
+    # a backup directory we would refuse is refused in check mode too: the plan must not promise
+    nodefile.check_backup_dir(options.backup_dir)
     if not check_mode:
-        result["backup_path"] = nodefile.write_backup(nf, backup_dir, now)
-        nodefile.remove(nf)
-    result["msg"] = "%s: moved the checkpoint aside%s; kubelet writes a fresh one" % (
-        why,
-        "" if check_mode else " to " + result["backup_path"],
-    )
+        if new_cp is None:
+            result["backup_path"] = nodefile.remove(nf, options.backup_dir, now)
+        else:
+            data, dummy = codec.encode(new_cp)
+            result["backup_path"] = nodefile.replace(nf, data, options.backup_dir, now)
+        result["backups_removed"] = nodefile.rotate_backups(options.backup_dir, nf.path, options.backup_keep)
+    if new_cp is None:
+        result["msg"] = "%s: moved the checkpoint aside%s; kubelet writes a fresh one" % (
+            why,
+            "" if check_mode else " to " + result["backup_path"],
+        )
+    else:
+        affected = len(result["affected_pods"])
+        result["msg"] = "%s: removed them and %d pod entr%s; kept every other entry" % (why, affected, "y" if affected == 1 else "ies")

@@ -146,13 +146,14 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import BACKENDS, NVIDIA_SMI_DIRS, gather
+from ansible_collections.gpuops.fleet.plugins.module_utils._args_common import BACKEND_ARGS
+from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import NVIDIA_SMI_DIRS, gather
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            backend=dict(type="str", default="auto", choices=list(BACKENDS)),
+            BACKEND_ARGS,
             fail_on_unavailable=dict(type="bool", default=False),
             nvidia_smi_path=dict(type="path"),
         ),

@@ -18,8 +18,13 @@ description:
   - When IDs are stale (a GPU was replaced or its UUID changed), either moves the file aside (O(strategy=remove),
     the proven GPUOps behaviour; kubelet writes a fresh one) or rewrites it without the stale registrations and
     the pod entries that hold them (O(strategy=prune)), keeping every other entry, with a checksum kubelet accepts.
-  - A timestamped backup is always written before the file is removed or rewritten; rewrites are atomic and keep
-    mode and owner.
+  - A timestamped backup (mode C(0600)) is always written before the file is removed or rewritten, itself atomically
+    (temp file, fsync, rename); old backups are rotated (O(backup_keep)). Rewrites are atomic and keep mode and owner.
+  - The change first renames the checkpoint to a temp name in its own directory and compares it with what was read;
+    if kubelet wrote a newer file in between, that file is put back and the task fails with "changed while we
+    worked", nothing lost. One run at a time holds a lock per checkpoint (O(lock_dir)).
+  - Every filesystem error (disk full, read-only, permissions) fails the task with the errno, the operation and the
+    path; the checkpoint is then untouched or replaced whole.
   - Nothing is changed when the GPU inventory is unknown (driver not loaded, NVML or C(nvidia-smi) error, or zero
     GPUs seen while the checkpoint lists some).
   - kubelet keeps its device state in memory; restart kubelet after a change on a node where it is running, or run
@@ -29,6 +34,7 @@ author:
 extends_documentation_fragment:
   - gpuops.fleet.attributes
   - gpuops.fleet.attributes.gpu_backend
+  - gpuops.fleet.checkpoint
 attributes:
   check_mode:
     support: full
@@ -39,10 +45,6 @@ attributes:
   idempotent:
     support: full
 options:
-  path:
-    description: Absolute path of the checkpoint file. Symlinks are refused.
-    type: path
-    default: /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
   gpus:
     description:
       - The GPU inventory to compare with, as returned by M(gpuops.fleet.gpu_uuid_facts) in C(ansible_facts.gpuops_gpus).
@@ -71,20 +73,33 @@ options:
     default: fail
   backup_dir:
     description:
-      - Directory for timestamped backups, created with mode C(0700) when missing.
-      - Must not be the checkpoint's own directory, where kubelet may delete unknown files.
+      - Directory for timestamped backups (mode C(0600)), created with mode C(0700) when missing.
+      - Must not be inside the checkpoint's directory, where kubelet may delete unknown files; a dangling symlink or a
+        directory writable by group or others is refused (backups hold C(AllocResp) environment variables).
     type: path
     default: /var/lib/gpuops/backups
+  backup_keep:
+    description:
+      - How many backups of this checkpoint to keep in O(backup_dir); older ones are removed after each change, so a
+        node that flaps does not fill C(/var). V(0) keeps every backup.
+    type: int
+    default: 10
+  lock_dir:
+    description:
+      - Directory of the lock that lets one run at a time change this checkpoint (this module, the boot guard, a
+        second play). Created when missing. Not taken in check mode, which changes nothing.
+    type: path
+    default: /run/gpuops
+  lock_timeout:
+    description: Seconds to wait for another run's lock before failing with "another run holds the lock".
+    type: int
+    default: 30
   resources:
     description:
       - Device-plugin resource names (shell globs) whose IDs name GPUs. Other resources are left untouched.
     type: list
     elements: str
     default: [nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*, aliyun.com/gpu-mem]
-  max_bytes:
-    description: Refuse to read a checkpoint larger than this many bytes.
-    type: int
-    default: 16777216
 seealso:
   - module: gpuops.fleet.gpu_uuid_facts
   - module: gpuops.fleet.kubelet_checkpoint_info
@@ -189,6 +204,12 @@ backup_path:
   returned: always
   type: str
   sample: /var/lib/gpuops/backups/kubelet_internal_checkpoint.20261121T200102.123456Z
+backups_removed:
+  description: Older backups removed by the rotation (O(backup_keep)) after this change.
+  returned: always
+  type: list
+  elements: str
+  sample: []
 msg:
   description: One sentence on what was found and done.
   returned: always
@@ -203,54 +224,45 @@ gpus:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._device_ids import DEFAULT_GPU_RESOURCES
+from ansible_collections.gpuops.fleet.plugins.module_utils._args_common import BACKEND_ARGS, CHECKPOINT_ARGS
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import BACKENDS, NVIDIA_SMI_DIRS, gather
+from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import NVIDIA_SMI_DIRS, gather
+from ansible_collections.gpuops.fleet.plugins.module_utils._nodefile import DEFAULT_BACKUP_KEEP, DEFAULT_LOCK_DIR, DEFAULT_LOCK_TIMEOUT
 from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import (
     DEFAULT_BACKUP_DIR,
-    DEFAULT_PATH,
     ON_CORRUPT,
     ON_UNKNOWN_INVENTORY,
+    OPTION_DEFAULTS,
     STRATEGIES,
     reconcile,
+    validate_options,
 )
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", default=DEFAULT_PATH),
-            gpus=dict(type="dict"),
-            backend=dict(type="str", default="auto", choices=list(BACKENDS)),
-            strategy=dict(type="str", default="remove", choices=list(STRATEGIES)),
-            on_corrupt=dict(type="str", default="report", choices=list(ON_CORRUPT)),
-            unknown_inventory=dict(type="str", default="fail", choices=list(ON_UNKNOWN_INVENTORY)),
-            backup_dir=dict(type="path", default=DEFAULT_BACKUP_DIR),
-            resources=dict(type="list", elements="str", default=list(DEFAULT_GPU_RESOURCES)),
-            max_bytes=dict(type="int", default=16 * 1024 * 1024),
-        ),
-        supports_check_mode=True,
+    argument_spec = dict(CHECKPOINT_ARGS, **BACKEND_ARGS)
+    argument_spec.update(
+        gpus=dict(type="dict"),
+        strategy=dict(type="str", default="remove", choices=list(STRATEGIES)),
+        on_corrupt=dict(type="str", default="report", choices=list(ON_CORRUPT)),
+        unknown_inventory=dict(type="str", default="fail", choices=list(ON_UNKNOWN_INVENTORY)),
+        backup_dir=dict(type="path", default=DEFAULT_BACKUP_DIR),
+        backup_keep=dict(type="int", default=DEFAULT_BACKUP_KEEP),
+        resources=dict(type="list", elements="str", default=list(OPTION_DEFAULTS["resources"])),
+        lock_dir=dict(type="path", default=DEFAULT_LOCK_DIR),
+        lock_timeout=dict(type="int", default=DEFAULT_LOCK_TIMEOUT),
     )
+    module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
     facts = params["gpus"]
-    if facts is None:
-        smi = module.get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS)
-        facts = gather(module.run_command, params["backend"], smi)
     try:
-        result = reconcile(
-            facts,
-            path=params["path"],
-            strategy=params["strategy"],
-            on_corrupt=params["on_corrupt"],
-            unknown_inventory=params["unknown_inventory"],
-            backup_dir=params["backup_dir"],
-            resources=params["resources"],
-            check_mode=module.check_mode,
-            max_bytes=params["max_bytes"],
-            diff=module._diff,
-        )
+        options = validate_options(**dict((name, params[name]) for name in OPTION_DEFAULTS))
+        if facts is None:
+            smi = module.get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS)
+            facts = gather(module.run_command, params["backend"], smi)
+        result = reconcile(facts, options, check_mode=module.check_mode, diff=module._diff)
     except GpuopsError as exc:
-        module.fail_json(msg=str(exc), checkpoint_path=params["path"], gpus=facts)
+        module.fail_json(msg=str(exc), checkpoint_path=params["checkpoint_path"], gpus=facts)
     if result["status"] == "corrupt" and result["action"] == "none":
         module.warn(result["msg"])
     module.exit_json(gpus=facts, **result)

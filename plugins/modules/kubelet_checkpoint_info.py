@@ -20,15 +20,8 @@ author:
 extends_documentation_fragment:
   - gpuops.fleet.attributes
   - gpuops.fleet.attributes.info_module
-options:
-  path:
-    description: Absolute path of the checkpoint file. Symlinks are refused.
-    type: path
-    default: /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
-  max_bytes:
-    description: Refuse to read a file larger than this many bytes.
-    type: int
-    default: 16777216
+  - gpuops.fleet.checkpoint
+options: {}
 seealso:
   - module: gpuops.fleet.kubelet_checkpoint
 """
@@ -128,22 +121,18 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._args_common import CHECKPOINT_ARGS
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import DEFAULT_PATH, describe
+from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import describe
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            path=dict(type="path", default=DEFAULT_PATH),
-            max_bytes=dict(type="int", default=16 * 1024 * 1024),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=dict(CHECKPOINT_ARGS), supports_check_mode=True)
+    path = module.params["checkpoint_path"]
     try:
-        result = describe(module.params["path"], module.params["max_bytes"])
+        result = describe(path, module.params["max_bytes"])
     except GpuopsError as exc:
-        module.fail_json(msg=str(exc), checkpoint_path=module.params["path"])
+        module.fail_json(msg=str(exc), checkpoint_path=path)
     module.exit_json(changed=False, **result)
 
 

@@ -118,7 +118,7 @@ def test_fuzz_codec_only_ever_gives_its_own_verdict():
             )
     assert count == MUTANTS_PER_SEED * len(SEEDS)
     # the mutants are not all trivially broken: many still decode
-    assert decoded > count // 10
+    assert decoded > count // 20
 
 
 @pytest.mark.parametrize("name", SEEDS)

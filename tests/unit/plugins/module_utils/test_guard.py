@@ -18,7 +18,9 @@ import fakenode
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
+from ansible_collections.gpuops.fleet.plugins.module_utils import _devchar as devchar
 from ansible_collections.gpuops.fleet.plugins.module_utils import _guard as guard
+from ansible_collections.gpuops.fleet.plugins.module_utils import _jsonlog as jsonlog
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -48,7 +50,7 @@ def node(tmp_path, fake_node):
         elif checkpoint_src:
             cp.write_bytes(read(checkpoint_src))
         backups = tmp_path / "var/lib/gpuops/backups"
-        config = {"checkpoint_path": str(cp), "backup_dir": str(backups)}
+        config = {"checkpoint_path": str(cp), "backup_dir": str(backups), "lock_dir": str(tmp_path / "run/gpuops")}
         config.update(settings)
         cfg = tmp_path / "gpuops.json"
         cfg.write_text(json.dumps(config))
@@ -241,7 +243,7 @@ def test_rfc3339_has_milliseconds_and_offset(monkeypatch):
 
     time.tzset()
     try:
-        assert guard.rfc3339(1593326477.031) == "2020-06-28T14:41:17.031+08:00"
+        assert jsonlog.rfc3339(1593326477.031) == "2020-06-28T14:41:17.031+08:00"
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
@@ -310,19 +312,19 @@ def devroot(tmp_path):
 
 
 def test_dev_char_symlinks_created_once_and_never_clobbered(devroot):
-    plan = guard.dev_char_symlinks(str(devroot), dry_run=True)
+    plan = devchar.dev_char_symlinks(str(devroot), dry_run=True)
     assert sorted(os.path.basename(p) for p in plan["created"]) == ["195:0", "195:255", "508:0", "511:1"]
     assert not (devroot / "char").exists()
-    first = guard.dev_char_symlinks(str(devroot))
+    first = devchar.dev_char_symlinks(str(devroot))
     assert first["created"] == plan["created"]
     assert os.readlink(str(devroot / "char" / "195:0")) == "../nvidia0"
     assert os.readlink(str(devroot / "char" / "511:1")) == "../nvidia-caps/nvidia-cap1"
     assert os.path.realpath(str(devroot / "char" / "508:0")) == str(devroot / "nvidia-uvm")
-    second = guard.dev_char_symlinks(str(devroot))
+    second = devchar.dev_char_symlinks(str(devroot))
     assert second["created"] == [] and len(second["present"]) == 4
     os.unlink(str(devroot / "char" / "195:0"))
     os.symlink("../somewhere-else", str(devroot / "char" / "195:0"))
-    third = guard.dev_char_symlinks(str(devroot))
+    third = devchar.dev_char_symlinks(str(devroot))
     assert third["created"] == [] and len(third["conflicts"]) == 1
     assert os.readlink(str(devroot / "char" / "195:0")) == "../somewhere-else"
 

@@ -13,7 +13,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as
 from ansible_collections.gpuops.fleet.plugins.module_utils import _device_ids as ids
 from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rc
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError, ParameterError, UnsafeFileError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ChangedWhileWorkingError, InventoryError, ParameterError, UnsafeFileError
 
 NEW = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 OLD = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
@@ -82,7 +82,11 @@ def test_prune_keeps_every_other_entry_and_resource():
 def sysroot(tmp_path):
     plugins = tmp_path / "var/lib/kubelet/device-plugins"
     plugins.mkdir(parents=True)
-    return {"path": str(plugins / "kubelet_internal_checkpoint"), "backup_dir": str(tmp_path / "var/lib/gpuops/backups")}
+    return {
+        "path": str(plugins / "kubelet_internal_checkpoint"),
+        "backup_dir": str(tmp_path / "var/lib/gpuops/backups"),
+        "lock_dir": str(tmp_path / "run/gpuops"),
+    }
 
 
 def write(path, cp, mode=0o644):
@@ -99,8 +103,14 @@ STALE_CP = checkpoint(
 )
 
 
-def run(sysroot, facts=None, **kw):
-    return rc.reconcile(FACTS if facts is None else facts, path=sysroot["path"], backup_dir=sysroot["backup_dir"], now=1795723200.5, **kw)
+def options(sysroot, **kw):
+    settings = {"checkpoint_path": sysroot["path"], "backup_dir": sysroot["backup_dir"], "lock_dir": sysroot["lock_dir"]}
+    settings.update(kw)
+    return rc.validate_options(**settings)
+
+
+def run(sysroot, facts=None, check_mode=False, diff=False, **kw):
+    return rc.reconcile(FACTS if facts is None else facts, options(sysroot, **kw), check_mode=check_mode, diff=diff, now=1795723200.5)
 
 
 def test_remove_moves_aside_with_backup_then_is_idempotent(sysroot):
@@ -205,21 +215,61 @@ def test_oversized_file_is_refused(sysroot):
         run(sysroot, max_bytes=64)
 
 
-def test_file_changed_between_read_and_write_is_not_replaced(sysroot, monkeypatch):
+def kubelet_write(path, data):
+    """kubelet's own write: a temp file in the directory, renamed over the checkpoint."""
+    tmp = path + ".kubelet-tmp"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+    REAL_RENAME(tmp, path)
+
+
+REAL_RENAME = os.rename
+NEWER = b'{"Data":{"PodDeviceEntries":null,"RegisteredDevices":{}},"Checksum":1}'
+
+
+@pytest.mark.parametrize("strategy", ["remove", "prune"])
+def test_kubelet_write_just_before_the_claim_is_put_back_nothing_lost(sysroot, monkeypatch, strategy):
+    # The exact window: after the last look at the file, before our atomic rename of it.
     write(sysroot["path"], STALE_CP)
+
+    def rename(src, dst):
+        if src == sysroot["path"]:
+            kubelet_write(sysroot["path"], NEWER)
+        return REAL_RENAME(src, dst)
+
+    monkeypatch.setattr(nodefile.os, "rename", rename)
+    with pytest.raises(ChangedWhileWorkingError, match="changed while we worked .*put back, nothing lost"):
+        run(sysroot, strategy=strategy)
+    monkeypatch.undo()
+    with open(sysroot["path"], "rb") as handle:
+        assert handle.read() == NEWER
+    assert sorted(os.listdir(os.path.dirname(sysroot["path"]))) == ["kubelet_internal_checkpoint"]
+    assert not os.path.exists(sysroot["backup_dir"]) or os.listdir(sysroot["backup_dir"]) == []
+
+
+@pytest.mark.parametrize("strategy", ["remove", "prune"])
+def test_kubelet_write_after_the_claim_wins_and_our_backup_holds_what_we_read(sysroot, monkeypatch, strategy):
+    original = write(sysroot["path"], STALE_CP)
     real_backup = nodefile.write_backup
 
-    def backup_then_kubelet_writes(original, backup_dir, now=None):
-        path = real_backup(original, backup_dir, now)
-        with open(original.path, "ab") as handle:
-            handle.write(b" ")
+    def backup_then_kubelet_writes(nf, backup_dir, now=None):
+        path = real_backup(nf, backup_dir, now)
+        kubelet_write(nf.path, NEWER)
         return path
 
     monkeypatch.setattr(nodefile, "write_backup", backup_then_kubelet_writes)
-    with pytest.raises(UnsafeFileError, match="changed while reconciling"):
-        run(sysroot, strategy="prune")
-    assert os.path.exists(sysroot["path"])
+    if strategy == "prune":
+        with pytest.raises(ChangedWhileWorkingError, match="written by kubelet while we worked: kept kubelet's file, nothing lost"):
+            run(sysroot, strategy=strategy)
+    else:
+        # removing our claimed copy cannot touch kubelet's new file
+        assert run(sysroot, strategy=strategy)["action"] == "removed"
+    with open(sysroot["path"], "rb") as handle:
+        assert handle.read() == NEWER
     assert sorted(os.listdir(os.path.dirname(sysroot["path"]))) == ["kubelet_internal_checkpoint"]
+    (backup,) = os.listdir(sysroot["backup_dir"])
+    with open(os.path.join(sysroot["backup_dir"], backup), "rb") as handle:
+        assert handle.read() == original
 
 
 @pytest.mark.parametrize(
@@ -242,11 +292,21 @@ def test_bad_parameters_name_the_field(sysroot, kwargs, field):
 
 def test_backup_dir_inside_device_plugins_is_refused(sysroot):
     with pytest.raises(ParameterError) as err:
-        rc.reconcile(FACTS, path=sysroot["path"], backup_dir=os.path.dirname(sysroot["path"]))
+        rc.reconcile(FACTS, options(sysroot, backup_dir=os.path.dirname(sysroot["path"])))
     assert err.value.field == "backup_dir"
     with pytest.raises(ParameterError) as err:
-        rc.reconcile(FACTS, path="relative/checkpoint", backup_dir=sysroot["backup_dir"])
-    assert err.value.field == "path"
+        rc.reconcile(FACTS, options(sysroot, checkpoint_path="relative/checkpoint"))
+    assert err.value.field == "checkpoint_path"
+    # anywhere in the checkpoint's directory tree, also through a symlink into it
+    with pytest.raises(ParameterError) as err:
+        options(sysroot, backup_dir=os.path.join(os.path.dirname(sysroot["path"]), "gpuops", "backups"))
+    assert err.value.field == "backup_dir"
+    link = os.path.join(os.path.dirname(sysroot["lock_dir"]), "into-plugins")
+    os.makedirs(os.path.dirname(link))
+    os.symlink(os.path.dirname(sysroot["path"]), link)
+    with pytest.raises(ParameterError) as err:
+        options(sysroot, backup_dir=os.path.join(link, "b"))
+    assert err.value.field == "backup_dir"
 
 
 def test_describe_reports_missing_corrupt_and_v2(sysroot):

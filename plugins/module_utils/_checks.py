@@ -1,0 +1,15 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: small value checks shared by the other module_utils."""
+
+from __future__ import annotations
+
+# An NVIDIA UUID body (GPU-<this>, MIG-<this>), as nvidia-smi -L and NVML print it.
+UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+
+
+def is_int(value):
+    """A whole number, and not a bool (True is an int in Python)."""
+    return isinstance(value, int) and not isinstance(value, bool)
