@@ -165,8 +165,7 @@ def run_lock(lock_dir, checkpoint_path, timeout=DEFAULT_LOCK_TIMEOUT, sleep=time
     """Hold an exclusive ``flock`` for ``checkpoint_path``; wait at most ``timeout`` seconds for it."""
     path = lock_path(lock_dir, checkpoint_path)
     try:
-        if not os.path.isdir(lock_dir):
-            os.makedirs(lock_dir, 0o755)
+        os.makedirs(lock_dir, 0o755, exist_ok=True)  # two first runs may both create it
         fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
     except OSError as exc:
         raise NodeFileError("opening lock", path, exc)

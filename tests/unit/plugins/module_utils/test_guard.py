@@ -66,6 +66,8 @@ def node(tmp_path, fake_node):
 
         run.checkpoint = cp
         run.backups = backups
+        run.config = str(cfg)
+        run.env = env
         return run
 
     return make
@@ -335,3 +337,87 @@ def test_dev_char_command_logs_json(devroot, monkeypatch):
     assert guard.main(["dev-char-symlinks", "--dev-root", str(devroot)], stdout=out) == guard.EXIT_OK
     record = json.loads(out.getvalue())
     assert record["tool"] == "gpuops" and len(record["created"]) == 4
+
+
+# --------------------------------------------------------------------------- bad input (issue 9, section 3)
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('{"max_bytes": "16777216"}', "max_bytes"),
+        ('{"driver_wait_seconds": "0"}', "driver_wait_seconds"),
+        ('{"kubelet_unit": "--help"}', "kubelet_unit"),
+        ('{"kubelet_unit": "kubelet"}', "kubelet_unit"),
+        ('{"kubelet_unit": "kubelet.service\\nExecStartPre=/bin/sh"}', "kubelet_unit"),
+        ('{"backup_keep": -1}', "backup_keep"),
+        ('{"lock_timeout": 0}', "lock_timeout"),
+        ('{"lock_dir": "run/gpuops"}', "lock_dir"),
+        ('{"strategy": "remove", "strategy": "prune"}', "strategy"),
+        ('{"backup_dir": "/a", "Backup_dir": "/b", "backup_dir": "/c"}', "backup_dir"),
+    ],
+)
+def test_parse_config_refuses_strings_for_numbers_bad_units_and_repeated_keys(text, field):
+    with pytest.raises(ParameterError) as info:
+        guard.parse_config(text, "/etc/gpuops/gpuops.json")
+    assert info.value.field == "/etc/gpuops/gpuops.json: %s" % field
+
+
+@pytest.mark.parametrize("raw", [b'{"strategy": "r\xe9move"}', b"\xff\xfe{}", b'{"backup_dir": "/var/\xc3"}'])
+def test_config_that_is_not_utf8_is_exit_2_with_a_clear_line(node, tmp_path, raw):
+    run = node([SEED_GPU])
+    bad = tmp_path / "latin1.json"
+    bad.write_bytes(raw)
+    code, records = run(config_path=str(bad))
+    assert code == guard.EXIT_USAGE
+    assert len(records) == 1 and records[0]["event"] == "config_error"
+    assert "%s: is not valid UTF-8" % bad in records[0]["msg"]
+
+
+def test_repeated_key_in_the_config_file_is_exit_2(node, tmp_path):
+    run = node([SEED_GPU])
+    bad = tmp_path / "twice.json"
+    bad.write_text('{"strategy": "prune", "strategy": "remove"}')
+    code, records = run(config_path=str(bad))
+    assert code == guard.EXIT_USAGE
+    assert "strategy: appears more than once" in records[0]["msg"]
+
+
+def _guard_with_stdout(run, how):
+    """Run `gpuops check` with stdout closed, on a broken pipe, or on /dev/full; returns (rc, stderr)."""
+    argv = [sys.executable, "-c", RUNNER, "check", "--config", run.config]
+    if how == "closed":
+        proc = subprocess.run(["/bin/sh", "-c", 'exec "$@" >&-', "sh"] + argv, env=run.env, capture_output=False, stderr=subprocess.PIPE, timeout=60, check=False)
+        return proc.returncode, proc.stderr.decode()
+    if how == "full":
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(argv, env=run.env, stdout=full, stderr=subprocess.PIPE, timeout=60, check=False)
+        return proc.returncode, proc.stderr.decode()
+    proc = subprocess.Popen(argv, env=run.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # nobody reads: EPIPE on the first write
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    return proc.wait(60), err
+
+
+@pytest.mark.parametrize("how", ["closed", "broken_pipe", "full"])
+def test_an_unwritable_log_changes_neither_decision_nor_exit_code(node, how):
+    if how == "full" and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    run = node([NEW_GPU])
+    code, err = _guard_with_stdout(run, how)
+    assert code == guard.EXIT_OK
+    assert "Traceback" not in err and "Exception ignored" not in err
+    # the decision was carried out: the stale checkpoint was moved aside with a backup
+    assert not run.checkpoint.exists()
+    assert len(os.listdir(run.backups)) == 1
+
+
+def test_a_held_lock_is_exit_7(node, tmp_path):
+    from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
+
+    run = node([NEW_GPU], lock_timeout=1)
+    with nodefile.run_lock(str(tmp_path / "run/gpuops"), str(run.checkpoint)):
+        code, records = run()
+    assert code == guard.EXIT_LOCKED
+    assert by_event(records, "locked")["msg"].startswith("another run holds the lock")
+    assert run.checkpoint.read_bytes() == read(SEED)
