@@ -8,9 +8,12 @@ SANITY_ROOT := build/sanity/ansible_collections/gpuops/fleet
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: test unit sanity lint bench demo fakes clean venv collection-link molecule kube kube-build
+.PHONY: test deps unit lab-test matrix sanity lint bench demo fakes clean venv collection-link molecule kube kube-build
 
-test: unit sanity lint kube molecule ## everything CI runs
+test: deps unit lab-test matrix sanity lint kube molecule ## everything CI runs
+
+deps: ## check (as root: install) the Debian packages the tests need, before anything runs
+	@if [ "$$(id -u)" = 0 ]; then hack/check-deps.sh --install; else hack/check-deps.sh; fi
 
 venv: $(STAMP)
 $(STAMP): requirements-dev.txt
@@ -23,8 +26,17 @@ collection-link:
 	@mkdir -p build/collections/ansible_collections/gpuops
 	@ln -sfn $(CURDIR) build/collections/ansible_collections/gpuops/fleet
 
-unit: venv collection-link ## pytest: codec, planner, inventory (fake NVML), modules through ansible-playbook
-	$(BIN)/python -m pytest -p no:randomly tests/unit
+unit: venv collection-link ## pytest: codec (with the Go oracle), planner, inventory (fake NVML), faults, modules through ansible-playbook
+	GPUOPS_REQUIRE_GO_ORACLE=1 $(BIN)/python -m pytest -p no:randomly tests/unit
+
+lab-test: venv collection-link fakes ## the lab: site.yml twice (repair, then changed=0) and each node's installed guard
+	$(BIN)/python -m pytest -p no:randomly tests/lab
+
+# The older ansible-core versions that requires_ansible claims (cached venvs in
+# ~/.cache/gpuops/venvs): module tests through ansible-playbook and the lab on each.
+ANSIBLE_MAJORS ?= 9 10 11
+matrix: collection-link fakes ## ansible-core 2.16, 2.17, 2.18: module tests and the lab
+	PYTHON=$(PYTHON) hack/ansible-matrix.sh $(ANSIBLE_MAJORS)
 
 # ansible-test needs the collection under ansible_collections/<ns>/<name>; test a copy of
 # the files git knows about (tracked and untracked-but-not-ignored), in a repo of its own

@@ -4,6 +4,8 @@
 
 1. parse + verify (kubelet checksum) + plan for an 8-GPU node whose checkpoint
    holds 150 pod entries with realistic AllocResp payloads (goal: < 5 ms);
+   then decode + verify of a file just under max_bytes (16 MiB): it must finish,
+   linearly (about 1 s per MB on a loaded 2-core machine);
 2. wall time per task of ansible.builtin.ping, gpuops.fleet.gpu_uuid_facts and
    gpuops.fleet.kubelet_checkpoint on localhost, in the same playbook run, with
    simulated GPUs (fake libnvidia-ml.so.1) (goal: each within 1.3x of ping).
@@ -88,6 +90,27 @@ def bench_codec(iterations):
         print("  %-30s %.2f ms (min)" % (name, value * 1e3))
 
 
+def bench_large(max_bytes=16 * 1024 * 1024):
+    """A checkpoint just under max_bytes: pod entries until the encoded file reaches the limit."""
+    data, dummy = node_checkpoint()
+    cp = codec.decode(data).checkpoint
+    per_entry = len(data) // len(cp.entries)
+    entries = [cp.entries[i % len(cp.entries)] for i in range(max_bytes // per_entry)]
+    while True:
+        big, dummy = codec.encode(codec.Checkpoint("v2", entries, cp.registered))
+        if len(big) <= max_bytes:
+            break
+        entries = entries[: int(len(entries) * 0.99)]
+    half, dummy = codec.encode(codec.Checkpoint("v2", entries[: len(entries) // 2], cp.registered))
+    print("decode + verify of large files (linear in size; max_bytes %d):" % max_bytes)
+    for label, blob in (("half", half), ("full", big)):
+        start = time.perf_counter()
+        decoded = codec.decode(blob)
+        took = time.perf_counter() - start
+        assert decoded.valid
+        print("  %-4s %9d bytes, %6d entries: %6.2f s  (%.2f s per MB)" % (label, len(blob), len(decoded.checkpoint.entries), took, took / (len(blob) / 1e6)))
+
+
 def _entries_registered(data):
     cp = codec.decode(data).checkpoint
     return cp.entries, cp.registered
@@ -115,8 +138,9 @@ PLAYBOOK = """
       loop: "{{ range(n) | list }}"
     - name: kubelet_checkpoint
       gpuops.fleet.kubelet_checkpoint:
-        path: "{{ ckpt }}"
+        checkpoint_path: "{{ ckpt }}"
         backup_dir: "{{ workdir }}/backups"
+        lock_dir: "{{ workdir }}/run"
       loop: "{{ range(n) | list }}"
 """
 
@@ -171,10 +195,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--tasks", type=int, default=20)
+    parser.add_argument("--codec-only", action="store_true", help="only the codec figures (no Ansible run)")
     args = parser.parse_args()
     print("python %s" % sys.version.split()[0])
     bench_codec(args.iterations)
-    bench_tasks(args.tasks)
+    bench_large()
+    if not args.codec_only:
+        bench_tasks(args.tasks)
 
 
 if __name__ == "__main__":

@@ -629,6 +629,7 @@ def decode(raw):
     err = v1_err if "DeviceIDs" in v2_err.path and "array" in v2_err.reason else v2_err
     return DecodeResult(None, str(err))
 
+
 # ---------------------------------------------------------------------------
 # go-spew dump and checksum
 # ---------------------------------------------------------------------------

@@ -58,6 +58,7 @@ EXIT_CODES = (
     (EXIT_LOCKED, "another gpuops run held the checkpoint's lock past lock_timeout: nothing was done"),
 )
 
+
 def gather_gpus(config, log, run=systemd.run, sleep=time.sleep, clock=time.monotonic):
     """GPU facts; waits up to ``driver_wait_seconds`` for a driver that is still coming up."""
     deadline = clock() + config["driver_wait_seconds"]

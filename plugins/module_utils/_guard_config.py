@@ -182,7 +182,7 @@ def environment_lines(environment, field="checkpoint_guard_environment"):
 def role_settings(raw):
     """The ``checkpoint_guard`` role's variables -> {"config": typed gpuops.json content, "unit": checked unit values}.
 
-    ``raw`` maps the config keys plus ``config_path``, ``bin``, ``after_units``,
+    ``raw`` maps the config keys plus ``config_path``, ``bin``, ``python``, ``lib_dir``, ``after_units``,
     ``timeout_seconds`` and ``environment`` to the role variables' values. Strings
     are converted explicitly where a number or a boolean is meant; anything else that
     does not fit raises ParameterError naming the role variable.
@@ -210,7 +210,7 @@ def role_settings(raw):
         raise ParameterError(exc.field.replace("checkpoint_guard: ", prefix), exc.reason)
     del config["options"]
     unit = {"environment": environment_lines(raw.get("environment"), prefix + "environment")}
-    for key in ("config_path", "bin"):
+    for key in ("config_path", "bin", "python", "lib_dir"):
         unit[key] = _unit_path(prefix + key, raw.get(key))
     after = raw.get("after_units") or []
     if not isinstance(after, list):

@@ -209,7 +209,9 @@ def check_backup_dir(backup_dir):
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             if os.path.islink(backup_dir):
-                raise UnsafeFileError("backup_dir %s is a dangling symlink (to %s); point backup_dir at a real directory" % (backup_dir, os.readlink(backup_dir)))
+                raise UnsafeFileError(
+                    "backup_dir %s is a dangling symlink (to %s); point backup_dir at a real directory" % (backup_dir, os.readlink(backup_dir))
+                )
             return False
         raise NodeFileError("checking backup_dir", backup_dir, exc)
     if not stat.S_ISDIR(st.st_mode):

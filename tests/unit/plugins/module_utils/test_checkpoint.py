@@ -135,7 +135,10 @@ def test_boot_id_is_outside_the_checksum_and_kept_on_encode():
 
 def test_go_accepts_case_insensitive_keys_and_ignores_unknown_fields():
     # PodDeviceEntries is null here, as in the seed: an absent key would be [] (see the missing-key rows)
-    raw = b'{"data":{"registereddevices":{"nvidia.com/gpu":["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"]},"Extra":1,"poddeviceentries":null},"CHECKSUM":3952659280,"Unknown":[1,2]}'
+    raw = (
+        b'{"data":{"registereddevices":{"nvidia.com/gpu":["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"]},"Extra":1,"poddeviceentries":null},'
+        b'"CHECKSUM":3952659280,"Unknown":[1,2]}'
+    )
     assert codec.decode(raw).valid
 
 
@@ -395,7 +398,10 @@ def test_duplicate_arrays_decode_into_the_same_backing_array_like_go():
 def test_duplicate_string_arrays_keep_stale_elements_for_null_like_go():
     # v1 DeviceIDs is a []string: null keeps the element; the third array's second
     # element is the "b" the first array left in the backing array.
-    raw = '{"Data":{"PodDeviceEntries":[{"PodUID":"p","DeviceIDs":["a","b","c"],"DeviceIDs":["x"],"DeviceIDs":[null,null]}],"RegisteredDevices":{}},"Checksum":%d}'
+    raw = (
+        '{"Data":{"PodDeviceEntries":[{"PodUID":"p","DeviceIDs":["a","b","c"],"DeviceIDs":["x"],"DeviceIDs":[null,null]}],'
+        '"RegisteredDevices":{}},"Checksum":%d}'
+    )
     value = codec.checksum("v1", [codec.PodDevicesEntry("p", "", "", ["x", "b"], None)], {})
     result = codec.decode((raw % value).encode())
     assert result.valid, result.error

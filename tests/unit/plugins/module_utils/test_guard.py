@@ -386,7 +386,8 @@ def _guard_with_stdout(run, how):
     """Run `gpuops check` with stdout closed, on a broken pipe, or on /dev/full; returns (rc, stderr)."""
     argv = [sys.executable, "-c", RUNNER, "check", "--config", run.config]
     if how == "closed":
-        proc = subprocess.run(["/bin/sh", "-c", 'exec "$@" >&-', "sh"] + argv, env=run.env, capture_output=False, stderr=subprocess.PIPE, timeout=60, check=False)
+        shell = ["/bin/sh", "-c", 'exec "$@" >&-', "sh"]
+        proc = subprocess.run(shell + argv, env=run.env, stderr=subprocess.PIPE, timeout=60, check=False)
         return proc.returncode, proc.stderr.decode()
     if how == "full":
         with open("/dev/full", "w") as full:

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# What `make test` needs besides Python, checked in its first second; names the Debian
+# packages that are missing. `.ci/run` (and `make deps` as root) installs them.
+#   hack/check-deps.sh [--install]
+set -euo pipefail
+# command -> Debian package
+declare -A need=(
+  [gcc]=gcc [make]=make [git]=git [shellcheck]=shellcheck
+  [podman]=podman [runc]=runc [debootstrap]=debootstrap [systemd-analyze]=systemd
+  [go]=golang-go [mount]=mount
+)
+missing=()
+for tool in "${!need[@]}"; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("${need[$tool]}")
+done
+# the Go oracle of the codec tests builds against Debian's go-spew source
+[ -d /usr/share/gocode/src/github.com/davecgh/go-spew/spew ] || missing+=(golang-github-davecgh-go-spew-dev)
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+if [ "${1:-}" = "--install" ] && [ "$(id -u)" = 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  exit 0
+fi
+echo "make test needs these Debian packages: ${missing[*]}" >&2
+echo "install them with: sudo apt-get update && sudo apt-get install -y ${missing[*]}   (or: sudo make deps)" >&2
+exit 1

@@ -1,0 +1,90 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lab default through the ansible-core next to this Python (the matrix runs it on each one).
+
+lab/setup.yml, then playbooks/site.yml twice: the first run repairs, the second reports
+changed=0; then each lab node's installed `gpuops check --config` exits as documented
+(0, or 3 where the driver is not loaded), which proves the role wrote a config the
+guard accepts (numbers as numbers) on this ansible-core. GPUs are SIMULATED (fake NVML).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.dirname(sys.executable)
+RECAP = re.compile(r"^(lab-[a-z-]+)\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+EXPECTED_GUARD_EXIT = {"lab-healthy": 0, "lab-replaced-gpu": 0, "lab-gpushare": 0, "lab-corrupt": 0, "lab-no-driver": 3}
+REPAIRED = {"lab-replaced-gpu", "lab-gpushare", "lab-corrupt"}
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, fake_lib_dir):
+    base = tmp_path_factory.mktemp("lab")
+    extra = {
+        "gpuops_lab_root": str(base) + "/nodes/{{ inventory_hostname }}",
+        "gpuops_report_dir": str(base / "report"),
+    }
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+        ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_FORCE_COLOR="0",
+        ANSIBLE_LOCAL_TEMP=str(base / "tmp"),
+    )
+
+    def play(name, *args):
+        cmd = [os.path.join(BIN, "ansible-playbook"), "-i", os.path.join(ROOT, "lab", "inventory.yml"), "-e", json.dumps(extra)]
+        proc = subprocess.run(cmd + list(args) + [name], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    return {"base": base, "play": play, "env": env}
+
+
+def recap(output):
+    return dict((m.group(1), tuple(int(x) for x in m.groups()[1:])) for m in RECAP.finditer(output))
+
+
+def test_lab_repairs_then_is_idempotent_and_the_installed_guard_accepts_its_config(lab, fake_lib_dir):
+    rc, out = lab["play"](os.path.join(ROOT, "lab", "setup.yml"))
+    assert rc == 0, out[-4000:]
+    rc, first = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"))
+    assert rc == 0, first[-6000:]
+    rows = recap(first)
+    assert sorted(rows) == sorted(EXPECTED_GUARD_EXIT)
+    assert all(r[2:] == (0, 0) for r in rows.values()), rows
+    report = json.loads((lab["base"] / "report" / "fleet-summary.json").read_text())
+    actions = dict((n["node"], n["action"]) for n in report["nodes"])
+    assert actions == {"lab-healthy": "none", "lab-replaced-gpu": "removed", "lab-gpushare": "pruned", "lab-corrupt": "removed", "lab-no-driver": "skipped"}
+
+    rc, second = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"))
+    assert rc == 0, second[-6000:]
+    assert all(r[1] == 0 and r[2:] == (0, 0) for r in recap(second).values()), recap(second)
+
+    for node, expected in sorted(EXPECTED_GUARD_EXIT.items()):
+        root = lab["base"] / "nodes" / node
+        config = json.loads((root / "etc/gpuops/gpuops.json").read_text())
+        assert isinstance(config["max_bytes"], int) and isinstance(config["driver_wait_seconds"], int), config
+        assert isinstance(config["restart_kubelet"], bool) and isinstance(config["backup_keep"], int), config
+        env = dict(lab["env"])
+        env.update(
+            LD_LIBRARY_PATH=fake_lib_dir,
+            PATH="%s:/usr/local/bin:/usr/bin:/bin" % fake_lib_dir,
+            GPUOPS_FAKE_NVML_CONFIG=str(root / "fake_nvml.cfg"),
+        )
+        proc = subprocess.run(
+            [str(root / "usr/local/bin/gpuops"), "check", "--config", str(root / "etc/gpuops/gpuops.json")],
+            env=env, capture_output=True, text=True, timeout=120, check=False,
+        )
+        assert proc.returncode == expected, (node, proc.stdout, proc.stderr)
+        records = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert records[-1]["event"] == "finished" and records[-1]["exit_code"] == expected
+        assert records[-1].get("changed") in (False, None), (node, records[-1])
