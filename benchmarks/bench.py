@@ -100,7 +100,7 @@ def bench_large(max_bytes=16 * 1024 * 1024):
         big, dummy = codec.encode(codec.Checkpoint("v2", entries, cp.registered))
         if len(big) <= max_bytes:
             break
-        entries = entries[: int(len(entries) * 0.99)]
+        entries = entries[: int(len(entries) * max_bytes / len(big) * 0.999)]
     half, dummy = codec.encode(codec.Checkpoint("v2", entries[: len(entries) // 2], cp.registered))
     print("decode + verify of large files (linear in size; max_bytes %d):" % max_bytes)
     for label, blob in (("half", half), ("full", big)):

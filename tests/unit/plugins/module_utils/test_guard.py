@@ -194,14 +194,26 @@ def test_symlinked_checkpoint_is_refused_with_exit_6(node, tmp_path):
     assert target.read_bytes() == read(SEED)
 
 
-def test_bad_config_is_exit_2_naming_file_and_field(node, tmp_path):
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b'{"strategy": "nuke"}', "strategy: 'nuke' is not one of remove, prune"),
+        # not UTF-8: exit 2 and one clear line, not a traceback
+        (b'{"strategy": "r\xe9move"}', "is not valid UTF-8"),
+        (b"\xff\xfe{}", "is not valid UTF-8"),
+        (b'{"backup_dir": "/var/\xc3"}', "is not valid UTF-8"),
+        # a repeated key is refused, not a silent last-wins
+        (b'{"strategy": "prune", "strategy": "remove"}', "strategy: appears more than once"),
+    ],
+)
+def test_bad_config_file_is_exit_2_naming_file_and_field(node, tmp_path, raw, message):
     run = node([SEED_GPU])
     bad = tmp_path / "bad.json"
-    bad.write_text('{"strategy": "nuke"}')
+    bad.write_bytes(raw)
     code, records = run(config_path=str(bad))
     assert code == guard.EXIT_USAGE
     assert len(records) == 1 and records[0]["event"] == "config_error"
-    assert "%s: strategy: 'nuke' is not one of remove, prune" % bad in records[0]["msg"]
+    assert "%s: %s" % (bad, message) in records[0]["msg"]
 
 
 def test_missing_explicit_config_is_exit_2(node, tmp_path):
@@ -360,26 +372,6 @@ def test_parse_config_refuses_strings_for_numbers_bad_units_and_repeated_keys(te
     with pytest.raises(ParameterError) as info:
         guard.parse_config(text, "/etc/gpuops/gpuops.json")
     assert info.value.field == "/etc/gpuops/gpuops.json: %s" % field
-
-
-@pytest.mark.parametrize("raw", [b'{"strategy": "r\xe9move"}', b"\xff\xfe{}", b'{"backup_dir": "/var/\xc3"}'])
-def test_config_that_is_not_utf8_is_exit_2_with_a_clear_line(node, tmp_path, raw):
-    run = node([SEED_GPU])
-    bad = tmp_path / "latin1.json"
-    bad.write_bytes(raw)
-    code, records = run(config_path=str(bad))
-    assert code == guard.EXIT_USAGE
-    assert len(records) == 1 and records[0]["event"] == "config_error"
-    assert "%s: is not valid UTF-8" % bad in records[0]["msg"]
-
-
-def test_repeated_key_in_the_config_file_is_exit_2(node, tmp_path):
-    run = node([SEED_GPU])
-    bad = tmp_path / "twice.json"
-    bad.write_text('{"strategy": "prune", "strategy": "remove"}')
-    code, records = run(config_path=str(bad))
-    assert code == guard.EXIT_USAGE
-    assert "strategy: appears more than once" in records[0]["msg"]
 
 
 def _guard_with_stdout(run, how):

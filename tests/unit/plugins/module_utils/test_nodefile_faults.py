@@ -242,3 +242,27 @@ def assert_no_debris_after_change(node, strategy):
     assert os.listdir(plugins) == ([] if strategy == "remove" else ["kubelet_internal_checkpoint"])
     if strategy == "prune":
         assert codec.decode(checkpoint_bytes(node)).valid
+
+
+def test_a_checkpoint_of_max_bytes_is_read_and_judged_one_byte_more_is_refused(node):
+    # max_bytes keeps its meaning at the default 16 MiB: a file of exactly that size is
+    # decoded and verified (linear time; benchmarks/bench.py prints the figures).
+    limit = nodefile.DEFAULT_MAX_BYTES
+    entry = STALE.entries[0]
+    per_entry = len(codec.encode(codec.Checkpoint("v2", [entry] * 100, {}))[0]) // 100
+    entries = [entry] * (limit // per_entry)
+    data = codec.encode(codec.Checkpoint("v2", entries, {"nvidia.com/gpu": [NEW]}))[0]
+    while len(data) > limit:
+        entries = entries[: len(entries) - 1 - (len(data) - limit) // per_entry]
+        data = codec.encode(codec.Checkpoint("v2", entries, {"nvidia.com/gpu": [NEW]}))[0]
+    # pad with white space (JSON allows it) to exactly max_bytes
+    data += b" " * (limit - len(data))
+    assert len(data) == limit
+    with open(node["path"], "wb") as handle:
+        handle.write(data)
+    result = rc.reconcile(FACTS, rc.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"]), check_mode=True)
+    assert result["status"] == "up_to_date" and result["checksum_valid"]
+    with open(node["path"], "ab") as handle:
+        handle.write(b" ")
+    with pytest.raises(UnsafeFileError, match="over the %d-byte limit" % limit):
+        run(node)
