@@ -19,7 +19,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._errors import Checkp
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints")
 SEEDS = sorted(n for n in os.listdir(FIXTURES) if n.endswith(".json"))
-MUTANTS_PER_SEED = 500
+MUTANTS_PER_SEED = 2000
 SEED = 20261123
 
 # Tokens that reach the corners of Go's decoder: huge and odd numbers, deep
