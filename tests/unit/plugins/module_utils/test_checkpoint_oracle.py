@@ -225,9 +225,12 @@ def _registered(rng):
     return "{%s}" % ",".join('"%s":%s' % (rng.choice(["nvidia.com/gpu", "r", "r"]), _strings(rng)) for dummy in range(rng.randrange(3)))
 
 
+def _data(rng):
+    return _obj(rng, [("PodDeviceEntries", _entries), ("RegisteredDevices", _registered)])
+
+
 def _document(rng):
-    data = lambda r: _obj(r, [("PodDeviceEntries", _entries), ("RegisteredDevices", _registered)])  # noqa: E731
-    return _obj(rng, [("Data", data), ("Checksum", lambda r: r.choice(NUMBERS + ["1"])), ("BootID", lambda r: r.choice(STRINGS))])
+    return _obj(rng, [("Data", _data), ("Checksum", lambda r: r.choice(NUMBERS + ["1"])), ("BootID", lambda r: r.choice(STRINGS))])
 
 
 def structured(count, seed=fuzz.SEED):
