@@ -610,9 +610,10 @@ def decode(raw):
             cp = decode_tree(tree, layout)
         except CheckpointDecodeError as exc:
             if exc.path == "BootID":
-                # Only the kubelets that write BootID (checkpoint.Data.BootID, the
-                # development line after kubernetes#137919, 2026) read it, and their
-                # readCheckpoint has no v1 fallback: json.Unmarshal fails, the file is corrupt.
+                # Only the kubelets that write BootID read it: checkpoint.Data.BootID in
+                # kubernetes master as of commit 11626e98 (2026), the first source in reach
+                # with the field; its readCheckpoint (getCheckpoint) has no v1 fallback, so
+                # json.Unmarshal fails and the file is corrupt.
                 return DecodeResult(None, str(exc))
             attempts.append((layout, None, exc))
             continue

@@ -421,8 +421,8 @@ def test_duplicate_alloc_resp_array_over_base64_keeps_decoded_bytes():
     assert codec.decode((raw % value).encode()).valid
 
 
-# checkpoint.Data.BootID is a string; only kubelets that have the field (the line
-# after kubernetes#137919, 2026) read it, and their readCheckpoint has no v1
+# checkpoint.Data.BootID is a string; only kubelets that have the field (kubernetes
+# master as of commit 11626e98, 2026) read it, and their readCheckpoint has no v1
 # fallback: a wrong type fails json.Unmarshal, so the file is corrupt, even where
 # the v1 struct (which has no BootID) would have accepted it.
 @pytest.mark.parametrize(
