@@ -181,20 +181,21 @@ def _type_error(path, value, go_type):
 
 def _go_string(value):
     # Go's decoder turns unpaired surrogate escapes into U+FFFD.
-    if _SURROGATE.search(value):
+    if not value.isascii() and _SURROGATE.search(value):
         return _SURROGATE.sub(u"\ufffd", value)
     return value
 
 
 def _is_string(value):
-    return isinstance(value, str) and not isinstance(value, _Num)
+    # the parsers give JSON strings as exact str; numbers are _Num, objects _Obj
+    return type(value) is str  # pylint: disable=unidiomatic-typecheck
 
 
 def _dec_string(value, old, path):
+    if type(value) is str:  # pylint: disable=unidiomatic-typecheck
+        return _go_string(value)
     if value is None:
         return old
-    if _is_string(value):
-        return _go_string(value)
     raise _type_error(path, value, "string")
 
 
@@ -247,6 +248,9 @@ def _dec_slice(value, old, path, element, zero, go_type):
 
 
 def _dec_string_slice(value, old, path):
+    if not old and type(value) is list and all(type(v) is str for v in value):  # pylint: disable=unidiomatic-typecheck
+        # the common case, a fresh slice of strings: what _dec_slice would build, without per-element paths
+        return _Slice([_go_string(v) for v in value])
     return _dec_slice(value, old, path, _dec_string, "", "[]string")
 
 
@@ -357,13 +361,21 @@ def _dec_string_map(value, old, path):
     return out
 
 
+class _Fields(dict):
+    """A struct's fields: name -> decoder, plus their case-folded names (Go matches keys case-insensitively)."""
+
+    def __init__(self, fields):
+        super(_Fields, self).__init__(fields)
+        self.folded = dict((_fold(name), name) for name in fields)
+
+
 def _dec_struct(value, old, path, fields, go_type):
     """Decode an object into ``old`` (a dict of field values) like Go decodes into a struct."""
     if value is None:
         return old
     if not isinstance(value, _Obj):
         raise _type_error(path, value, go_type)
-    folded = dict((_fold(name), name) for name in fields)
+    folded = fields.folded
     for key, item in value:
         name = key if key in fields else folded.get(_fold(key))
         if name is None:
@@ -374,13 +386,13 @@ def _dec_struct(value, old, path, fields, go_type):
 
 def _entry_decoder(v2):
     ids_decoder = _dec_numa_map if v2 else _dec_string_slice
-    fields = {
+    fields = _Fields({
         "PodUID": _dec_string,
         "ContainerName": _dec_string,
         "ResourceName": _dec_string,
         "DeviceIDs": ids_decoder,
         "AllocResp": _dec_bytes,
-    }
+    })
     go_type = "checkpoint.PodDevicesEntry" if v2 else "checkpoint.PodDevicesEntryV1"
 
     def decode(value, old, path):
@@ -404,7 +416,7 @@ def _entries_decoder(v2):
 
 
 def _data_decoder(v2):
-    fields = {"PodDeviceEntries": _entries_decoder(v2), "RegisteredDevices": _dec_string_map}
+    fields = _Fields({"PodDeviceEntries": _entries_decoder(v2), "RegisteredDevices": _dec_string_map})
 
     def decode(value, old, path):
         return _dec_struct(value, old, path, fields, "checkpoint.checkpointData")
@@ -419,7 +431,7 @@ def _top_fields(v2):
     }
     if v2:
         fields["BootID"] = _dec_string
-    return fields
+    return _Fields(fields)
 
 
 _TOP_FIELDS = {LAYOUT_V1: _top_fields(False), LAYOUT_V2: _top_fields(True)}
