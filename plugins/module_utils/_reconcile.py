@@ -250,7 +250,6 @@ def validate_options(**values):
             "must not be inside the checkpoint's directory %s: kubelet may delete files there; use e.g. %s"
             % (os.path.dirname(merged["checkpoint_path"]), DEFAULT_BACKUP_DIR),
         )
-    merged["resources"] = list(merged["resources"]) if isinstance(merged["resources"], (list, tuple)) else merged["resources"]
     options = Options(**merged)
     options.patterns = ids.validate_resource_patterns(merged["resources"])
     return options
