@@ -186,6 +186,8 @@ def _acted(config, log, result, report_only, run):
         applied=not report_only,
         backup_path=result["backup_path"],
         checkpoint_path=result["checkpoint_path"],
+        strategy=result["strategy"],
+        strategy_reason=result["strategy_reason"],
     )
     result["kubelet_restarted"] = _after_action(config, log, run, report_only)
     return _finish(log, EXIT_WOULD_CHANGE if report_only else EXIT_OK, result)

@@ -24,14 +24,14 @@ DEFAULT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
 # Not inside device-plugins/: kubelets up to 1.2x delete every file there but the checkpoint.
 DEFAULT_BACKUP_DIR = "/var/lib/gpuops/backups"
 
-STRATEGIES = ("remove", "prune")
+STRATEGIES = ("auto", "remove", "prune")
 ON_CORRUPT = ("report", "remove")
 ON_UNKNOWN_INVENTORY = ("fail", "skip")
 
 # Every setting of a reconcile run, with its default (module options and guard keys alike).
 OPTION_DEFAULTS = {
     "checkpoint_path": DEFAULT_PATH,
-    "strategy": "remove",
+    "strategy": "auto",
     "on_corrupt": "report",
     "unknown_inventory": "fail",
     "backup_dir": DEFAULT_BACKUP_DIR,
@@ -174,6 +174,30 @@ def plan(cp, inventory, patterns):
     return result
 
 
+def choose_strategy(cp, the_plan, strategy):
+    """``(strategy, reason)`` for a stale checkpoint; ``auto`` keeps what running pods still hold.
+
+    ``auto`` is ``prune`` when any pod entry would survive pruning (it holds only valid
+    GPU IDs, or a resource that is not a GPU, such as an RDMA device, that must never be
+    taken from a running pod), and ``remove`` when none would (the field report's case:
+    a rebooted node whose GPU changed; kubelet then starts from a fresh file, as GPUOps did).
+    """
+    if strategy != "auto":
+        return strategy, "strategy=%s was asked for" % strategy
+    dropped = set(item["entry_index"] for item in the_plan.affected)
+    kept = [e for i, e in enumerate(cp.entries or ()) if i not in dropped]
+    if kept:
+        pods = sorted(set(e.pod_uid for e in kept))
+        return "prune", "auto: %d pod entr%s only valid devices (pod%s %s): pruning keeps %s allocations" % (
+            len(kept),
+            "y still holds" if len(kept) == 1 else "ies still hold",
+            "" if len(pods) == 1 else "s",
+            ", ".join(pods),
+            "its" if len(pods) == 1 else "their",
+        )
+    return "remove", "auto: no pod entry holds only valid devices, so nothing needs keeping: the checkpoint is moved aside"
+
+
 def prune(cp, the_plan):
     """A copy of ``cp`` without stale registrations and without pod entries that hold stale IDs."""
     drop = set(item["entry_index"] for item in the_plan.affected)
@@ -271,6 +295,8 @@ def _base_result(path):
         "pod_gpu_ids": {},
         "backup_path": None,
         "backups_removed": [],
+        "strategy": None,
+        "strategy_reason": None,
         "msg": "",
     }
 
@@ -371,7 +397,9 @@ def _decide(result, facts, available, reason, nf, decoded, options, check_mode, 
 
     result["status"] = STATE_STALE
     why = "stale device IDs %s" % ", ".join("%s: %s" % (r, " ".join(v)) for r, v in sorted(the_plan.stale.items()))
-    if options.strategy == "remove":
+    strategy, result["strategy_reason"] = choose_strategy(cp, the_plan, options.strategy)
+    result["strategy"] = strategy
+    if strategy == "remove":
         _act(result, nf, None, options, check_mode, now, why)
         return None
     new_cp = prune(cp, the_plan)

@@ -18,6 +18,8 @@ description:
   - When IDs are stale (a GPU was replaced or its UUID changed), either moves the file aside (O(strategy=remove),
     the proven GPUOps behaviour; kubelet writes a fresh one) or rewrites it without the stale registrations and
     the pod entries that hold them (O(strategy=prune)), keeping every other entry, with a checksum kubelet accepts.
+    The default O(strategy=auto) prunes when a pod entry still holds only valid devices and moves the file aside
+    otherwise, so a running pod's allocation is never thrown away.
   - A timestamped backup (mode C(0600)) is always written before the file is removed or rewritten, itself atomically
     (temp file, fsync, rename); old backups are rotated (O(backup_keep)). Rewrites are atomic and keep mode and owner.
   - The change first renames the checkpoint to a temp name in its own directory and compares it with what was read;
@@ -52,11 +54,17 @@ options:
     type: dict
   strategy:
     description:
-      - V(remove) moves a stale checkpoint aside (into O(backup_dir)); kubelet starts from a fresh one.
+      - V(auto) (the default since 0.2.0) chooses per run and says why in RV(strategy) and RV(strategy_reason):
+        V(prune) when any pod entry would survive pruning (it holds only valid GPU IDs, or a device of a resource
+        that is not a GPU), so that running pods keep their recorded allocations; V(remove) when none would (the
+        field report's case: a rebooted node whose GPU changed).
+      - V(remove) moves a stale checkpoint aside (into O(backup_dir)); kubelet starts from a fresh one. On a node
+        where kubelet runs GPU pods on GPUs that are still there, their allocations are lost with the file, and
+        after a kubelet restart kubelet may hand such a GPU to a new pod.
       - V(prune) rewrites it without the stale IDs and the pod entries holding them.
     type: str
-    choices: [remove, prune]
-    default: remove
+    choices: [auto, remove, prune]
+    default: auto
   on_corrupt:
     description:
       - What to do with a checkpoint kubelet would reject (bad JSON, wrong types, checksum mismatch).
@@ -109,16 +117,25 @@ EXAMPLES = r"""
 - name: Read the GPUs
   gpuops.fleet.gpu_uuid_facts:
 
-- name: Move a stale checkpoint aside (GPUOps behaviour, with a backup)
+- name: Repair a stale checkpoint (auto - prune if a pod still holds valid devices, else move it aside; with a backup)
   gpuops.fleet.kubelet_checkpoint:
     gpus: "{{ ansible_facts.gpuops_gpus }}"
   register: reconcile
+
+- name: Say which strategy auto chose
+  ansible.builtin.debug:
+    msg: "{{ reconcile.strategy_reason }}"
+  when: reconcile.strategy is not none
 
 - name: Restart kubelet so it forgets the stale devices
   ansible.builtin.systemd_service:
     name: kubelet
     state: restarted
   when: reconcile.changed
+
+- name: Always move a stale checkpoint aside (the GPUOps behaviour)
+  gpuops.fleet.kubelet_checkpoint:
+    strategy: remove
 
 - name: Keep valid allocations, drop only the stale ones
   gpuops.fleet.kubelet_checkpoint:
@@ -204,6 +221,16 @@ backup_path:
   returned: always
   type: str
   sample: /var/lib/gpuops/backups/kubelet_internal_checkpoint.20261121T200102.123456Z
+strategy:
+  description: The strategy applied to a stale checkpoint (V(remove) or V(prune)), V(null) when nothing was stale.
+  returned: always
+  type: str
+  sample: prune
+strategy_reason:
+  description: Why that strategy, e.g. which pods still hold valid devices when V(auto) chose V(prune).
+  returned: always
+  type: str
+  sample: "auto: 1 pod entry still holds only valid devices (pod 300f47eb-...): pruning keeps its allocations"
 backups_removed:
   description: Older backups removed by the rotation (O(backup_keep)) after this change.
   returned: always
@@ -243,7 +270,7 @@ def main():
     argument_spec = dict(CHECKPOINT_ARGS, **BACKEND_ARGS)
     argument_spec.update(
         gpus=dict(type="dict"),
-        strategy=dict(type="str", default="remove", choices=list(STRATEGIES)),
+        strategy=dict(type="str", default="auto", choices=list(STRATEGIES)),
         on_corrupt=dict(type="str", default="report", choices=list(ON_CORRUPT)),
         unknown_inventory=dict(type="str", default="fail", choices=list(ON_UNKNOWN_INVENTORY)),
         backup_dir=dict(type="path", default=DEFAULT_BACKUP_DIR),

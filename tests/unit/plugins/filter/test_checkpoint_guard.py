@@ -67,7 +67,7 @@ def test_strings_from_extra_vars_or_old_ansible_core_become_typed_values():
         ({"max_bytes": "lots"}, "checkpoint_guard_max_bytes: expected a whole number, got 'lots'"),
         ({"restart_kubelet": "maybe"}, "checkpoint_guard_restart_kubelet: expected true or false"),
         ({"driver_wait_seconds": "601"}, "checkpoint_guard_driver_wait_seconds: must be a whole number of seconds from 0 to 600"),
-        ({"strategy": "nuke"}, "checkpoint_guard_strategy: 'nuke' is not one of remove, prune"),
+        ({"strategy": "nuke"}, "checkpoint_guard_strategy: 'nuke' is not one of auto, remove, prune"),
         ({"timeout_seconds": 0}, "checkpoint_guard_timeout_seconds"),
     ],
 )

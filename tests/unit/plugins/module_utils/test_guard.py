@@ -197,7 +197,7 @@ def test_symlinked_checkpoint_is_refused_with_exit_6(node, tmp_path):
 @pytest.mark.parametrize(
     "raw, message",
     [
-        (b'{"strategy": "nuke"}', "strategy: 'nuke' is not one of remove, prune"),
+        (b'{"strategy": "nuke"}', "strategy: 'nuke' is not one of auto, remove, prune"),
         # not UTF-8: exit 2 and one clear line, not a traceback
         (b'{"strategy": "r\xe9move"}', "is not valid UTF-8"),
         (b"\xff\xfe{}", "is not valid UTF-8"),
@@ -247,7 +247,7 @@ def test_parse_config_names_the_field(text, field):
 
 def test_parse_config_defaults_and_overrides():
     config = guard.parse_config("", "x")
-    assert config["strategy"] == "remove" and config["on_corrupt"] == "report" and config["restart_kubelet"] is True
+    assert config["strategy"] == "auto" and config["on_corrupt"] == "report" and config["restart_kubelet"] is True
     assert guard.parse_config('{"strategy": "prune", "driver_wait_seconds": 5}', "x")["driver_wait_seconds"] == 5
 
 

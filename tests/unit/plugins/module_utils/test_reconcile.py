@@ -115,7 +115,7 @@ def run(sysroot, facts=None, check_mode=False, diff=False, **kw):
 
 def test_remove_moves_aside_with_backup_then_is_idempotent(sysroot):
     original = write(sysroot["path"], STALE_CP)
-    result = run(sysroot)
+    result = run(sysroot, strategy="remove")
     assert result["changed"] and result["action"] == "removed" and result["status"] == "stale"
     assert result["stale"] == {"nvidia.com/gpu": [OLD]}
     assert [p["pod_uid"] for p in result["affected_pods"]] == ["300f47eb-e5c3-4d0b-9a87-925837b67732"]
@@ -124,7 +124,7 @@ def test_remove_moves_aside_with_backup_then_is_idempotent(sysroot):
     with open(result["backup_path"], "rb") as handle:
         assert handle.read() == original
     assert stat.S_IMODE(os.stat(sysroot["backup_dir"]).st_mode) == 0o700
-    again = run(sysroot)
+    again = run(sysroot, strategy="remove")
     assert not again["changed"] and again["status"] == "missing"
 
 
@@ -339,7 +339,7 @@ def test_backup_name_takes_seconds_and_fraction_from_one_clock_reading(monkeypat
 def test_diff_only_when_asked_and_unchanged_outcomes_diff_equal(sysroot):
     original = write(sysroot["path"], STALE_CP)
     assert "diff" not in run(sysroot, check_mode=True)
-    removed = run(sysroot, check_mode=True, diff=True)["diff"]
+    removed = run(sysroot, strategy="remove", check_mode=True, diff=True)["diff"]
     assert removed["after"] == "" and OLD in removed["before"]
     skipped = run(sysroot, facts={"available": False, "reason": "driver down", "gpus": []}, unknown_inventory="skip", diff=True)
     assert skipped["diff"]["before"] == skipped["diff"]["after"] != ""
@@ -349,3 +349,73 @@ def test_diff_only_when_asked_and_unchanged_outcomes_diff_equal(sysroot):
     assert corrupt["diff"] == {"before": "<undecodable checkpoint, 9 bytes>\n", "after": "<undecodable checkpoint, 9 bytes>\n"}
     with open(sysroot["path"], "wb") as handle:
         handle.write(original)
+
+
+# --------------------------------------------------------------------------- strategy auto (issue 10)
+
+BLOG_GPUS = ["GPU-77a702db-e37f-3a74-d46d-c5713f66058c", "GPU-9b341c59-f96b-ba85-c137-78c3652fea65", "GPU-c1e9f249-b37b-81c2-a8d9-ba5ca0294841"]
+BLOG_POD = "513cb897-0262-4868-826f-aa943ee45a38"
+
+
+def _fixture(name):
+    with open(os.path.join(os.path.dirname(__file__), "fixtures", "checkpoints", name), "rb") as handle:
+        return codec.decode(handle.read()).checkpoint
+
+
+def _facts(uuids):
+    return {"available": True, "gpus": [{"index": i, "uuid": u} for i, u in enumerate(uuids)]}
+
+
+@pytest.mark.parametrize(
+    "cp, gpus, expected, kept_pods",
+    [
+        # real kubelet file, 3 GPUs, one pod on GPU 0: GPU 2 replaced -> the pod's GPU is still there: prune keeps it
+        (_fixture("blog_3gpu_numa0.json"), BLOG_GPUS[:2] + [OTHER], "prune", [BLOG_POD]),
+        # the same file, GPU 0 (the pod's) replaced -> nothing valid to keep: remove
+        (_fixture("blog_3gpu_numa0.json"), [OTHER] + BLOG_GPUS[1:], "remove", []),
+        # the field report's file: no pod entries at all -> remove, as GPUOps did
+        (_fixture("seed_000_v1_no_entries.json"), [OTHER], "remove", []),
+        # all stale
+        (
+            checkpoint(
+                [E("p1", "c", "nvidia.com/gpu", {0: [OLD]}, None), E("p2", "c", "aliyun.com/gpu-mem", {0: [OLD + "-_-1"]}, None)],
+                {"nvidia.com/gpu": [OLD]},
+            ),
+            [NEW], "remove", [],
+        ),
+        # mixed: one pod on a stale GPU, one on a valid GPU
+        (checkpoint([E("p1", "c", "nvidia.com/gpu", {0: [OLD]}, None), E("p2", "c", "nvidia.com/gpu", {0: [NEW]}, None)], {"nvidia.com/gpu": [OLD, NEW]}),
+         [NEW], "prune", ["p2"]),
+        # a pod holding a stale and a valid GPU is stale as a whole: nothing valid to keep
+        (checkpoint([E("p1", "c", "nvidia.com/gpu", {0: [OLD, NEW]}, None)], {"nvidia.com/gpu": [OLD, NEW]}), [NEW], "remove", []),
+        # a pod on a non-GPU resource (RDMA) must keep its allocation: prune
+        (checkpoint([E("p1", "c", "nvidia.com/gpu", {0: [OLD]}, None), E("p3", "c", "rdma/hca", {0: ["mlx5_0"]}, None)], {"nvidia.com/gpu": [OLD]}),
+         [NEW], "prune", ["p3"]),
+        # only registrations are stale, a time-sliced replica of the valid GPU is in use: prune
+        (checkpoint([E("p4", "c", "nvidia.com/gpu", {0: [NEW + "::3"]}, None)], {"nvidia.com/gpu": [OLD + "::0", NEW + "::3"]}), [NEW], "prune", ["p4"]),
+    ],
+)
+def test_auto_prunes_when_any_pod_entry_keeps_valid_devices_else_removes(cp, gpus, expected, kept_pods):
+    the_plan = rc.plan(cp, ids.inventory_from_facts(_facts(gpus)), ids.DEFAULT_GPU_RESOURCES)
+    assert the_plan.is_stale
+    strategy, reason = rc.choose_strategy(cp, the_plan, "auto")
+    assert strategy == expected
+    assert reason.startswith("auto: ")
+    for pod in kept_pods:
+        assert pod in reason
+    # an explicit strategy is never second-guessed
+    assert rc.choose_strategy(cp, the_plan, "remove")[0] == "remove"
+    assert rc.choose_strategy(cp, the_plan, "prune")[0] == "prune"
+
+
+def test_auto_on_disk_reports_the_choice_and_keeps_the_valid_pod(sysroot):
+    entries = [E("p1", "c", "nvidia.com/gpu", {0: [OLD]}, b"s"), E("p2", "c", "nvidia.com/gpu", {1: [OTHER]}, b"t")]
+    write(sysroot["path"], checkpoint(entries, {"nvidia.com/gpu": [OLD, OTHER]}))
+    result = run(sysroot)
+    assert (result["strategy"], result["action"]) == ("prune", "pruned")
+    assert "p2" in result["strategy_reason"]
+    with open(sysroot["path"], "rb") as handle:
+        kept = codec.decode(handle.read())
+    assert kept.valid and [e.pod_uid for e in kept.checkpoint.entries] == ["p2"]
+    up_to_date = run(sysroot)
+    assert up_to_date["status"] == "up_to_date" and up_to_date["strategy"] is None

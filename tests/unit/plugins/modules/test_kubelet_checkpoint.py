@@ -45,7 +45,7 @@ def test_kubelet_checkpoint_playbook(fake_node, playbook, tmp_path):
     src = stale_checkpoint(str(tmp_path / "stale.json"))
     ok, changed, out = playbook("kubelet_checkpoint.yml", env, stale_checkpoint=src, stale_uuid=OLD, new_uuid=NEW)
     assert "rescued=2 " in out
-    # copy x4 (three installs + corrupt), directory, removal, prune, corrupt removal,
-    # and the two check-mode runs that predict a change
-    assert changed == 10, out
-    assert ok == 35, out
+    # copy x5 (four installs + corrupt), directory, removal, prune, auto (check and real),
+    # corrupt removal, and the two check-mode runs of remove and prune that predict a change
+    assert changed == 13, out
+    assert ok == 39, out  # 35 before the four tasks of the auto section
