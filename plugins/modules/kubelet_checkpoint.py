@@ -54,10 +54,10 @@ options:
     type: dict
   strategy:
     description:
-      - V(auto) (the default since 0.2.0) chooses per run and says why in RV(strategy) and RV(strategy_reason):
+      - V(auto) (the default since 0.2.0) chooses per run and says why in RV(strategy) and RV(strategy_reason),
         V(prune) when any pod entry would survive pruning (it holds only valid GPU IDs, or a device of a resource
         that is not a GPU), so that running pods keep their recorded allocations; V(remove) when none would (the
-        field report's case: a rebooted node whose GPU changed).
+        field report's case, a rebooted node whose GPU changed).
       - V(remove) moves a stale checkpoint aside (into O(backup_dir)); kubelet starts from a fresh one. On a node
         where kubelet runs GPU pods on GPUs that are still there, their allocations are lost with the file, and
         after a kubelet restart kubelet may hand such a GPU to a new pod.
