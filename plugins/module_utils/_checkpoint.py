@@ -232,12 +232,11 @@ def _dec_slice(value, old, path, element, zero, go_type):
     if not value:
         # "if i == 0 && v.Kind() == reflect.Slice { v.Set(reflect.MakeSlice(v.Type(), 0, 0)) }"
         return _Slice()
-    if old:
-        backing = list(old) + list(getattr(old, "tail", ()))
-    elif getattr(old, "tail", None):
-        backing = list(old.tail)
-    else:
+    if not old:
+        # a nil or empty slice has no backing elements: _dec_slice returns an empty
+        # result only for [], which drops the backing array (tail is empty then)
         return _Slice(element(item, zero, "%s[%d]" % (path, i)) for i, item in enumerate(value))
+    backing = list(old) + list(getattr(old, "tail", ()))
     for i, item in enumerate(value):
         sub = "%s[%d]" % (path, i)
         if i < len(backing):
