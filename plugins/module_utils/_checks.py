@@ -6,8 +6,13 @@
 
 from __future__ import annotations
 
+import re
+
 # An NVIDIA UUID body (GPU-<this>, MIG-<this>), as nvidia-smi -L and NVML print it.
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+
+# systemd.unit(5): a unit name is [A-Za-z0-9:_.@\-] plus its type suffix; never an option.
+UNIT_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*\.(?:service|target|socket|mount|path|timer)\Z")
 
 
 def is_int(value):

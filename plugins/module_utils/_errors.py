@@ -77,3 +77,19 @@ class BackendUnavailable(GpuopsError):
 
 class KubeletConfigError(GpuopsError):
     """kubelet's settings were found but could not be read."""
+
+
+class KubeletControlError(GpuopsError):
+    """Stopping or starting kubelet around a repair failed; ``result`` is the reconcile result, if any."""
+
+    def __init__(self, message, result=None):
+        self.result = result
+        super(KubeletControlError, self).__init__(message)
+
+
+class KubeletRunningError(GpuopsError):
+    """kubelet runs and may not be stopped (restart_kubelet false): the checkpoint was left alone."""
+
+    def __init__(self, message, result=None):
+        self.result = result
+        super(KubeletRunningError, self).__init__(message)

@@ -28,8 +28,15 @@ import time
 from ansible_collections.gpuops.fleet.plugins.module_utils import _devchar as devchar
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
+from ansible_collections.gpuops.fleet.plugins.module_utils import _repair as repair
 from ansible_collections.gpuops.fleet.plugins.module_utils import _systemd as systemd
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, LockBusyError, UnsafeFileError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import (
+    GpuopsError,
+    KubeletControlError,
+    KubeletRunningError,
+    LockBusyError,
+    UnsafeFileError,
+)
 from ansible_collections.gpuops.fleet.plugins.module_utils._guard_config import DEFAULT_CONFIG, load_config, parse_config
 from ansible_collections.gpuops.fleet.plugins.module_utils._jsonlog import JsonLog
 
@@ -46,6 +53,8 @@ EXIT_CORRUPT = 4  # checkpoint corrupt and left in place (on_corrupt: report)
 EXIT_WOULD_CHANGE = 5  # report mode only: check would change the checkpoint
 EXIT_ACTION_FAILED = 6  # stale or corrupt, but the backup/removal/rewrite failed
 EXIT_LOCKED = 7  # another run held the checkpoint's lock past lock_timeout: nothing done
+EXIT_KUBELET_RUNNING = 8  # kubelet runs and restart_kubelet is false: nothing done
+EXIT_KUBELET_FAILED = 9  # stopping or starting kubelet around the repair failed
 
 EXIT_CODES = (
     (EXIT_OK, "checkpoint up to date, missing (kubelet writes a fresh one), or repaired"),
@@ -56,6 +65,8 @@ EXIT_CODES = (
     (EXIT_WOULD_CHANGE, "report only: check would change the checkpoint"),
     (EXIT_ACTION_FAILED, "stale or corrupt, but the backup, removal or rewrite failed (or kubelet wrote the file meanwhile): file untouched or replaced whole"),
     (EXIT_LOCKED, "another gpuops run held the checkpoint's lock past lock_timeout: nothing was done"),
+    (EXIT_KUBELET_RUNNING, "stale, but kubelet runs and restart_kubelet is false: nothing was done (kubelet would write its old state back)"),
+    (EXIT_KUBELET_FAILED, "stopping or starting kubelet around the repair failed: the log says whether the checkpoint changed and what to start"),
 )
 
 
@@ -87,20 +98,21 @@ def _ids_msg(values):
     return json.dumps(flat) if flat else "null"
 
 
-def _after_action(config, log, run, report_only):
-    """kubelet keeps device state in memory: a running kubelet needs a restart to see the change."""
-    if report_only or not systemd.available() or not systemd.is_active(config["kubelet_unit"], run):
+def _kubelet(config, run):
+    """The kubelet unit as the guard handles it, or None on a host without systemctl."""
+    if not systemd.available():
         return None
-    unit = config["kubelet_unit"]
-    if not config["restart_kubelet"]:
-        log.emit("warning", "kubelet_running", "%s is running and keeps the old device state in memory: restart it" % unit, unit=unit)
-        return False
-    ok, err = systemd.restart_no_block(unit, run)
-    if not ok:
-        log.emit("error", "kubelet_restart_failed", "restarting %s failed: %s" % (unit, err), unit=unit)
-        return False
-    log.emit("info", "kubelet_restarted", "%s was running: restart requested" % unit, unit=unit)
-    return True
+    # --no-block start: gpuops.service is ordered before kubelet, so a blocking start
+    # from inside it would wait for the guard itself to finish
+    return repair.Kubelet(config["kubelet_unit"], restart=config["restart_kubelet"], block_start=False, run=run)
+
+
+def _restarted(result):
+    """kubelet_restarted of the finished record: true; false when it ran and was not restarted; null otherwise."""
+    info = result.get("kubelet") or {}
+    if info.get("restarted"):
+        return True
+    return False if info.get("state_before") in systemd.RUNNING_STATES else None
 
 
 def check(config, log, report_only=False, run=systemd.run, sleep=time.sleep, now=None):
@@ -121,26 +133,43 @@ def check(config, log, report_only=False, run=systemd.run, sleep=time.sleep, now
             driver_version=facts.get("driver_version"),
             backend=facts.get("backend"),
         )
+    told = []
+
+    def notify(event, **fields):
+        if event == "reconciled":  # kubelet is stopped: tell the repair before it starts again
+            told.append(_story(log, facts, fields["result"], report_only))
+            return
+        level = "error" if event.endswith("failed") else "info"
+        log.emit(level, event, "%s: %s" % (fields.get("unit"), event.split("_", 1)[1].replace("_", " ")), **fields)
+
     try:
-        result = rec.reconcile(facts, config["options"], check_mode=report_only, now=now)
+        result = repair.repair(facts, config["options"], _kubelet(config, run), check_mode=report_only, now=now, notify=notify)
+    except KubeletRunningError as exc:
+        log.emit("warning", "kubelet_running", str(exc), unit=config["kubelet_unit"], checkpoint_path=config["checkpoint_path"])
+        return _finish(log, EXIT_KUBELET_RUNNING, exc.result)
+    except KubeletControlError as exc:
+        log.emit("error", "kubelet_control_failed", str(exc), unit=config["kubelet_unit"], checkpoint_path=config["checkpoint_path"])
+        return _finish(log, EXIT_KUBELET_FAILED, exc.result)
     except LockBusyError as exc:
         log.emit("error", "locked", str(exc), checkpoint_path=config["checkpoint_path"])
         return _finish(log, EXIT_LOCKED, None)
     except UnsafeFileError as exc:
         log.emit("error", "action_failed", "checkpoint untouched or replaced whole: %s" % exc, checkpoint_path=config["checkpoint_path"])
         return _finish(log, EXIT_ACTION_FAILED, None)
-    return _story(config, log, facts, result, report_only, run)
+    code = told[0] if told else _story(log, facts, result, report_only)
+    return _finish(log, code, result)
 
 
-def _story(config, log, facts, result, report_only, run):
+def _story(log, facts, result, report_only):
+    """Log what was found and done; returns the exit code."""
     status = result["status"]
     common = {"checkpoint_path": result["checkpoint_path"], "status": status}
     if status == rec.STATE_INVENTORY_UNKNOWN:
         log.emit("error", "inventory_unknown", result["msg"], reason=facts.get("reason"), **common)
-        return _finish(log, EXIT_INVENTORY_UNKNOWN, result)
+        return EXIT_INVENTORY_UNKNOWN
     if status == rec.STATE_MISSING:
         log.emit("info", "checkpoint_missing", result["msg"], **common)
-        return _finish(log, EXIT_OK, result)
+        return EXIT_OK
     log.emit(
         "info",
         "checkpoint_read",
@@ -153,8 +182,8 @@ def _story(config, log, facts, result, report_only, run):
         level = "warning" if result["action"] == "removed" else "error"
         log.emit(level, "checkpoint_corrupt", result["msg"], error=result["error"], action=result["action"], backup_path=result["backup_path"], **common)
         if result["action"] == "none":
-            return _finish(log, EXIT_CORRUPT, result)
-        return _acted(config, log, result, report_only, run)
+            return EXIT_CORRUPT
+        return _acted(log, result, report_only)
     log.emit("info", "registered_gpus", "find registered gpu: %s" % _ids_msg(result["registered_gpu_ids"]), registered=result["registered_gpu_ids"])
     log.emit("info", "pod_gpus", "find pod gpu: %s" % _ids_msg(result["pod_gpu_ids"]), pods=result["pod_gpu_ids"])
     if result["unrecognized"]:
@@ -162,7 +191,7 @@ def _story(config, log, facts, result, report_only, run):
         log.emit("warning", "unrecognized_ids", "device IDs not mapped to a GPU (left alone): %s" % _ids_msg(unrecognized), unrecognized=unrecognized)
     if status == rec.STATE_UP_TO_DATE:
         log.emit("info", "up_to_date", "cached gpu info in checkpoint is up to date", **common)
-        return _finish(log, EXIT_OK, result)
+        return EXIT_OK
     pods = sorted(set(p["pod_uid"] for p in result["affected_pods"]))
     log.emit(
         "warning",
@@ -172,10 +201,10 @@ def _story(config, log, facts, result, report_only, run):
         affected_pods=pods,
         **common
     )
-    return _acted(config, log, result, report_only, run)
+    return _acted(log, result, report_only)
 
 
-def _acted(config, log, result, report_only, run):
+def _acted(log, result, report_only):
     verb = "would be " if report_only else ""
     what = {"removed": "moved aside", "pruned": "pruned"}[result["action"]]
     log.emit(
@@ -189,15 +218,14 @@ def _acted(config, log, result, report_only, run):
         strategy=result["strategy"],
         strategy_reason=result["strategy_reason"],
     )
-    result["kubelet_restarted"] = _after_action(config, log, run, report_only)
-    return _finish(log, EXIT_WOULD_CHANGE if report_only else EXIT_OK, result)
+    return EXIT_WOULD_CHANGE if report_only else EXIT_OK
 
 
 def _finish(log, code, result):
     fields = {"exit_code": code, "elapsed_ms": log.elapsed_ms()}
     if result is not None:
         fields.update(status=result["status"], action=result["action"], changed=bool(result["changed"]), backup_path=result["backup_path"])
-        fields["kubelet_restarted"] = result.get("kubelet_restarted")
+        fields["kubelet_restarted"] = _restarted(result)
     level = "info" if code in (EXIT_OK, EXIT_WOULD_CHANGE) else "error"
     log.emit(level, "finished", "check gpu finished", **fields)
     return code

@@ -19,7 +19,7 @@ import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UNIT_NAME, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 DEFAULT_CONFIG = "/etc/gpuops/gpuops.json"
@@ -41,8 +41,6 @@ CONFIG_FIELDS["resources"] = list(CONFIG_FIELDS["resources"])
 INT_FIELDS = ("max_bytes", "driver_wait_seconds", "backup_keep", "lock_timeout")
 BOOL_FIELDS = ("restart_kubelet",)
 
-# systemd.unit(5): a unit name is [A-Za-z0-9:_.@\-] plus its type suffix; never an option.
-UNIT_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*\.(?:service|target|socket|mount|path|timer)\Z")
 # What may be written unquoted into a unit line (ExecStart=, RequiresMountsFor=): no
 # white space, quotes, backslashes, specifiers (%) or control characters.
 UNIT_PATH = re.compile(r"\A/[A-Za-z0-9._@+:,=/-]*\Z")

@@ -309,7 +309,7 @@ def _unknown(result, reason, unknown_inventory):
     result["msg"] = "GPU inventory unknown, checkpoint left untouched: %s" % reason
 
 
-def reconcile(facts, options, check_mode=False, diff=False, now=None):
+def reconcile(facts, options, check_mode=False, diff=False, now=None, lock=True):
     """Bring the checkpoint in line with the GPUs in ``facts`` (a gpuops_gpus dict).
 
     ``options`` comes from validate_options(). Returns a result dict (see the
@@ -317,11 +317,12 @@ def reconcile(facts, options, check_mode=False, diff=False, now=None):
     redacted) only when ``diff`` is true. Outside check mode the run holds the
     checkpoint's lock from the read to the last write. Raises InventoryError (unknown
     inventory with ``unknown_inventory=fail``), ParameterError, UnsafeFileError or
-    LockBusyError; the checkpoint is then untouched or replaced whole.
+    LockBusyError; the checkpoint is then untouched or replaced whole. ``lock=False``
+    is for a caller that already holds the lock (``_repair.repair``).
     """
     available, reason = ids.availability(facts)
-    if check_mode:
-        return _reconcile(facts, options, available, reason, True, diff, now)
+    if check_mode or not lock:
+        return _reconcile(facts, options, available, reason, check_mode, diff, now)
     with nodefile.run_lock(options.lock_dir, options.checkpoint_path, options.lock_timeout):
         return _reconcile(facts, options, available, reason, False, diff, now)
 

@@ -2,7 +2,7 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE to the gpuops.fleet collection: the few systemctl calls of the node command.
+"""PRIVATE to the gpuops.fleet collection: the few systemctl calls of the node code.
 
 ``run`` is a callable ``run(argv) -> (rc, stdout, stderr)``, so tests pass a fake.
 """
@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+
+# systemctl is-active prints one of these for a unit whose process may run now or in a
+# moment (an auto-restart is "activating"): each must be stopped before the checkpoint
+# is touched, and started again afterwards.
+RUNNING_STATES = ("active", "activating", "reloading", "deactivating", "refreshing")
 
 
 def run(argv):
@@ -24,12 +29,24 @@ def available():
     return shutil.which("systemctl") is not None
 
 
+def state(unit, run=run):
+    """``systemctl is-active`` of the unit: its state word, or ``unknown`` when systemd cannot say."""
+    dummy, out, dummy2 = run(["systemctl", "is-active", unit])
+    word = out.strip().splitlines()[0].strip() if out.strip() else ""
+    return word or "unknown"
+
+
 def is_active(unit, run=run):
-    rc, dummy, dummy2 = run(["systemctl", "is-active", "--quiet", unit])
-    return rc == 0
+    return state(unit, run) in RUNNING_STATES
 
 
-def restart_no_block(unit, run=run):
-    """Queue a restart (``--no-block``: the guard runs ordered before kubelet). Returns (ok, stderr)."""
-    rc, dummy, err = run(["systemctl", "restart", "--no-block", unit])
+def stop(unit, run=run):
+    """Stop the unit and wait for it to be stopped. Returns (ok, stderr)."""
+    rc, dummy, err = run(["systemctl", "stop", unit])
+    return rc == 0, err.strip()
+
+
+def start(unit, run=run, block=True):
+    """Start the unit; ``block=False`` only queues the job (a unit ordered before it is running). Returns (ok, stderr)."""
+    rc, dummy, err = run(["systemctl", "start"] + ([] if block else ["--no-block"]) + [unit])
     return rc == 0, err.strip()

@@ -29,8 +29,13 @@ description:
     path; the checkpoint is then untouched or replaced whole.
   - Nothing is changed when the GPU inventory is unknown (driver not loaded, NVML or C(nvidia-smi) error, or zero
     GPUs seen while the checkpoint lists some).
-  - kubelet keeps its device state in memory; restart kubelet after a change on a node where it is running, or run
-    this before kubelet starts (the C(gpuops.fleet.checkpoint_guard) role does that at boot).
+  - kubelet keeps its device state in memory and writes it over the file at its next allocation change, so a
+    checkpoint must never be repaired under a running kubelet. When O(kubelet_unit) is running and the checkpoint
+    must change, the module stops kubelet (and waits), reconciles, and starts kubelet again, all under the
+    checkpoint's lock; kubelet is started again even when the repair fails. Containers keep running while kubelet is
+    stopped. A node where nothing changes is never touched, and kubelet is not even asked.
+  - Restart kubelet on a few nodes at a time; the C(gpuops.fleet.site) playbook throttles with
+    C(gpuops_kubelet_restart_batch).
 author:
   - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
@@ -102,6 +107,21 @@ options:
     description: Seconds to wait for another run's lock before failing with "another run holds the lock".
     type: int
     default: 30
+  kubelet_unit:
+    description:
+      - The systemd unit of kubelet on this host. When it is running (C(active), C(activating), C(reloading)) and the
+        checkpoint must change, it is stopped before and started after the change (see O(restart_kubelet)).
+      - Set to an empty string when the checkpoint does not belong to this host's kubelet (a sysroot, an image being
+        built); kubelet is then not looked at. On a host without C(systemctl) kubelet is not looked at either.
+    type: str
+    default: kubelet.service
+  restart_kubelet:
+    description:
+      - Whether a running O(kubelet_unit) may be stopped and started around the change.
+      - V(false) refuses (the task fails, nothing changed) while kubelet runs; a stopped kubelet is left stopped
+        either way.
+    type: bool
+    default: true
   resources:
     description:
       - Device-plugin resource names (shell globs) whose IDs name GPUs. Other resources are left untouched.
@@ -117,21 +137,25 @@ EXAMPLES = r"""
 - name: Read the GPUs
   gpuops.fleet.gpu_uuid_facts:
 
+# On a node where kubelet runs: stop it, repair, start it (only when something must change)
 - name: Repair a stale checkpoint (auto - prune if a pod still holds valid devices, else move it aside; with a backup)
   gpuops.fleet.kubelet_checkpoint:
     gpus: "{{ ansible_facts.gpuops_gpus }}"
   register: reconcile
 
-- name: Say which strategy auto chose
+- name: Say which strategy auto chose and how long kubelet was down
   ansible.builtin.debug:
-    msg: "{{ reconcile.strategy_reason }}"
-  when: reconcile.strategy is not none
+    msg: "{{ reconcile.strategy_reason }}; kubelet down {{ reconcile.kubelet.down_seconds }} s"
+  when: reconcile.kubelet.restarted
 
-- name: Restart kubelet so it forgets the stale devices
-  ansible.builtin.systemd_service:
-    name: kubelet
-    state: restarted
-  when: reconcile.changed
+- name: Repair only where kubelet is stopped, never restart it
+  gpuops.fleet.kubelet_checkpoint:
+    restart_kubelet: false
+
+- name: A checkpoint in a mounted image (not this host's kubelet)
+  gpuops.fleet.kubelet_checkpoint:
+    checkpoint_path: /mnt/image/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint
+    kubelet_unit: ""
 
 - name: Always move a stale checkpoint aside (the GPUOps behaviour)
   gpuops.fleet.kubelet_checkpoint:
@@ -231,6 +255,24 @@ strategy_reason:
   returned: always
   type: str
   sample: "auto: 1 pod entry still holds only valid devices (pod 300f47eb-...): pruning keeps its allocations"
+kubelet:
+  description:
+    - What happened to kubelet around the change.
+    - C(unit) the unit (V(null) when kubelet is not looked at); C(state_before) its state when asked (V(null) when
+      nothing had to change and kubelet was not asked); C(stopped), C(started), C(restarted) what was done;
+      C(would_restart) in check mode; C(stop_seconds) the time to stop it and C(down_seconds) from the stop request to
+      the end of the start.
+  returned: always
+  type: dict
+  sample:
+    unit: kubelet.service
+    state_before: active
+    stopped: true
+    started: true
+    restarted: true
+    would_restart: false
+    stop_seconds: 0.41
+    down_seconds: 0.52
 backups_removed:
   description: Older backups removed by the rotation (O(backup_keep)) after this change.
   returned: always
@@ -252,7 +294,8 @@ gpus:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._args_common import BACKEND_ARGS, CHECKPOINT_ARGS
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UNIT_NAME
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, KubeletControlError, KubeletRunningError
 from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import NVIDIA_SMI_DIRS, gather
 from ansible_collections.gpuops.fleet.plugins.module_utils._nodefile import DEFAULT_BACKUP_KEEP, DEFAULT_LOCK_DIR, DEFAULT_LOCK_TIMEOUT
 from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import (
@@ -261,9 +304,20 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import (
     ON_UNKNOWN_INVENTORY,
     OPTION_DEFAULTS,
     STRATEGIES,
-    reconcile,
     validate_options,
 )
+from ansible_collections.gpuops.fleet.plugins.module_utils._repair import Kubelet, repair
+
+
+def _kubelet(module):
+    unit = module.params["kubelet_unit"]
+    if not unit:
+        return None
+    if not UNIT_NAME.match(unit):
+        module.fail_json(msg="kubelet_unit: %r is not a systemd unit name; use e.g. kubelet.service, or an empty string to leave kubelet alone" % unit)
+    if module.get_bin_path("systemctl") is None:
+        return None
+    return Kubelet(unit, restart=module.params["restart_kubelet"], run=lambda argv: module.run_command(argv))
 
 
 def main():
@@ -278,6 +332,8 @@ def main():
         resources=dict(type="list", elements="str", default=list(OPTION_DEFAULTS["resources"])),
         lock_dir=dict(type="path", default=DEFAULT_LOCK_DIR),
         lock_timeout=dict(type="int", default=DEFAULT_LOCK_TIMEOUT),
+        kubelet_unit=dict(type="str", default="kubelet.service"),
+        restart_kubelet=dict(type="bool", default=True),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
@@ -287,7 +343,12 @@ def main():
         if facts is None:
             smi = module.get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS)
             facts = gather(module.run_command, params["backend"], smi)
-        result = reconcile(facts, options, check_mode=module.check_mode, diff=module._diff)
+        result = repair(facts, options, _kubelet(module), check_mode=module.check_mode, diff=module._diff)
+    except (KubeletRunningError, KubeletControlError) as exc:
+        done = dict(exc.result or {}, msg=str(exc), gpus=facts)
+        done.pop("diff", None)
+        done.setdefault("checkpoint_path", params["checkpoint_path"])
+        module.fail_json(**done)
     except GpuopsError as exc:
         module.fail_json(msg=str(exc), checkpoint_path=params["checkpoint_path"], gpus=facts)
     if result["status"] == "corrupt" and result["action"] == "none":

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Helpers for tests (and the lab): build the fake NVML library, describe fake nodes.
+"""Helpers for tests (and the lab): build the fake NVML library, nvidia-smi and systemctl, describe fake nodes.
 
 A fake node is a config file read by both ``fake_nvml.c`` (through unmodified
 pynvml) and the fake ``nvidia-smi``; the GPU names carry "(simulated)".
@@ -28,13 +28,14 @@ def build_lib(out_dir):
             ["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", lib + ".tmp", SOURCE]
         )
         os.replace(lib + ".tmp", lib)
-    # The fake CLI runs with this interpreter; written with a shebang at build time.
-    smi = os.path.join(out_dir, "nvidia-smi")
-    with open(os.path.join(HERE, "fake_nvidia_smi.py")) as src, open(smi + ".tmp", "w") as dst:
-        dst.write("#!%s\n" % sys.executable)
-        dst.write(src.read())
-    os.chmod(smi + ".tmp", 0o755)
-    os.replace(smi + ".tmp", smi)
+    # The fake CLIs run with this interpreter; written with a shebang at build time.
+    for name, source in (("nvidia-smi", "fake_nvidia_smi.py"), ("systemctl", "fake_systemctl.py")):
+        path = os.path.join(out_dir, name)
+        with open(os.path.join(HERE, source)) as src, open(path + ".tmp", "w") as dst:
+            dst.write("#!%s\n" % sys.executable)
+            dst.write(src.read())
+        os.chmod(path + ".tmp", 0o755)
+        os.replace(path + ".tmp", path)
     return out_dir
 
 

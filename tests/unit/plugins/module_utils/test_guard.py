@@ -263,49 +263,6 @@ def test_rfc3339_has_milliseconds_and_offset(monkeypatch):
         time.tzset()
 
 
-class FakeRun(object):
-    def __init__(self, active):
-        self.active = active
-        self.calls = []
-
-    def __call__(self, argv):
-        self.calls.append(argv)
-        if argv[1] == "is-active":
-            return (0 if self.active else 3), "", ""
-        return 0, "", ""
-
-
-@pytest.mark.parametrize(
-    "active, restart, expected, calls",
-    [
-        (False, True, None, [["systemctl", "is-active", "--quiet", "kubelet.service"]]),
-        (
-            True,
-            True,
-            True,
-            [["systemctl", "is-active", "--quiet", "kubelet.service"], ["systemctl", "restart", "--no-block", "kubelet.service"]],
-        ),
-        (True, False, False, [["systemctl", "is-active", "--quiet", "kubelet.service"]]),
-    ],
-)
-def test_kubelet_restarted_only_when_it_was_running(monkeypatch, active, restart, expected, calls):
-    monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/" + name)
-    config = guard.parse_config(json.dumps({"restart_kubelet": restart}), "x")
-    out = io.StringIO()
-    fake = FakeRun(active)
-    assert guard._after_action(config, guard.JsonLog(out), fake, report_only=False) is expected
-    assert fake.calls == calls
-    if active and not restart:
-        assert json.loads(out.getvalue())["event"] == "kubelet_running"
-
-
-def test_report_mode_never_touches_kubelet(monkeypatch):
-    monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/" + name)
-    fake = FakeRun(True)
-    assert guard._after_action(guard.parse_config("", "x"), guard.JsonLog(io.StringIO()), fake, report_only=True) is None
-    assert fake.calls == []
-
-
 def test_usage_errors_are_exit_2():
     assert guard.main([], stdout=io.StringIO(), stderr=io.StringIO()) == guard.EXIT_USAGE
     assert guard.main(["frobnicate"], stdout=io.StringIO(), stderr=io.StringIO()) == guard.EXIT_USAGE

@@ -44,8 +44,9 @@ def test_kubelet_checkpoint_playbook(fake_node, playbook, tmp_path):
     env = fake_node([fakenode.gpu(NEW)])
     src = stale_checkpoint(str(tmp_path / "stale.json"))
     ok, changed, out = playbook("kubelet_checkpoint.yml", env, stale_checkpoint=src, stale_uuid=OLD, new_uuid=NEW)
-    assert "rescued=2 " in out
+    assert "rescued=3 " in out
     # copy x5 (four installs + corrupt), directory, removal, prune, auto (check and real),
-    # corrupt removal, and the two check-mode runs of remove and prune that predict a change
-    assert changed == 13, out
-    assert ok == 39, out  # 35 before the four tasks of the auto section
+    # corrupt removal, and the two check-mode runs of remove and prune that predict a change (13);
+    # the running-kubelet section: state dir, state, two installs, its check-mode and real repair (6)
+    assert changed == 19, out
+    assert ok == 49, out  # 35 before the four tasks of the auto section, 10 in the running-kubelet one

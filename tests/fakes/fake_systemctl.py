@@ -1,0 +1,61 @@
+# Test stand-in for systemctl on the lab's sysroot nodes (no systemd runs there): the few
+# verbs gpuops.fleet uses, with unit states in $GPUOPS_FAKE_SYSTEMD_DIR/<unit>.state and one
+# JSON line per state change in $GPUOPS_FAKE_SYSTEMD_DIR/journal.jsonl (time, unit, verb,
+# state), so the lab can show which kubelets were stopped and started, and when. Without
+# that variable it answers as systemctl does on a host not booted with systemd. The real
+# order against real systemd is tested by the Molecule scenarios.
+import json
+import os
+import sys
+import time
+
+RUNNING = ("active", "activating", "reloading", "deactivating")
+
+
+def main(argv):
+    root = os.environ.get("GPUOPS_FAKE_SYSTEMD_DIR")
+    if not root:
+        sys.stderr.write("System has not been booted with systemd as init system (PID 1). Can't operate.\nFailed to connect to bus: Host is down\n")
+        return 1
+    args = [a for a in argv if not a.startswith("-")]
+    quiet = "--quiet" in argv or "-q" in argv
+    verb, units = (args[0], args[1:]) if args else ("list-units", [])
+
+    def state_path(unit):
+        return os.path.join(root, unit + ".state")
+
+    def state(unit):
+        try:
+            with open(state_path(unit)) as handle:
+                return handle.read().strip() or "inactive"
+        except FileNotFoundError:
+            return "inactive"
+
+    def set_state(unit, value):
+        with open(state_path(unit) + ".tmp", "w") as handle:
+            handle.write(value + "\n")
+        os.replace(state_path(unit) + ".tmp", state_path(unit))
+        with open(os.path.join(root, "journal.jsonl"), "a") as handle:
+            handle.write(json.dumps({"time": time.time(), "unit": unit, "verb": verb, "state": value, "pid": os.getpid()}) + "\n")
+
+    if verb == "is-active":
+        states = [state(u) for u in units]
+        if not quiet:
+            sys.stdout.write("".join(s + "\n" for s in states))
+        return 0 if states and all(s == "active" for s in states) else 3
+    if verb in ("start", "restart"):
+        for unit in units:
+            set_state(unit, "active")
+        return 0
+    if verb == "stop":
+        for unit in units:
+            if state(unit) in RUNNING:
+                set_state(unit, "inactive")
+        return 0
+    if verb in ("daemon-reload", "enable", "disable", "show", "list-units"):
+        return 0
+    sys.stderr.write("Unknown command verb %s.\n" % verb)
+    return 1
+
+
+sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,236 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The runtime repair order (stop kubelet, reconcile, start kubelet) against real files.
+
+The fake systemd below models kubelet as kubelet's device manager behaves: while it runs it
+writes its in-memory copy of the checkpoint (here: at every systemctl call, the harshest
+schedule), and it reads the file only when it starts. A repair done under a running kubelet
+is therefore undone, and the final file shows it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
+from ansible_collections.gpuops.fleet.plugins.module_utils import _guard as guard
+from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rc
+from ansible_collections.gpuops.fleet.plugins.module_utils import _repair as repair
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import KubeletControlError, KubeletRunningError, NodeFileError
+
+NEW = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+OLD = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
+FACTS = {"available": True, "reason": None, "count": 1, "gpus": [{"index": 0, "uuid": NEW}]}
+E = codec.PodDevicesEntry
+# a pod on a GPU that is gone and a running pod on the GPU that is still there: auto prunes
+MIXED = codec.Checkpoint(
+    "v2",
+    [E("stale-pod", "c", "nvidia.com/gpu", {0: [OLD]}, b"old-env"), E("valid-pod", "c", "nvidia.com/gpu", {0: [NEW]}, b"keep-env")],
+    {"nvidia.com/gpu": [OLD, NEW]},
+)
+UP_TO_DATE = codec.Checkpoint("v2", [E("valid-pod", "c", "nvidia.com/gpu", {0: [NEW]}, b"keep-env")], {"nvidia.com/gpu": [NEW]})
+
+
+class FakeKubelet(object):
+    """systemctl for one kubelet unit; a running kubelet writes its memory over the file at every call."""
+
+    def __init__(self, path, state="active", fail=()):
+        self.path = path
+        self.state = state
+        self.fail = set(fail)
+        self.calls = []
+        self.memory = self._read() if state == "active" else None
+        self.clock_value = 0.0
+
+    def _read(self):
+        with open(self.path, "rb") as handle:
+            return handle.read()
+
+    def clock(self):
+        self.clock_value += 0.5
+        return self.clock_value
+
+    def __call__(self, argv):
+        self.calls.append(argv[1:])
+        if self.state == "active":
+            with open(self.path, "wb") as handle:
+                handle.write(self.memory)
+        verb = argv[1]
+        if verb == "is-active":
+            return (0 if self.state == "active" else 3), self.state + "\n", ""
+        if verb in self.fail:
+            return 1, "", "Job for kubelet.service failed"
+        if verb == "stop":
+            self.state, self.memory = "inactive", None
+        elif verb == "start":
+            self.state, self.memory = "active", self._read()
+        return 0, "", ""
+
+
+@pytest.fixture()
+def node(tmp_path):
+    plugins = tmp_path / "var/lib/kubelet/device-plugins"
+    plugins.mkdir(parents=True)
+    path = plugins / "kubelet_internal_checkpoint"
+    options = rc.validate_options(checkpoint_path=str(path), backup_dir=str(tmp_path / "backups"), lock_dir=str(tmp_path / "run"))
+
+    def make(cp=MIXED, state="active", fail=(), restart=True):
+        path.write_bytes(codec.encode(cp)[0])
+        fake = FakeKubelet(str(path), state, fail)
+        kubelet = repair.Kubelet("kubelet.service", restart=restart, run=fake, clock=fake.clock)
+        return fake, kubelet
+
+    make.path = path
+    make.options = options
+    return make
+
+
+def entries(path):
+    decoded = codec.decode(path.read_bytes())
+    assert decoded.valid
+    return [(e.pod_uid, e.device_ids, e.alloc_resp) for e in decoded.checkpoint.entries]
+
+
+def test_running_kubelet_is_stopped_the_file_pruned_then_kubelet_started(node):
+    fake, kubelet = node()
+    events = []
+    result = repair.repair(FACTS, node.options, kubelet, notify=lambda event, **f: events.append(event))
+    assert fake.calls == [["is-active", "kubelet.service"], ["stop", "kubelet.service"], ["start", "kubelet.service"]]
+    assert events == ["kubelet_stopping", "kubelet_stopped", "reconciled", "kubelet_started"]
+    assert (result["action"], result["strategy"]) == ("pruned", "prune")
+    assert result["kubelet"]["restarted"] and result["kubelet"]["state_before"] == "active"
+    assert result["kubelet"]["down_seconds"] == 1.0 and result["kubelet"]["stop_seconds"] == 0.5
+    # kubelet kept writing while it ran, yet the repair stands: it happened while kubelet was down,
+    # and the restarted kubelet read the repaired file
+    assert entries(node.path) == [("valid-pod", {0: [NEW]}, b"keep-env")]
+    assert fake.state == "active" and codec.decode(fake.memory).checkpoint.registered == {"nvidia.com/gpu": [NEW]}
+
+
+def test_the_old_order_loses_the_repair_to_a_running_kubelet(node):
+    """What the role did before: reconcile under a running kubelet, restart afterwards."""
+    fake, dummy = node()
+    rc.reconcile(FACTS, node.options)
+    fake(["systemctl", "restart", "kubelet.service"])  # kubelet writes its memory before it stops
+    assert [pod for pod, dummy2, dummy3 in entries(node.path)] == ["stale-pod", "valid-pod"]
+
+
+def test_nothing_to_change_never_asks_kubelet(node):
+    fake, kubelet = node(UP_TO_DATE)
+    result = repair.repair(FACTS, node.options, kubelet)
+    assert fake.calls == [] and not result["changed"]
+    assert result["kubelet"]["state_before"] is None and not result["kubelet"]["restarted"]
+
+
+def test_stopped_kubelet_is_left_stopped(node):
+    fake, kubelet = node(state="inactive")
+    result = repair.repair(FACTS, node.options, kubelet)
+    assert fake.calls == [["is-active", "kubelet.service"]]
+    assert result["action"] == "pruned" and not result["kubelet"]["restarted"] and fake.state == "inactive"
+
+
+@pytest.mark.parametrize("state", ["activating", "reloading", "deactivating"])
+def test_a_kubelet_between_states_counts_as_running(node, state):
+    fake, kubelet = node()
+    fake.state = state
+    fake.memory = node.path.read_bytes()
+    result = repair.repair(FACTS, node.options, kubelet)
+    assert [c[0] for c in fake.calls] == ["is-active", "stop", "start"] and result["kubelet"]["restarted"]
+
+
+def test_check_mode_only_asks(node):
+    fake, kubelet = node()
+    before = node.path.read_bytes()
+    result = repair.repair(FACTS, node.options, kubelet, check_mode=True)
+    assert fake.calls == [["is-active", "kubelet.service"]]
+    assert result["changed"] and result["kubelet"]["would_restart"] and not result["kubelet"]["restarted"]
+    assert node.path.read_bytes() == before
+
+
+def test_restart_not_allowed_refuses_and_touches_nothing(node):
+    fake, kubelet = node(restart=False)
+    before = node.path.read_bytes()
+    with pytest.raises(KubeletRunningError, match="restart_kubelet is false") as caught:
+        repair.repair(FACTS, node.options, kubelet)
+    assert [c[0] for c in fake.calls] == ["is-active"] and node.path.read_bytes() == before
+    assert caught.value.result["planned_action"] == "pruned" and not caught.value.result["changed"]
+
+
+def test_failed_stop_leaves_the_file_and_kubelet_running(node):
+    fake, kubelet = node(fail=["stop"])
+    before = node.path.read_bytes()
+    with pytest.raises(KubeletControlError, match="stopping kubelet.service failed .*left alone"):
+        repair.repair(FACTS, node.options, kubelet)
+    assert node.path.read_bytes() == before and fake.state == "active"
+
+
+def test_a_failed_repair_still_starts_kubelet(node, monkeypatch):
+    fake, kubelet = node()
+    real = rc.reconcile
+
+    def reconcile(facts, options, check_mode=False, **kw):
+        if not check_mode:
+            raise NodeFileError("writing backup", "/backups/x", OSError(28, "No space left on device"))
+        return real(facts, options, check_mode=check_mode, **kw)
+
+    monkeypatch.setattr(rc, "reconcile", reconcile)
+    with pytest.raises(NodeFileError, match="ENOSPC"):
+        repair.repair(FACTS, node.options, kubelet)
+    assert [c[0] for c in fake.calls] == ["is-active", "stop", "start"] and fake.state == "active"
+
+
+def test_a_failed_start_says_so_with_the_result(node):
+    fake, kubelet = node(fail=["start"])
+    with pytest.raises(KubeletControlError, match=r"starting kubelet.service again failed .*systemctl start kubelet.service") as caught:
+        repair.repair(FACTS, node.options, kubelet)
+    assert caught.value.result["action"] == "pruned" and fake.state == "inactive"
+    assert entries(node.path) == [("valid-pod", {0: [NEW]}, b"keep-env")]
+
+
+def test_no_kubelet_handling_is_a_plain_reconcile(node):
+    node()
+    result = repair.repair(FACTS, node.options, None)
+    assert result["action"] == "pruned" and result["kubelet"]["unit"] is None
+
+
+def _guard_config(node, **extra):
+    settings = {"checkpoint_path": str(node.path), "backup_dir": node.options.backup_dir, "lock_dir": node.options.lock_dir}
+    settings.update(extra)
+    return guard.parse_config(json.dumps(settings), "test")
+
+
+def _guard_run(node, fake, config, monkeypatch):
+    monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(guard.inventory, "gather", lambda *a, **k: dict(FACTS, backend="nvml"))
+    out = io.StringIO()
+    code = guard.check(config, guard.JsonLog(out), run=fake)
+    return code, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_guard_logs_stop_repair_start_in_that_order(node, monkeypatch):
+    fake, dummy = node()
+    code, records = _guard_run(node, fake, _guard_config(node), monkeypatch)
+    events = [r["event"] for r in records]
+    assert code == guard.EXIT_OK
+    assert events.index("kubelet_stopped") < events.index("stale") < events.index("action") < events.index("kubelet_started")
+    assert ["stop", "kubelet.service"] in fake.calls and ["start", "--no-block", "kubelet.service"] in fake.calls
+    assert records[-1]["kubelet_restarted"] is True and records[-1]["action"] == "pruned"
+
+
+def test_guard_with_restart_kubelet_false_exits_8_and_touches_nothing(node, monkeypatch):
+    fake, dummy = node()
+    before = node.path.read_bytes()
+    code, records = _guard_run(node, fake, _guard_config(node, restart_kubelet=False), monkeypatch)
+    assert code == guard.EXIT_KUBELET_RUNNING == 8
+    assert records[-2]["event"] == "kubelet_running" and records[-1]["kubelet_restarted"] is False
+    assert node.path.read_bytes() == before
+
+
+def test_guard_report_mode_only_asks_kubelet(node, monkeypatch):
+    fake, dummy = node()
+    monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(guard.inventory, "gather", lambda *a, **k: dict(FACTS, backend="nvml"))
+    code = guard.check(_guard_config(node), guard.JsonLog(io.StringIO()), report_only=True, run=fake)
+    assert code == guard.EXIT_WOULD_CHANGE and [c[0] for c in fake.calls] == ["is-active"]
