@@ -16,8 +16,57 @@ COLUMNS = (
     ("status", "checkpoint"),
     ("stale", "stale IDs"),
     ("action", "action"),
+    ("kubelet", "kubelet"),
     ("backup", "backup"),
 )
+NO_RESULT = "no result: the node failed or was unreachable"
+
+
+def fleet_rows(summaries, nodes):
+    """The report's rows: each node's summary (a row saying so where a node has none), restart batches numbered.
+
+    ``summaries`` holds each node's ``gpuops_node_summary`` (or None) in the order of ``nodes``.
+    A row's ``restart_batch`` is ``{hosts, offset}`` from site.yml's repair play; it becomes the
+    batch's number (1 = first), in the order the batches ran.
+    """
+    if not isinstance(nodes, list) or not isinstance(summaries, list) or len(summaries) != len(nodes):
+        raise AnsibleFilterError("fleet_rows: expects one summary (or None) per node of the list given")
+    rows = []
+    for node, summary in zip(nodes, summaries):
+        if summary is None:
+            rows.append({"node": node, "status": "no_result", "msg": NO_RESULT})
+        elif not isinstance(summary, dict):
+            raise AnsibleFilterError("fleet_rows: the summary of %s is a %s, not a dict" % (node, type(summary).__name__))
+        else:
+            rows.append(dict(summary))
+    offsets = sorted(set(int(r["restart_batch"]["offset"]) for r in rows if isinstance(r.get("restart_batch"), dict)))
+    for row in rows:
+        batch = row.get("restart_batch")
+        if isinstance(batch, dict):
+            row["restart_batch"] = offsets.index(int(batch["offset"])) + 1
+            row["restart_batch_hosts"] = list(batch.get("hosts") or ())
+    return rows
+
+
+def restart_batches(rows):
+    """[(batch number, [nodes restarted in it])] in the order the batches ran."""
+    batches = {}
+    for row in rows:
+        if row.get("kubelet_restarted") and row.get("restart_batch"):
+            batches.setdefault(row["restart_batch"], []).append(str(row.get("node")))
+    return [(number, sorted(batches[number])) for number in sorted(batches)]
+
+
+def _kubelet_text(row):
+    if row.get("kubelet_restarted"):
+        down = row.get("kubelet_down_seconds")
+        return "restarted%s%s" % (
+            " (batch %s)" % row["restart_batch"] if row.get("restart_batch") else "",
+            ", down %.1f s" % float(down) if down not in (None, "") else "",
+        )
+    if row.get("kubelet_would_restart"):
+        return "would restart"
+    return "-"
 
 
 def _stale_text(stale):
@@ -36,6 +85,10 @@ def _cell(row, key):
         return "%s%s" % (value if value is not None else "-", " (simulated)" if row.get("simulated") else "")
     if key == "stale":
         return _stale_text(value)
+    if key == "kubelet":
+        return _kubelet_text(row)
+    if key == "action" and row.get("planned_action") not in (None, "", "none", "skipped") and value in (None, "", "none"):
+        return "planned: %s" % row["planned_action"]
     if value is None or value == "":
         return "-"
     return str(value)
@@ -62,7 +115,17 @@ def fleet_table(rows):
     for r in rows:
         if r.get("msg"):
             lines.append("%s: %s" % (r.get("node"), r["msg"]))
+    lines.extend(_batch_lines(rows))
     return "\n".join(lines)
+
+
+def _batch_lines(rows):
+    batches = restart_batches(rows)
+    if not batches:
+        return []
+    return ["kubelet restarted on %d node(s), in %d batch(es): %s" % (
+        sum(len(nodes) for dummy, nodes in batches), len(batches), "; ".join("batch %d: %s" % (n, ", ".join(nodes)) for n, nodes in batches)
+    )]
 
 
 def _md(text):
@@ -83,9 +146,13 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
     if notes:
         out += ["", "## Notes", ""]
         out += ["- **%s**: %s" % (_md(str(r.get("node"))), _md(r["msg"])) for r in notes]
+    batches = restart_batches(rows)
+    if batches:
+        out += ["", "## kubelet restarts", ""]
+        out += ["- batch %d: %s" % (n, _md(", ".join(nodes))) for n, nodes in batches]
     return "\n".join(out) + "\n"
 
 
 class FilterModule(object):
     def filters(self):
-        return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown}
+        return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows}

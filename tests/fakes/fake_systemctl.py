@@ -3,7 +3,8 @@
 # JSON line per state change in $GPUOPS_FAKE_SYSTEMD_DIR/journal.jsonl (time, unit, verb,
 # state), so the lab can show which kubelets were stopped and started, and when. Without
 # that variable it answers as systemctl does on a host not booted with systemd. The real
-# order against real systemd is tested by the Molecule scenarios.
+# order against real systemd is tested by the Molecule scenarios. A file <unit>.fail holding
+# a verb (e.g. "stop") makes that verb fail for the unit, as a hung or broken kubelet would.
 import json
 import os
 import sys
@@ -43,6 +44,14 @@ def main(argv):
         if not quiet:
             sys.stdout.write("".join(s + "\n" for s in states))
         return 0 if states and all(s == "active" for s in states) else 3
+    for unit in units:
+        try:
+            with open(os.path.join(root, unit + ".fail")) as handle:
+                if handle.read().strip() == verb:
+                    sys.stderr.write("Job for %s failed because the control process exited with error code.\n" % unit)
+                    return 1
+        except FileNotFoundError:
+            pass
     if verb in ("start", "restart"):
         for unit in units:
             set_state(unit, "active")

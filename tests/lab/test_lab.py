@@ -53,17 +53,36 @@ def recap(output):
     return dict((m.group(1), tuple(int(x) for x in m.groups()[1:])) for m in RECAP.finditer(output))
 
 
-def test_lab_repairs_then_is_idempotent_and_the_installed_guard_accepts_its_config(lab, fake_lib_dir):
+def kubelet_journal(lab, node):
+    """The simulated kubelet's stops and starts on a lab node (the fake systemctl's journal)."""
+    path = lab["base"] / "nodes" / node / "run/systemd/journal.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_lab_repairs_in_batches_then_is_idempotent_and_the_installed_guard_accepts_its_config(lab, fake_lib_dir):
     rc, out = lab["play"](os.path.join(ROOT, "lab", "setup.yml"))
     assert rc == 0, out[-4000:]
-    rc, first = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"))
+    rc, first = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"), "-e", "gpuops_kubelet_restart_batch=2")
     assert rc == 0, first[-6000:]
     rows = recap(first)
     assert sorted(rows) == sorted(EXPECTED_GUARD_EXIT)
     assert all(r[2:] == (0, 0) for r in rows.values()), rows
     report = json.loads((lab["base"] / "report" / "fleet-summary.json").read_text())
-    actions = dict((n["node"], n["action"]) for n in report["nodes"])
+    nodes = dict((n["node"], n) for n in report["nodes"])
+    actions = dict((name, n["action"]) for name, n in nodes.items())
     assert actions == {"lab-healthy": "none", "lab-replaced-gpu": "removed", "lab-gpushare": "pruned", "lab-corrupt": "removed", "lab-no-driver": "skipped"}
+
+    # only the three nodes that changed had kubelet stopped and started, two at a time, in
+    # the order of the inventory; the other two were never touched
+    batches = dict((name, n["restart_batch"]) for name, n in nodes.items() if n["kubelet_restarted"])
+    assert batches == {"lab-replaced-gpu": 1, "lab-gpushare": 1, "lab-corrupt": 2}, batches
+    journals = dict((node, kubelet_journal(lab, node)) for node in EXPECTED_GUARD_EXIT)
+    assert journals["lab-healthy"] == [] and journals["lab-no-driver"] == []
+    for node in REPAIRED:
+        assert [(e["verb"], e["state"]) for e in journals[node]] == [("stop", "inactive"), ("start", "active")], journals[node]
+    first_batch_done = max(journals[n][1]["time"] for n in ("lab-replaced-gpu", "lab-gpushare"))
+    assert journals["lab-corrupt"][0]["time"] > first_batch_done
+    assert "kubelet restarted on 3 node(s), in 2 batch(es): batch 1: lab-gpushare, lab-replaced-gpu; batch 2: lab-corrupt" in first
 
     rc, second = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"))
     assert rc == 0, second[-6000:]
@@ -88,3 +107,20 @@ def test_lab_repairs_then_is_idempotent_and_the_installed_guard_accepts_its_conf
         records = [json.loads(line) for line in proc.stdout.splitlines()]
         assert records[-1]["event"] == "finished" and records[-1]["exit_code"] == expected
         assert records[-1].get("changed") in (False, None), (node, records[-1])
+    # the second run and the installed guards restarted no kubelet
+    assert all(len(kubelet_journal(lab, node)) == (2 if node in REPAIRED else 0) for node in EXPECTED_GUARD_EXIT)
+
+
+def test_a_failed_batch_stops_the_run_before_the_next_batch(lab):
+    rc, out = lab["play"](os.path.join(ROOT, "lab", "setup.yml"))
+    assert rc == 0, out[-4000:]
+    # lab-gpushare's kubelet cannot be stopped: its batch fails, lab-corrupt's batch never starts
+    (lab["base"] / "nodes/lab-gpushare/run/systemd/kubelet.service.fail").write_text("stop\n")
+    rc, out = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"), "-e", "gpuops_kubelet_restart_batch=2")
+    assert rc != 0, out[-4000:]
+    assert "stopping kubelet.service failed" in out and "the checkpoint was left alone" in out
+    assert [e["verb"] for e in kubelet_journal(lab, "lab-replaced-gpu")] == ["stop", "start"]
+    assert kubelet_journal(lab, "lab-gpushare") == [] and kubelet_journal(lab, "lab-corrupt") == []
+    corrupt = lab["base"] / "nodes/lab-corrupt/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    with open(os.path.join(ROOT, "lab", "files", "corrupt_checkpoint.json"), "rb") as handle:
+        assert corrupt.read_bytes() == handle.read()

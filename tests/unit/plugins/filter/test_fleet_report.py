@@ -42,7 +42,7 @@ ROWS = [
 
 def test_table_has_one_aligned_line_per_node_sorted_then_notes():
     lines = fr.fleet_table(ROWS).splitlines()
-    assert lines[0].split() == ["node", "GPUs", "driver", "layout", "checkpoint", "stale", "IDs", "action", "backup"]
+    assert lines[0].split() == ["node", "GPUs", "driver", "layout", "checkpoint", "stale", "IDs", "action", "kubelet", "backup"]
     assert set(lines[1]) == {"-", " "}
     assert [line.split()[0] for line in lines[2:5]] == ["a-no-driver", "b-replaced", "c-share"]
     assert lines[2].split()[:2] == ["a-no-driver", "unknown"]
@@ -60,7 +60,7 @@ def test_markdown_says_simulated_and_escapes_pipes():
     assert doc.startswith("# gpuops fleet summary\n\n> Nodes marked (simulated) run on SIMULATED GPUs")
     table = [line for line in doc.splitlines() if line.startswith("|")]
     assert len(table) == 2 + len(rows)
-    assert all(line.count(" | ") == 7 for line in table if not line.startswith("|---"))
+    assert all(line.count(" | ") == 8 for line in table if not line.startswith("|---"))
     assert "| d\\|pipe | - |" in doc
     assert "`%s`" % OLD in doc
     assert "- **d\\|pipe**: no result: a\\|b" in doc
@@ -74,3 +74,38 @@ def test_no_simulated_banner_for_real_nodes():
 def test_bad_input_is_a_filter_error(bad):
     with pytest.raises(AnsibleFilterError, match="expects a list of per-node summary dicts"):
         fr.fleet_table(bad)
+
+
+def _summary(node, offset=None, restarted=False, **extra):
+    row = {"node": node, "status": "stale", "action": "removed", "kubelet_restarted": restarted, "kubelet_down_seconds": 0.42}
+    if offset is not None:
+        row["restart_batch"] = {"hosts": ["x"], "offset": offset}
+    row.update(extra)
+    return row
+
+
+def test_rows_number_the_restart_batches_in_the_order_they_ran_and_mark_missing_nodes():
+    nodes = ["n1", "n2", "n3", "n4", "n5"]
+    # offsets as site.yml records them (as strings from Jinja): batches start at 0, 2 and 4
+    summaries = [_summary("n1", "2", True), _summary("n2", "0", True), None, _summary("n4", "0", True), _summary("n5", "4", False)]
+    rows = fr.fleet_rows(summaries, nodes)
+    assert [r["node"] for r in rows] == nodes
+    assert [r.get("restart_batch") for r in rows] == [2, 1, None, 1, 3]
+    assert rows[2] == {"node": "n3", "status": "no_result", "msg": fr.NO_RESULT}
+    assert fr.restart_batches(rows) == [(1, ["n2", "n4"]), (2, ["n1"])]  # n5's batch failed before its restart
+    table = fr.fleet_table(rows)
+    assert "restarted (batch 1), down 0.4 s" in table
+    assert table.splitlines()[-1] == "kubelet restarted on 3 node(s), in 2 batch(es): batch 1: n2, n4; batch 2: n1"
+    assert "## kubelet restarts\n\n- batch 1: n2, n4\n- batch 2: n1\n" in fr.fleet_markdown(rows)
+
+
+def test_check_mode_and_plan_only_rows_say_what_would_happen():
+    rows = [_summary("n1", kubelet_would_restart=True, action="none", planned_action="pruned")]
+    line = fr.fleet_table(rows).splitlines()[2]
+    assert "planned: pruned" in line and "would restart" in line
+
+
+@pytest.mark.parametrize("summaries, nodes", [([None], ["a", "b"]), ("x", ["a"]), ([1], ["a"])])
+def test_rows_bad_input_is_a_filter_error(summaries, nodes):
+    with pytest.raises(AnsibleFilterError, match="fleet_rows"):
+        fr.fleet_rows(summaries, nodes)
