@@ -99,9 +99,9 @@ def device_plugin_node_gpus(node_obj, expected=None):
     return dp.node_gpus(node_obj, expected)
 
 
-def device_plugin_verify(pod, expected_uuids):
+def device_plugin_verify(pod, expected_uuids, requested=None):
     """Compare a finished verification pod's GPU listing with gpu_uuid_facts."""
-    return dp.verify_listing(pod, expected_uuids)
+    return dp.verify_listing(pod, expected_uuids, requested)
 
 
 class FilterModule(object):

@@ -442,8 +442,12 @@ def parse_gpu_listing(text):
     return sorted(set(m.group(1) for m in _UUID_RE.finditer(text or "")))
 
 
-def verify_listing(pod, expected_uuids):
-    """Compare what the verification pod saw with the node's gpu_uuid_facts."""
+def verify_listing(pod, expected_uuids, requested=None):
+    """Compare what the verification pod saw with the node's gpu_uuid_facts.
+
+    A pod that asked for all the node's GPUs must see exactly them; one that asked for
+    ``requested`` GPUs (a repaired live node: one) must see that many, each a current UUID.
+    """
     status = (pod or {}).get("status") or {}
     phase = status.get("phase")
     message = None
@@ -461,6 +465,10 @@ def verify_listing(pod, expected_uuids):
     elif not expected:
         result["ok"] = False
         result["reason"] = "no GPUs in gpu_uuid_facts for this node to compare with"
+    elif requested is not None and not result["unexpected"]:
+        result["missing"] = []
+        result["ok"] = len(seen) == int(requested)
+        result["reason"] = None if result["ok"] else "the pod asked for %s GPU(s) and saw %d: %s" % (requested, len(seen), ", ".join(seen) or "none")
     elif result["missing"] or result["unexpected"]:
         result["ok"] = False
         result["reason"] = "the pod saw %s; gpu_uuid_facts lists %s" % (", ".join(seen) or "no GPU", ", ".join(expected))

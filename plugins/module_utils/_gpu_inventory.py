@@ -7,7 +7,11 @@
 Backends:
 
 * ``nvml``: in-process through ``nvidia-ml-py`` (module ``pynvml``), which loads
-  ``libnvidia-ml.so.1`` from the driver;
+  ``libnvidia-ml.so.1`` from the driver; with a ``driver_root`` (a containerized
+  driver: the GPU Operator mounts its driver container's root at ``/run/nvidia/driver``
+  and checks it with ``chroot /run/nvidia/driver nvidia-smi``, gpu-operator
+  ``validator/main.go``), the library is loaded from that root first, so pynvml's
+  ``CDLL("libnvidia-ml.so.1")`` finds it by its soname;
 * ``nvidia-smi``: the CLI (``--query-gpu`` CSV plus ``-L`` for MIG devices);
   the minor number comes from ``/proc/driver/nvidia/gpus/<bus>/information``.
 
@@ -19,6 +23,7 @@ with ``available: false`` and a ``reason``. Running commands goes through a
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 
@@ -27,6 +32,10 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._errors import Backen
 BACKENDS = ("auto", "nvml", "nvidia-smi")
 # Where nvidia-smi lives besides PATH: distro packages, GPU operator / GKE installer layouts.
 NVIDIA_SMI_DIRS = ["/usr/bin", "/usr/local/nvidia/bin", "/home/kubernetes/bin/nvidia/bin"]
+
+# Where a driver root (a driver container's filesystem) keeps libnvidia-ml.so.1: Ubuntu and
+# Debian based driver images, RHEL based ones, arm64.
+DRIVER_ROOT_LIB_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib")
 
 _QUERY_FIELDS = "index,uuid,name,pci.bus_id,memory.total,driver_version,mig.mode.current,mig.mode.pending"
 _SMI_EXIT = {
@@ -62,6 +71,28 @@ def find_nvidia_smi(explicit=None):
         if directory and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def find_root_nvml(driver_root):
+    """Path of libnvidia-ml.so.1 under ``driver_root``, or None."""
+    for directory in DRIVER_ROOT_LIB_DIRS:
+        candidate = os.path.join(driver_root, directory, "libnvidia-ml.so.1")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _load_root_nvml(driver_root):
+    path = find_root_nvml(driver_root)
+    if path is None:
+        raise BackendUnavailable(
+            "libnvidia-ml.so.1 not found under the driver root %s (%s): is the driver container (e.g. the GPU Operator's) up?"
+            % (driver_root, ", ".join(DRIVER_ROOT_LIB_DIRS))
+        )
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        raise InventoryError("cannot load %s: %s" % (path, exc), "nvml")
 
 
 def empty_facts(backend=None, reason=None):
@@ -261,16 +292,19 @@ def _smi_mig_devices(run, smi, facts):
             )
 
 
-def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc"):
+def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc", driver_root=None):
     """Return gpuops_gpus facts; never raises for a node without a usable driver.
 
     ``nvidia_smi`` is the resolved path of the CLI or None when it is not installed.
+    ``driver_root`` (e.g. ``/run/nvidia/driver``): NVML is loaded from that root.
     """
     if backend not in BACKENDS:
         raise ValueError("backend must be one of %s" % ", ".join(BACKENDS))
     reasons = []
     if backend in ("auto", "nvml"):
         try:
+            if driver_root:
+                _load_root_nvml(driver_root)
             return _gather_nvml()
         except BackendUnavailable as exc:
             reasons.append("nvml: %s" % exc)

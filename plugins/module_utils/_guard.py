@@ -13,6 +13,7 @@ runs the very code ``kubelet_checkpoint`` runs (``_gpu_inventory.gather`` and
 Commands::
 
     gpuops check              act: move aside (or prune) a stale checkpoint
+    gpuops check --late       the same, once a driver that starts after kubelet is up
     gpuops report             read-only: say what check would do
     gpuops dev-char-symlinks  create /dev/char links for NVIDIA devices (before daemon-reload)
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -70,21 +72,34 @@ EXIT_CODES = (
 )
 
 
-def gather_gpus(config, log, run=systemd.run, sleep=time.sleep, clock=time.monotonic):
-    """GPU facts; waits up to ``driver_wait_seconds`` for a driver that is still coming up."""
-    deadline = clock() + config["driver_wait_seconds"]
+def gather_gpus(config, log, run=systemd.run, sleep=time.sleep, clock=time.monotonic, late=False):
+    """GPU facts; waits for a driver that is still coming up.
+
+    Early (at boot, before kubelet) it waits up to ``driver_wait_seconds``. The late check
+    waits up to ``late_wait_seconds`` for the driver's ready file (when one is set: the GPU
+    Operator's validator writes it once ``nvidia-smi`` works in the driver root) and for
+    the GPUs to be readable.
+    """
+    wait = config["late_wait_seconds"] if late else config["driver_wait_seconds"]
+    ready_file = config["driver_ready_file"] if late else None
+    deadline = clock() + wait
     announced = False
     while True:
-        # looked up on every try: a driver installer may put nvidia-smi in place late
-        facts = inventory.gather(run, config["backend"], inventory.find_nvidia_smi(config["nvidia_smi"]))
+        if ready_file and not os.path.exists(ready_file):
+            facts = inventory.empty_facts(None, "the driver's ready file %s does not exist yet" % ready_file)
+        else:
+            # looked up on every try: a driver installer may put nvidia-smi in place late
+            smi = inventory.find_nvidia_smi(config["nvidia_smi"])
+            facts = inventory.gather(run, config["backend"], smi, driver_root=config["driver_root"])
         if facts.get("available") or clock() >= deadline:
             return facts
         if not announced:
             log.emit(
                 "info",
                 "driver_wait",
-                "GPUs not readable yet (%s); waiting up to %ds for the NVIDIA driver" % (facts.get("reason"), config["driver_wait_seconds"]),
+                "GPUs not readable yet (%s); waiting up to %ds for the NVIDIA driver" % (facts.get("reason"), wait),
                 reason=facts.get("reason"),
+                late=late,
             )
             announced = True
         sleep(1)
@@ -115,11 +130,29 @@ def _restarted(result):
     return False if info.get("state_before") in systemd.RUNNING_STATES else None
 
 
-def check(config, log, report_only=False, run=systemd.run, sleep=time.sleep, now=None):
-    """The guard: returns an exit code; every step is logged."""
-    mode = "report" if report_only else "check"
-    log.emit("info", "start", "check gpu start (gpuops %s, %s mode)" % (VERSION, mode), mode=mode, version=VERSION, checkpoint_path=config["checkpoint_path"])
-    facts = gather_gpus(config, log, run, sleep)
+def check(config, log, report_only=False, run=systemd.run, sleep=time.sleep, now=None, late=False):
+    """The guard: returns an exit code; every step is logged.
+
+    ``late``: the late check (gpuops-late.service, after kubelet) of a node whose driver
+    comes up after kubelet (a driver container). Early, with ``late_check`` set, a node
+    whose GPUs cannot be read yet is deferred to it instead of failing the boot.
+    """
+    mode = "report" if report_only else ("late check" if late else "check")
+    log.emit(
+        "info", "start", "check gpu start (gpuops %s, %s mode)" % (VERSION, mode), mode=mode, version=VERSION, checkpoint_path=config["checkpoint_path"]
+    )
+    facts = gather_gpus(config, log, run, sleep, late=late)
+    if not facts.get("available") and config["late_check"] and not late and not report_only:
+        log.emit(
+            "warning",
+            "deferred",
+            "GPUs not readable before kubelet (%s): nothing touched; gpuops-late.service checks again once the driver is up" % facts.get("reason"),
+            reason=facts.get("reason"),
+            driver_root=config["driver_root"],
+            driver_ready_file=config["driver_ready_file"],
+        )
+        log.emit("info", "finished", "check gpu finished", exit_code=EXIT_OK, status="deferred", action="none", changed=False, elapsed_ms=log.elapsed_ms())
+        return EXIT_OK
     if facts.get("available"):
         uuids = [g.get("uuid") for g in facts.get("gpus") or ()]
         mig = [m.get("uuid") for g in facts.get("gpus") or () for m in g.get("mig_devices") or ()]
@@ -272,6 +305,12 @@ def _parser():
     for name, text in (("check", "repair a stale checkpoint (backup first)"), ("report", "read-only: say what check would do (exit 5 if it would act)")):
         cmd = sub.add_parser(name, help=text, description=text, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
         cmd.add_argument("--config", help="JSON settings file (default %s; missing means defaults)" % DEFAULT_CONFIG)
+        if name == "check":
+            cmd.add_argument(
+                "--late",
+                action="store_true",
+                help="the late check after kubelet: wait up to late_wait_seconds for driver_ready_file and the GPUs, then check",
+            )
     dev = sub.add_parser("dev-char-symlinks", help="create /dev/char links for NVIDIA devices (run before systemctl daemon-reload)")
     dev.add_argument("--dev-root", default="/dev", help=argparse.SUPPRESS)
     dev.add_argument("--dry-run", action="store_true", help="only say what would be created")
@@ -303,7 +342,7 @@ def main(argv=None, stdout=None, stderr=None, default_config=DEFAULT_CONFIG):
         log.emit("error", "config_error", "configuration error: %s" % exc)
         return EXIT_USAGE
     try:
-        return check(config, log, report_only=args.command == "report")
+        return check(config, log, report_only=args.command == "report", late=getattr(args, "late", False))
     except Exception as exc:  # pylint: disable=broad-except
         # a bug: still one JSON line, so log pipelines keep the traceback with the record
         import traceback  # pylint: disable=import-outside-toplevel

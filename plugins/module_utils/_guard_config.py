@@ -32,14 +32,21 @@ GUARD_DEFAULTS = {
     "driver_wait_seconds": 0,
     "restart_kubelet": True,
     "kubelet_unit": "kubelet.service",
+    # a containerized driver (GPU Operator): where its root is, the file its validator
+    # writes once the driver works, and the late check that waits for it after kubelet
+    "driver_root": None,
+    "driver_ready_file": None,
+    "late_check": False,
+    "late_wait_seconds": 600,
 }
 RECONCILE_KEYS = tuple(sorted(k for k in rec.OPTION_DEFAULTS if k != "unknown_inventory"))
 CONFIG_FIELDS = dict((k, rec.OPTION_DEFAULTS[k]) for k in RECONCILE_KEYS)
 CONFIG_FIELDS.update(GUARD_DEFAULTS)
 CONFIG_FIELDS["resources"] = list(CONFIG_FIELDS["resources"])
 
-INT_FIELDS = ("max_bytes", "driver_wait_seconds", "backup_keep", "lock_timeout")
-BOOL_FIELDS = ("restart_kubelet",)
+INT_FIELDS = ("max_bytes", "driver_wait_seconds", "backup_keep", "lock_timeout", "late_wait_seconds")
+BOOL_FIELDS = ("restart_kubelet", "late_check")
+OPTIONAL_PATHS = ("nvidia_smi", "driver_root", "driver_ready_file")
 
 # What may be written unquoted into a unit line (ExecStart=, RequiresMountsFor=): no
 # white space, quotes, backslashes, specifiers (%) or control characters.
@@ -58,9 +65,13 @@ def _check_field(name, value):
         return "%r is not a unit name; use the kubelet's unit, e.g. kubelet.service" % (value,)
     if name == "nvidia_smi" and value is not None and (not isinstance(value, str) or not value.startswith("/")):
         return "must be null (search PATH) or an absolute path to nvidia-smi"
+    if name in ("driver_root", "driver_ready_file") and value is not None and (not isinstance(value, str) or not value.startswith("/")):
+        return "must be null (the host's own driver) or an absolute path, e.g. /run/nvidia/driver"
+    if name == "late_wait_seconds" and (not is_int(value) or not 0 <= value <= 3600):
+        return "must be a whole number of seconds from 0 to 3600"
     if name == "driver_wait_seconds" and (not is_int(value) or not 0 <= value <= 600):
         return "must be a whole number of seconds from 0 to 600"
-    if name == "restart_kubelet" and not isinstance(value, bool):
+    if name in BOOL_FIELDS and not isinstance(value, bool):
         return "must be true or false"
     return None
 
@@ -196,11 +207,11 @@ def role_settings(raw):
             value = _as_int(field, value)
         elif key in BOOL_FIELDS:
             value = _as_bool(field, value)
-        elif key == "nvidia_smi" and value in ("", None):
+        elif key in OPTIONAL_PATHS and value in ("", None):
             value = None
         doc[key] = value
-    for key in ("checkpoint_path", "backup_dir", "lock_dir"):
-        if key in doc:
+    for key in ("checkpoint_path", "backup_dir", "lock_dir", "driver_root", "driver_ready_file"):
+        if doc.get(key) is not None:
             _unit_path(prefix + key, doc[key])
     try:
         config = validate(doc, "checkpoint_guard")

@@ -30,6 +30,13 @@ options:
       - When V(false), the facts say C(available=false) and why.
     type: bool
     default: false
+  driver_root:
+    description:
+      - Root of a containerized driver, e.g. C(/run/nvidia/driver) where the NVIDIA GPU Operator mounts its driver
+        container. With the V(nvml) backend (or V(auto)) C(libnvidia-ml.so.1) is loaded from there (C(usr/lib/x86_64-linux-gnu),
+        C(usr/lib64), C(usr/lib/aarch64-linux-gnu), C(lib64) or C(usr/lib) under it).
+      - Not set (or empty) means the host's own driver.
+    type: path
   nvidia_smi_path:
     description:
       - Path of the C(nvidia-smi) binary. Looked up on E(PATH) and in C(/usr/bin), C(/usr/local/nvidia/bin), C(/home/kubernetes/bin/nvidia/bin) when not set.
@@ -55,6 +62,10 @@ EXAMPLES = r"""
 - name: Refuse to go on without a working driver
   gpuops.fleet.gpu_uuid_facts:
     fail_on_unavailable: true
+
+- name: Read the GPUs on a GPU Operator node (driver in a container)
+  gpuops.fleet.gpu_uuid_facts:
+    driver_root: /run/nvidia/driver
 
 - name: Force the CLI backend
   gpuops.fleet.gpu_uuid_facts:
@@ -156,11 +167,12 @@ def main():
             BACKEND_ARGS,
             fail_on_unavailable=dict(type="bool", default=False),
             nvidia_smi_path=dict(type="path"),
+            driver_root=dict(type="path"),
         ),
         supports_check_mode=True,
     )
     smi = module.params["nvidia_smi_path"] or module.get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS)
-    facts = gather(module.run_command, module.params["backend"], smi)
+    facts = gather(module.run_command, module.params["backend"], smi, driver_root=module.params["driver_root"] or None)
     if not facts["available"] and module.params["fail_on_unavailable"]:
         module.fail_json(msg="cannot read the GPUs: %s" % facts["reason"], ansible_facts={"gpuops_gpus": facts})
     module.exit_json(changed=False, ansible_facts={"gpuops_gpus": facts})

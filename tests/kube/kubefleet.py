@@ -170,8 +170,8 @@ class Fleet(object):
         values.update(extra)
         return values
 
-    def play(self, extra_vars, *args):
-        """Run playbooks/device_plugin.yml; returns (rc, json callback output)."""
+    def play(self, extra_vars, *args, playbook="device_plugin.yml"):
+        """Run playbooks/<playbook> (device_plugin.yml); returns (rc, json callback output)."""
         vars_file = self.tmp / ("vars-%d.json" % next(COUNTER))
         vars_file.write_text(json.dumps(extra_vars))
         env = dict(os.environ, K8S_AUTH_KUBECONFIG=os.path.join(self.cluster.workdir, "role.kubeconfig"),
@@ -180,7 +180,7 @@ class Fleet(object):
         offset = self.cluster.audit_offset()
         started = time.monotonic()
         proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(self.inventory), "-e", "@%s" % vars_file,
-                               os.path.join(ROOT, "playbooks", "device_plugin.yml")] + list(args),
+                               os.path.join(ROOT, "playbooks", playbook)] + list(args),
                               cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         elapsed = time.monotonic() - started
         try:

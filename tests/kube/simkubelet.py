@@ -22,6 +22,10 @@ What it models, per node (``--nodes`` JSON: a list of objects):
   it was given, one per line (what ``nvidia-smi --query-gpu=uuid --format=csv,noheader``
   prints in a container that got those GPUs). It fails admission (``UnexpectedAdmissionError``,
   as kubelet does) when the node has fewer allocatable GPUs than it requests.
+* While a node carries the label ``gpuops.test/reject-gpu-pods=true`` (a stale device checkpoint:
+  kubelet's device manager cannot allocate what the scheduler promised), every pod that requests
+  ``nvidia.com/gpu`` fails admission (``Failed``/``UnexpectedAdmissionError``, kubelet's message),
+  whatever its restart policy; a test removes the label to "repair" the node.
 * Pods being deleted are removed (grace period 0) after ``--stop-delay``, as kubelet does once
   the containers are gone.
 * ``faults`` (a list) injects failures: ``plugin_crash`` (the plugin container never becomes
@@ -177,11 +181,21 @@ class SimKubelet:
             total += int(limits.get(GPU, 0))
         return total
 
+    def rejects_gpu_pods(self, node):
+        labels = self.api.read_node(node).metadata.labels or {}
+        return labels.get("gpuops.test/reject-gpu-pods") == "true"
+
     def start_pod(self, pod):
         node = pod.spec.node_name
         faults = self.faults(node, pod)
         stamp = now_iso()
         namespace, name = pod.metadata.namespace, pod.metadata.name
+        if self.gpu_request(pod) and self.rejects_gpu_pods(node):
+            status = {"phase": "Failed", "reason": "UnexpectedAdmissionError",
+                      "message": "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
+                                 "Requested: %d, Available: 0, which is unexpected (SIMULATED)" % self.gpu_request(pod)}
+            self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
+            return
         if pod.spec.restart_policy == "Never" and self.gpu_request(pod):
             self.run_to_completion(pod, node, faults)
             return

@@ -256,3 +256,12 @@ def test_batch_rows_tell_each_node_its_story():
     assert rows[1]["reason"].startswith("new plugin pod not Ready in time (Running")
     assert "the pod saw %s" % B in rows[2]["reason"]
     assert dp.report_lines(rows)[0] == "gpu-a: upgraded (1.0.0-beta4 -> v0.17.1), GPUs 1/1, verify ok"
+
+
+def test_verify_listing_of_a_pod_that_asked_for_fewer_gpus_than_the_node_has():
+    # a repaired live node: the pod asks for one GPU; any one current UUID is right, a gone one is not
+    assert dp.verify_listing(_finished("%s\n" % B), [A, B], requested=1)["ok"] is True
+    assert dp.verify_listing(_finished("%s\n" % B), [A, B], requested="1")["missing"] == []
+    gone = dp.verify_listing(_finished("GPU-00000000-dead-beef-0000-000000000000\n"), [A, B], requested=1)
+    assert gone["ok"] is False and gone["unexpected"] == ["GPU-00000000-dead-beef-0000-000000000000"]
+    assert dp.verify_listing(_finished("%s\n%s\n" % (A, B)), [A, B], requested=1)["ok"] is False  # saw more than it asked for

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -24,7 +25,8 @@ def run(argv):
     p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     return p.returncode, p.stdout, p.stderr
 smi = sys.argv[2] or None
-print(json.dumps(gather(run, sys.argv[1], smi)))
+root = sys.argv[3] if len(sys.argv) > 3 else None
+print(json.dumps(gather(run, sys.argv[1], smi, driver_root=root)))
 """
 T4 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 A100 = "GPU-11111111-2222-3333-4444-555555555555"
@@ -36,14 +38,14 @@ NODE = [
 ]
 
 
-def gather(env, backend, smi=True, extra_path=None):
+def gather(env, backend, smi=True, extra_path=None, driver_root=None):
     env = dict(env)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     smi_path = os.path.join(env["LD_LIBRARY_PATH"].split(":")[0], "nvidia-smi") if smi else ""
     if extra_path is not None:
         env["LD_LIBRARY_PATH"] = extra_path
     out = subprocess.run(
-        [sys.executable, "-c", GATHER, backend, smi_path], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True
+        [sys.executable, "-c", GATHER, backend, smi_path] + ([driver_root] if driver_root else []), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True
     )
     return json.loads(out.stdout)
 
@@ -139,3 +141,23 @@ def test_find_nvidia_smi_explicit_then_path_then_driver_dirs(tmp_path, monkeypat
     assert inv.find_nvidia_smi() == str(in_driver_dir)
     monkeypatch.setattr(inv, "NVIDIA_SMI_DIRS", [])
     assert inv.find_nvidia_smi() is None
+
+
+@pytest.mark.parametrize("libdir", ["usr/lib/x86_64-linux-gnu", "usr/lib64"])
+def test_nvml_from_a_driver_root_without_ld_library_path(fake_node, fake_lib_dir, tmp_path, libdir):
+    """The GPU Operator's layout: the library only under /run/nvidia/driver, nothing on the host's search path."""
+    root = tmp_path / "run/nvidia/driver"
+    (root / libdir).mkdir(parents=True)
+    shutil.copy(os.path.join(fake_lib_dir, "libnvidia-ml.so.1"), str(root / libdir / "libnvidia-ml.so.1"))
+    env = fake_node(NODE)
+    facts = gather(env, "nvml", smi=False, extra_path="/nonexistent", driver_root=str(root))
+    assert facts["available"] and facts["backend"] == "nvml" and facts["gpus"][0]["uuid"] == T4
+    # the same node without the root: the host has no library
+    assert not gather(env, "nvml", smi=False, extra_path="/nonexistent")["available"]
+
+
+def test_a_driver_root_without_the_library_says_where_it_looked(fake_node, tmp_path):
+    facts = gather(fake_node(NODE), "auto", smi=False, extra_path="/nonexistent", driver_root=str(tmp_path / "run/nvidia/driver"))
+    assert not facts["available"]
+    assert "libnvidia-ml.so.1 not found under the driver root %s" % (tmp_path / "run/nvidia/driver") in facts["reason"]
+    assert "driver container" in facts["reason"]

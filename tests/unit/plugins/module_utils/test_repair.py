@@ -234,3 +234,65 @@ def test_guard_report_mode_only_asks_kubelet(node, monkeypatch):
     monkeypatch.setattr(guard.inventory, "gather", lambda *a, **k: dict(FACTS, backend="nvml"))
     code = guard.check(_guard_config(node), guard.JsonLog(io.StringIO()), report_only=True, run=fake)
     assert code == guard.EXIT_WOULD_CHANGE and [c[0] for c in fake.calls] == ["is-active"]
+
+
+def _late_config(node, tmp_path, **extra):
+    settings = dict(late_check=True, driver_ready_file=str(tmp_path / "validations/driver-ready"), late_wait_seconds=3, driver_wait_seconds=0)
+    settings.update(extra)
+    return _guard_config(node, **settings)
+
+
+def test_early_check_defers_to_the_late_check_when_the_driver_is_not_up(node, monkeypatch, tmp_path):
+    fake, dummy = node()
+    before = node.path.read_bytes()
+    monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(guard.inventory, "gather", lambda *a, **k: guard.inventory.empty_facts("nvml", "NVIDIA driver is not loaded"))
+    out = io.StringIO()
+    code = guard.check(_late_config(node, tmp_path), guard.JsonLog(out), run=fake)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code == guard.EXIT_OK and [r["event"] for r in records] == ["start", "deferred", "finished"]
+    assert records[-1]["status"] == "deferred" and fake.calls == [] and node.path.read_bytes() == before
+
+
+def test_late_check_waits_for_the_ready_file_then_repairs_in_the_runtime_order(node, monkeypatch, tmp_path):
+    fake, dummy = node()
+    ready = tmp_path / "validations/driver-ready"
+    naps = []
+
+    def sleep(seconds):  # the driver container comes up during the wait
+        naps.append(seconds)
+        if len(naps) == 2:
+            ready.parent.mkdir()
+            ready.write_text("")
+
+    monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(guard.inventory, "gather", lambda *a, **k: dict(FACTS, backend="nvml"))
+    out = io.StringIO()
+    code = guard.check(_late_config(node, tmp_path), guard.JsonLog(out), run=fake, sleep=sleep, late=True)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    events = [r["event"] for r in records]
+    assert code == guard.EXIT_OK and len(naps) == 2
+    assert events[:3] == ["start", "driver_wait", "gpus_found"] and "does not exist yet" in records[1]["msg"]
+    assert events.index("kubelet_stopped") < events.index("action") < events.index("kubelet_started")
+    assert records[-1]["kubelet_restarted"] is True and records[0]["mode"] == "late check"
+
+
+def test_late_check_without_a_driver_ever_ends_with_exit_3_and_touches_nothing(node, monkeypatch, tmp_path):
+    fake, dummy = node()
+    before = node.path.read_bytes()
+    monkeypatch.setattr(guard.shutil, "which", lambda name: "/usr/bin/" + name)
+    out = io.StringIO()
+    code = guard.check(_late_config(node, tmp_path, late_wait_seconds=0), guard.JsonLog(out), run=fake, late=True)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert code == guard.EXIT_INVENTORY_UNKNOWN and records[-2]["event"] == "inventory_unknown"
+    assert "driver-ready does not exist yet" in records[-2]["msg"]
+    assert fake.calls == [] and node.path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "settings, field",
+    [({"driver_root": "run/nvidia/driver"}, "driver_root"), ({"late_wait_seconds": 7200}, "late_wait_seconds"), ({"late_check": "yes"}, "late_check")],
+)
+def test_bad_late_settings_name_the_field(settings, field):
+    with pytest.raises(guard.GpuopsError, match=field):
+        guard.parse_config(json.dumps(settings), "gpuops.json")

@@ -1,0 +1,182 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rejected_pods
+short_description: Bring back pods that kubelet rejected at admission on repaired GPU nodes
+version_added: 1.1.0
+description:
+  - Finds the pods on the given nodes that kubelet rejected at admission (phase C(Failed), reason
+    C(UnexpectedAdmissionError) by default), e.g. because a stale device checkpoint left kubelet without the GPUs
+    it promised (kubernetes#116125). After the node is repaired they stay C(Failed).
+  - A pod with a controller (an owner reference with C(controller=true), such as a ReplicaSet, StatefulSet, Job or
+    DaemonSet) is deleted, so that its controller's own logic replaces it. The delete carries a UID precondition, so
+    a pod recreated meanwhile under the same name (a StatefulSet's) is never deleted.
+  - A bare pod is never recreated by anyone. It is listed with a command that recreates it from its own spec, and
+    deleted only with O(bare_pods=delete).
+  - Check mode lists what would be deleted and deletes nothing.
+  - Runs on the controller against the cluster, with kubernetes.core's client and authentication options.
+author:
+  - gpuops.fleet maintainers (@gpuops)
+extends_documentation_fragment:
+  - kubernetes.core.k8s_auth_options
+  - gpuops.fleet.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+    details: A second run finds nothing left to delete (bare pods are reported again until you recreate them).
+options:
+  nodes:
+    description: Kubernetes node names to look at (the repaired nodes).
+    type: list
+    elements: str
+    required: true
+  reasons:
+    description: Pod C(status.reason) values that mean "rejected at admission".
+    type: list
+    elements: str
+    default: [UnexpectedAdmissionError]
+  bare_pods:
+    description:
+      - What to do with rejected pods that have no controller. V(report) lists them with C(recreate_command);
+        V(delete) deletes them (nothing recreates them then).
+    type: str
+    choices: [report, delete]
+    default: report
+requirements:
+  - kubernetes (Python client)
+seealso:
+  - module: gpuops.fleet.kubelet_checkpoint
+  - module: kubernetes.core.k8s_drain
+"""
+
+EXAMPLES = r"""
+- name: Delete controller-owned pods that kubelet rejected on the repaired nodes; list the bare ones
+  gpuops.fleet.rejected_pods:
+    nodes: [gpu-node-7, gpu-node-9]
+  register: rejected
+
+- name: Show how to recreate the bare pods
+  ansible.builtin.debug:
+    msg: "{{ rejected.bare | map(attribute='recreate_command') | list }}"
+
+- name: Also delete bare pods, with an explicit kubeconfig
+  gpuops.fleet.rejected_pods:
+    nodes: [gpu-node-7]
+    bare_pods: delete
+    kubeconfig: /etc/gpuops/kubeconfig
+"""
+
+RETURN = r"""
+pods:
+  description: Every rejected pod found on the nodes, with what was (or would be) done.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - namespace: ml
+      name: train-7d9c-abcde
+      uid: 0c1d...
+      node: gpu-node-7
+      reason: UnexpectedAdmissionError
+      message: "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, Available: 0"
+      controller: {kind: ReplicaSet, name: train-7d9c, uid: 9a8b...}
+      action: delete
+      recreate_command: null
+deleted:
+  description: The pods deleted (C(namespace/name)); empty in check mode.
+  returned: always
+  type: list
+  elements: str
+  sample: [ml/train-7d9c-abcde]
+bare:
+  description: Rejected pods without a controller, with C(recreate_command) and C(action) (V(report) or V(delete)).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - namespace: ml
+      name: notebook
+      node: gpu-node-7
+      action: report
+      recreate_command: kubectl -n ml get pod notebook -o yaml | kubectl replace --force -f -
+msg:
+  description: One sentence on what was found and done.
+  returned: always
+  type: str
+"""
+
+import copy
+
+from ansible_collections.gpuops.fleet.plugins.module_utils import _rejected_pods as rejected
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
+from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
+from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
+from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+
+try:
+    from kubernetes.client.api import core_v1_api
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.client.models import V1DeleteOptions, V1Preconditions
+except ImportError:
+    # AnsibleK8SModule reports a missing kubernetes library itself
+    pass
+
+
+def _api_error(exc):
+    return "%s %s" % (exc.status, exc.reason)
+
+
+def main():
+    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
+    argument_spec.update(
+        nodes=dict(type="list", elements="str", required=True),
+        reasons=dict(type="list", elements="str", default=list(rejected.DEFAULT_REASONS)),
+        bare_pods=dict(type="str", default="report", choices=list(rejected.BARE_POD_ACTIONS)),
+    )
+    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec, supports_check_mode=True)
+    params = module.params
+    try:
+        rejected.validate(params["nodes"], params["reasons"], params["bare_pods"])
+        api = core_v1_api.CoreV1Api(get_api_client(module=module).client.client)
+        pods = []
+        for node in sorted(set(params["nodes"])):
+            listed = api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s,status.phase=Failed" % node)
+            pods.extend(api.api_client.sanitize_for_serialization(p) for p in listed.items)
+        rows = rejected.classify(pods, params["nodes"], params["reasons"], params["bare_pods"])
+        deleted = []
+        if not module.check_mode:
+            for row in rows:
+                if row["action"] != "delete":
+                    continue
+                body = V1DeleteOptions(preconditions=V1Preconditions(uid=row["uid"]))
+                try:
+                    api.delete_namespaced_pod(row["name"], row["namespace"], body=body)
+                except ApiException as exc:
+                    if exc.status not in (404, 409):  # gone already, or a new pod took the name
+                        raise
+                    row["action"] = "gone"
+                    continue
+                deleted.append("%s/%s" % (row["namespace"], row["name"]))
+    except GpuopsError as exc:
+        module.fail_json(msg=str(exc))
+    except CoreException as exc:
+        module.fail_from_exception(exc)
+    except ApiException as exc:
+        module.fail_json(msg="Kubernetes API error: %s" % _api_error(exc), status=exc.status)
+    module.exit_json(**rejected.summary(rows, deleted, module.check_mode))
+
+
+if __name__ == "__main__":
+    main()
