@@ -132,7 +132,7 @@ class Fleet(object):
             if predicate():
                 return
             time.sleep(0.2)
-        raise AssertionError("timed out waiting for %s" % what)
+        raise AssertionError("timed out waiting for %s" % (what() if callable(what) else what))
 
     def stop(self):
         self.sim.terminate()
@@ -221,5 +221,6 @@ class Run(object):
             for task in play["tasks"]:
                 for host, res in task["hosts"].items():
                     if res.get("failed"):
-                        return "%s: %s" % (host, res.get("msg"))
+                        items = [r.get("msg") for r in res.get("results") or () if r.get("failed")]
+                        return "%s: %s" % (host, "; ".join(items) if items else res.get("msg"))
         return None

@@ -38,7 +38,10 @@ def test_owned_rejected_pod_is_deleted_and_replaced_a_bare_one_reported(fleet):
                  "template": {"metadata": {"labels": {"app": "train"}}, "spec": gpu_pod_spec(node)}},
     })
     # kubelet (stale) rejects both; the ReplicaSet controller keeps creating pods that are rejected too
-    f.wait(lambda: "notebook" in failed(f) and any(n.startswith("train-") for n in failed(f)), "both pods rejected")
+    f.wait(lambda: "notebook" in failed(f) and any(n.startswith("train-") for n in failed(f)),
+           lambda: "both pods rejected (pods: %s; simkubelet: %s)" % (
+               {n: (p.spec.node_name, p.status.phase, p.status.reason) for n, p in pods(f).items()},
+               (f.tmp / "simkubelet.log").read_text()[-2000:]))
     # the repair: kubelet admits GPU pods again
     f.cluster.core.patch_node(node, {"metadata": {"labels": {REJECT: None}}})
     f.wait(lambda: any(p.status.phase == "Running" for n, p in pods(f).items() if n.startswith("train-")), "a running replacement")
