@@ -40,10 +40,13 @@ matrix: collection-link fakes ## ansible-core 2.16, 2.17, 2.18: module tests and
 
 # ansible-test needs the collection under ansible_collections/<ns>/<name>; test a copy of
 # the files git knows about (tracked and untracked-but-not-ignored), in a repo of its own
-# (inside this one, ansible-test would see build/ as ignored and test nothing).
+# (inside this one, ansible-test would see build/ as ignored and test nothing). kubernetes.core
+# (a dependency: rejected_pods uses its client and doc fragment) sits beside it, from the venv.
 sanity: venv ## ansible-test sanity (its tool venvs are cached under ~/.ansible/test)
-	rm -rf build/sanity && mkdir -p $(SANITY_ROOT)
+	rm -rf build/sanity && mkdir -p $(SANITY_ROOT) build/sanity/ansible_collections/kubernetes
 	git ls-files -co --exclude-standard | tar -cf - -T - | tar -xf - -C $(SANITY_ROOT)
+	cp -r "$$($(BIN)/python -c 'import ansible_collections.kubernetes.core as c; print(list(c.__path__)[0])')" \
+	  build/sanity/ansible_collections/kubernetes/core
 	cd $(SANITY_ROOT) && git init -q && git add -A
 	hack/ansible-test-bootstrap.sh $(BIN)/python
 	cd $(SANITY_ROOT) && $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.11 --color no

@@ -37,6 +37,7 @@ options:
         C(usr/lib64), C(usr/lib/aarch64-linux-gnu), C(lib64) or C(usr/lib) under it).
       - Not set (or empty) means the host's own driver.
     type: path
+    version_added: 0.2.0
   nvidia_smi_path:
     description:
       - Path of the C(nvidia-smi) binary. Looked up on E(PATH) and in C(/usr/bin), C(/usr/local/nvidia/bin), C(/home/kubernetes/bin/nvidia/bin) when not set.

@@ -114,6 +114,7 @@ options:
       - Set to an empty string when the checkpoint does not belong to this host's kubelet (a sysroot, an image being
         built); kubelet is then not looked at. On a host without C(systemctl) kubelet is not looked at either.
     type: str
+    version_added: 0.2.0
     default: kubelet.service
   restart_kubelet:
     description:
@@ -121,6 +122,7 @@ options:
       - V(false) refuses (the task fails, nothing changed) while kubelet runs; a stopped kubelet is left stopped
         either way.
     type: bool
+    version_added: 0.2.0
     default: true
   resources:
     description:
@@ -317,7 +319,7 @@ def _kubelet(module):
         module.fail_json(msg="kubelet_unit: %r is not a systemd unit name; use e.g. kubelet.service, or an empty string to leave kubelet alone" % unit)
     if module.get_bin_path("systemctl") is None:
         return None
-    return Kubelet(unit, restart=module.params["restart_kubelet"], run=lambda argv: module.run_command(argv))
+    return Kubelet(unit, restart=module.params["restart_kubelet"], run=module.run_command)
 
 
 def main():

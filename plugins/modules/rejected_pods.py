@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: rejected_pods
 short_description: Bring back pods that kubelet rejected at admission on repaired GPU nodes
-version_added: 1.1.0
+version_added: 0.2.0
 description:
   - Finds the pods on the given nodes that kubelet rejected at admission (phase C(Failed), reason
     C(UnexpectedAdmissionError) by default), e.g. because a stale device checkpoint left kubelet without the GPUs

@@ -45,7 +45,8 @@ def gather(env, backend, smi=True, extra_path=None, driver_root=None):
     if extra_path is not None:
         env["LD_LIBRARY_PATH"] = extra_path
     out = subprocess.run(
-        [sys.executable, "-c", GATHER, backend, smi_path] + ([driver_root] if driver_root else []), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True
+        [sys.executable, "-c", GATHER, backend, smi_path] + ([driver_root] if driver_root else []),
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True,
     )
     return json.loads(out.stdout)
 
