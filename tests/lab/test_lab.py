@@ -72,17 +72,17 @@ def test_lab_repairs_in_batches_then_is_idempotent_and_the_installed_guard_accep
     actions = dict((name, n["action"]) for name, n in nodes.items())
     assert actions == {"lab-healthy": "none", "lab-replaced-gpu": "removed", "lab-gpushare": "pruned", "lab-corrupt": "removed", "lab-no-driver": "skipped"}
 
-    # only the three nodes that changed had kubelet stopped and started, two at a time, in
-    # the order of the inventory; the other two were never touched
+    # only the three nodes that changed had kubelet stopped and started, two at a time, in node-name
+    # order (the repair play's order: sorted); the other two were never touched
     batches = dict((name, n["restart_batch"]) for name, n in nodes.items() if n["kubelet_restarted"])
-    assert batches == {"lab-replaced-gpu": 1, "lab-gpushare": 1, "lab-corrupt": 2}, batches
+    assert batches == {"lab-corrupt": 1, "lab-gpushare": 1, "lab-replaced-gpu": 2}, batches
     journals = dict((node, kubelet_journal(lab, node)) for node in EXPECTED_GUARD_EXIT)
     assert journals["lab-healthy"] == [] and journals["lab-no-driver"] == []
     for node in REPAIRED:
         assert [(e["verb"], e["state"]) for e in journals[node]] == [("stop", "inactive"), ("start", "active")], journals[node]
-    first_batch_done = max(journals[n][1]["time"] for n in ("lab-replaced-gpu", "lab-gpushare"))
-    assert journals["lab-corrupt"][0]["time"] > first_batch_done
-    assert "kubelet restarted on 3 node(s), in 2 batch(es): batch 1: lab-gpushare, lab-replaced-gpu; batch 2: lab-corrupt" in first
+    first_batch_done = max(journals[n][1]["time"] for n in ("lab-corrupt", "lab-gpushare"))
+    assert journals["lab-replaced-gpu"][0]["time"] > first_batch_done
+    assert "kubelet restarted on 3 node(s), in 2 batch(es): batch 1: lab-corrupt, lab-gpushare; batch 2: lab-replaced-gpu" in first
 
     rc, second = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"))
     assert rc == 0, second[-6000:]
@@ -114,13 +114,14 @@ def test_lab_repairs_in_batches_then_is_idempotent_and_the_installed_guard_accep
 def test_a_failed_batch_stops_the_run_before_the_next_batch(lab):
     rc, out = lab["play"](os.path.join(ROOT, "lab", "setup.yml"))
     assert rc == 0, out[-4000:]
-    # lab-gpushare's kubelet cannot be stopped: its batch fails, lab-corrupt's batch never starts
+    # lab-gpushare's kubelet cannot be stopped: its batch (with lab-corrupt) fails, and
+    # lab-replaced-gpu's batch never starts
     (lab["base"] / "nodes/lab-gpushare/run/systemd/kubelet.service.fail").write_text("stop\n")
     rc, out = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"), "-e", "gpuops_kubelet_restart_batch=2")
     assert rc != 0, out[-4000:]
     assert "stopping kubelet.service failed" in out and "the checkpoint was left alone" in out
-    assert [e["verb"] for e in kubelet_journal(lab, "lab-replaced-gpu")] == ["stop", "start"]
-    assert kubelet_journal(lab, "lab-gpushare") == [] and kubelet_journal(lab, "lab-corrupt") == []
-    corrupt = lab["base"] / "nodes/lab-corrupt/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
-    with open(os.path.join(ROOT, "lab", "files", "corrupt_checkpoint.json"), "rb") as handle:
-        assert corrupt.read_bytes() == handle.read()
+    assert [e["verb"] for e in kubelet_journal(lab, "lab-corrupt")] == ["stop", "start"]
+    assert kubelet_journal(lab, "lab-gpushare") == [] and kubelet_journal(lab, "lab-replaced-gpu") == []
+    stale = lab["base"] / "nodes/lab-replaced-gpu/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    with open(os.path.join(ROOT, "lab", "files", "seed_checkpoint.json"), "rb") as handle:
+        assert stale.read_bytes() == handle.read()
