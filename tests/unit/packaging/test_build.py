@@ -1,0 +1,31 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The collection tarball users install: what FQCN playbooks and ansible-doc need, none of the dev tree."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+def test_tarball_ships_the_collection_and_its_license_not_the_dev_tree(tmp_path):
+    galaxy = os.path.join(os.path.dirname(sys.executable), "ansible-galaxy")
+    subprocess.run([galaxy, "collection", "build", "--output-path", str(tmp_path), ROOT], check=True, capture_output=True)
+    (tarball,) = [p for p in tmp_path.iterdir() if p.name.endswith(".tar.gz")]
+    with tarfile.open(str(tarball)) as tar:
+        names = set(tar.getnames())
+    tops = set(n.split("/")[0] for n in names)
+    assert tops == {"FILES.json", "MANIFEST.json", "LICENSE", "README.md", "requirements.yml", "changelogs", "meta", "playbooks", "plugins", "roles"}
+    for needed in ("playbooks/site.yml", "playbooks/recover_pods.yml", "playbooks/device_plugin.yml", "playbooks/vars/kubelet_restarts.yml",
+                   "plugins/modules/kubelet_checkpoint.py", "plugins/module_utils/_repair.py", "plugins/filter/fleet_rows.yml",
+                   "roles/checkpoint_guard/templates/gpuops-late.service.j2", "roles/device_plugin/templates/verify-pod.yml.j2",
+                   "meta/runtime.yml", "changelogs/changelog.yaml"):
+        assert needed in names, needed
+    assert not any(n.startswith("changelogs/fragments") or "__pycache__" in n for n in names)
+    with tarfile.open(str(tarball)) as tar:
+        license_text = tar.extractfile("LICENSE").read().decode()
+    assert "GNU GENERAL PUBLIC LICENSE" in license_text and "Version 3, 29 June 2007" in license_text
