@@ -29,8 +29,8 @@ collection-link:
 unit: venv collection-link ## pytest: codec (with the Go oracle), planner, inventory (fake NVML), faults, modules through ansible-playbook
 	GPUOPS_REQUIRE_GO_ORACLE=1 $(BIN)/python -m pytest -p no:randomly tests/unit
 
-lab-test: venv collection-link fakes ## the lab: site.yml twice (repair, then changed=0) and each node's installed guard
-	$(BIN)/python -m pytest -p no:randomly tests/lab
+lab-test: venv collection-link fakes ## the lab: site.yml twice (repair, then changed=0), each node's installed guard, and under ansible-runner as AWX runs it
+	$(BIN)/python -m pytest -p no:randomly tests/lab tests/runner
 
 # The older ansible-core versions that requires_ansible claims (cached venvs in
 # ~/.cache/gpuops/venvs): module tests through ansible-playbook and the lab on each.
@@ -67,7 +67,7 @@ fakes: venv
 
 demo: venv collection-link fakes ## the main job on the lab default (SIMULATED GPUs)
 	$(BIN)/ansible-playbook -i lab/inventory.yml lab/setup.yml
-	$(BIN)/ansible-playbook -i lab/inventory.yml playbooks/site.yml
+	$(BIN)/ansible-playbook -i lab/inventory.yml playbooks/site.yml -e gpuops_report_dir=$(CURDIR)/out/report
 
 bench: venv collection-link ## speed figures (not a test)
 	$(BIN)/python benchmarks/bench.py
