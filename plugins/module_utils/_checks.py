@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
+
 # An NVIDIA UUID body (GPU-<this>, MIG-<this>), as nvidia-smi -L and NVML print it.
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 
@@ -18,3 +20,25 @@ UNIT_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*\.(?:service|target|so
 def is_int(value):
     """A whole number, and not a bool (True is an int in Python)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def as_int(field, value):
+    """A whole number from a number or a string of digits (``-e``, AWX surveys); else ParameterError naming ``field``."""
+    if is_int(value):
+        return value
+    if isinstance(value, str) and re.match(r"\A\s*[0-9]+\s*\Z", value):
+        return int(value)
+    raise ParameterError(field, "expected a whole number, got %r" % (value,))
+
+
+def as_bool(field, value):
+    """True or False from a bool or true/false, yes/no, on/off, 1/0 as text; else ParameterError naming ``field``."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ParameterError(field, "expected true or false, got %r" % (value,))

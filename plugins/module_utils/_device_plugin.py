@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID, is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID, as_bool, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -168,8 +168,7 @@ def normalize_options(options):
             continue
         var = NAMES[key][0]
         if key in ("pass_device_specs", "fail_on_init_error"):
-            if not isinstance(value, bool):
-                raise ParameterError(var, "expected true or false, got %r" % (value,))
+            value = as_bool(var, value)  # "false" from -e or a survey is false
         elif key == "device_list_strategy":
             value = [value] if isinstance(value, str) else value
             if not isinstance(value, list) or not value or any(v not in CHOICES[key] for v in value):

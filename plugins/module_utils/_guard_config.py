@@ -19,7 +19,7 @@ import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UNIT_NAME, is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UNIT_NAME, as_bool, as_int, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 DEFAULT_CONFIG = "/etc/gpuops/gpuops.json"
@@ -140,26 +140,6 @@ def load_config(path, explicit):
 # From role variables (strings allowed) to the file and the unit
 # ---------------------------------------------------------------------------
 
-_TRUE = ("true", "yes", "on", "1")
-_FALSE = ("false", "no", "off", "0")
-
-
-def _as_int(field, value):
-    if is_int(value):
-        return value
-    if isinstance(value, str) and re.match(r"\A\s*[0-9]+\s*\Z", value):
-        return int(value)
-    raise ParameterError(field, "expected a whole number, got %r" % (value,))
-
-
-def _as_bool(field, value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-        return value.strip().lower() in _TRUE
-    raise ParameterError(field, "expected true or false, got %r" % (value,))
-
-
 def _unit_path(field, value):
     if not isinstance(value, str) or not UNIT_PATH.match(value):
         raise ParameterError(field, "%r must be an absolute path of letters, digits and ._@+:,=/- only (it is written into gpuops.service)" % (value,))
@@ -204,9 +184,9 @@ def role_settings(raw):
         value = raw[key]
         field = prefix + key
         if key in INT_FIELDS:
-            value = _as_int(field, value)
+            value = as_int(field, value)
         elif key in BOOL_FIELDS:
-            value = _as_bool(field, value)
+            value = as_bool(field, value)
         elif key in OPTIONAL_PATHS and value in ("", None):
             value = None
         doc[key] = value
@@ -228,7 +208,7 @@ def role_settings(raw):
         if not isinstance(item, str) or not UNIT_NAME.match(item):
             raise ParameterError(prefix + "after_units", "%r is not a unit name (e.g. nvidia-persistenced.service)" % (item,))
     unit["after_units"] = list(after)
-    unit["timeout_seconds"] = _as_int(prefix + "timeout_seconds", raw.get("timeout_seconds"))
+    unit["timeout_seconds"] = as_int(prefix + "timeout_seconds", raw.get("timeout_seconds"))
     if unit["timeout_seconds"] <= 0:
         raise ParameterError(prefix + "timeout_seconds", "must be a positive number of seconds")
     return {"config": config, "unit": unit}

@@ -97,7 +97,8 @@ def test_options_a_version_lacks_are_refused(tag, options, var):
 
 
 @pytest.mark.parametrize("options, var", [
-    ({"pass_device_specs": "yes"}, "device_plugin_pass_device_specs"),
+    ({"pass_device_specs": "maybe"}, "device_plugin_pass_device_specs"),
+    ({"fail_on_init_error": 2}, "device_plugin_fail_on_init_error"),
     ({"mig_strategy": "all"}, "device_plugin_mig_strategy"),
     ({"device_list_strategy": []}, "device_plugin_device_list_strategy"),
 ])
@@ -105,6 +106,13 @@ def test_malformed_options_name_the_variable(options, var):
     with pytest.raises(ParameterError) as err:
         dp.normalize_options(options)
     assert err.value.field == var
+
+
+@pytest.mark.parametrize("text, expected", [("false", False), ("False", False), ("no", False), ("0", False), ("true", True), ("yes", True), ("1", True)])
+def test_booleans_from_extra_vars_or_surveys_are_converted(text, expected):
+    # -e device_plugin_pass_device_specs=false arrives as the string "false"
+    options = dp.normalize_options({"pass_device_specs": text, "fail_on_init_error": text})
+    assert options["pass_device_specs"] is expected and options["fail_on_init_error"] is expected
 
 
 # -- preflight ----------------------------------------------------------------------------------
