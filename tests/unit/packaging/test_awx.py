@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""AWX/AAP material in docs/awx: survey specs in AWX's format, and the awx.awx playbook that creates the templates."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+AWX = os.path.join(ROOT, "docs", "awx")
+SURVEYS = sorted(os.listdir(os.path.join(AWX, "surveys")))
+TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "multiselect"}
+
+
+def documented_variables():
+    names = set()
+    for role in ("checkpoint_guard", "device_plugin"):
+        with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as handle:
+            for entry in yaml.safe_load(handle)["argument_specs"].values():
+                names.update(entry.get("options") or {})
+    with open(os.path.join(ROOT, "playbooks", "vars", "kubelet_restarts.yml")) as handle:
+        names.update(yaml.safe_load(handle))
+    for playbook in ("recover_pods.yml", "site.yml"):  # variables read with | default(...) in the playbooks
+        with open(os.path.join(ROOT, "playbooks", playbook)) as handle:
+            names.update(re.findall(r"\b(gpuops_[a-z_]+) \| default", handle.read()))
+    return names
+
+
+@pytest.mark.parametrize("name", SURVEYS)
+def test_survey_specs_are_awx_surveys_of_documented_variables(name):
+    with open(os.path.join(AWX, "surveys", name)) as handle:
+        survey = json.load(handle)
+    assert set(survey) == {"name", "description", "spec"} and survey["spec"]
+    known = documented_variables()
+    for question in survey["spec"]:
+        assert {"question_name", "question_description", "required", "type", "variable", "default"} <= set(question), question
+        assert question["type"] in TYPES and question["variable"] in known, question["variable"]
+        if question["type"] == "multiplechoice":
+            assert question["default"] in question["choices"].split("\n")
+        if question["type"] == "integer":
+            assert question["min"] <= question["default"] <= question["max"]
+
+
+def test_job_template_playbook_parses_and_uses_only_real_awx_options():
+    bindir = os.path.dirname(sys.executable)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"))
+    subprocess.run([os.path.join(bindir, "ansible-playbook"), "--syntax-check", os.path.join(AWX, "job_templates.yml")],
+                   env=env, check=True, capture_output=True)
+    doc = json.loads(subprocess.run([os.path.join(bindir, "ansible-doc"), "-j", "awx.awx.job_template"], env=env,
+                                    check=True, capture_output=True, text=True).stdout)
+    options = set(doc["awx.awx.job_template"]["doc"]["options"])
+    with open(os.path.join(AWX, "job_templates.yml")) as handle:
+        (play,) = yaml.safe_load(handle)
+    used = set(play["tasks"][0]["awx.awx.job_template"])
+    assert used <= options, used - options
+    for template in play["vars"]["gpuops_awx_templates"]:
+        assert os.path.exists(os.path.join(AWX, template["survey"]))
