@@ -81,8 +81,10 @@ def repair(facts, options, kubelet=None, check_mode=False, diff=False, now=None,
         return result
     if check_mode:
         result = rec.reconcile(facts, options, check_mode=True, diff=diff, now=now)
-        result["kubelet"] = info = _kubelet_result(kubelet.unit, systemd.state(kubelet.unit, kubelet.run))
-        info["would_restart"] = bool(result["changed"]) and info["state_before"] in systemd.RUNNING_STATES
+        result["kubelet"] = info = _kubelet_result(kubelet.unit)
+        if result["changed"]:  # as in a real run, kubelet is asked only when the file would change
+            info["state_before"] = systemd.state(kubelet.unit, kubelet.run)
+            info["would_restart"] = info["state_before"] in systemd.RUNNING_STATES
         return result
     with nodefile.run_lock(options.lock_dir, options.checkpoint_path, options.lock_timeout):
         return _repair_locked(facts, options, kubelet, diff, now, notify)

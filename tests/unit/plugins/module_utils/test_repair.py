@@ -149,6 +149,14 @@ def test_check_mode_only_asks(node):
     assert node.path.read_bytes() == before
 
 
+def test_check_mode_with_nothing_to_change_never_asks_kubelet(node):
+    # the role's read-only plan runs on every node at every run: a healthy node costs no systemctl call
+    fake, kubelet = node(UP_TO_DATE)
+    result = repair.repair(FACTS, node.options, kubelet, check_mode=True)
+    assert fake.calls == [] and not result["changed"]
+    assert result["kubelet"]["state_before"] is None and not result["kubelet"]["would_restart"]
+
+
 def test_restart_not_allowed_refuses_and_touches_nothing(node):
     fake, kubelet = node(restart=False)
     before = node.path.read_bytes()
