@@ -8,7 +8,7 @@ SANITY_ROOT := build/sanity/ansible_collections/gpuops/fleet
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: test deps unit lab-test matrix sanity lint bench demo fakes clean venv collection-link molecule kube kube-build
+.PHONY: test deps unit lab-test matrix sanity lint bench demo fakes clean venv collection-link molecule kube kube-build lab fleet-bench ee ee-context
 
 test: deps unit lab-test matrix sanity lint kube molecule ## everything CI runs
 
@@ -68,6 +68,22 @@ fakes: venv
 demo: venv collection-link fakes ## the main job on the lab default (SIMULATED GPUs)
 	$(BIN)/ansible-playbook -i lab/inventory.yml lab/setup.yml
 	$(BIN)/ansible-playbook -i lab/inventory.yml playbooks/site.yml -e gpuops_report_dir=$(CURDIR)/out/report
+
+# N lab nodes with SIMULATED GPUs (a realistic mix) under out/fleet: make lab NODES=200
+NODES ?= 200
+lab: venv fakes ## a lab fleet of NODES nodes (SIMULATED GPUs) in out/fleet/
+	$(BIN)/python lab/fleet.py --nodes $(NODES) --out out/fleet
+
+fleet-bench: venv collection-link fakes ## ping vs site.yml's check stage vs the full repair on 50, 100, 200 lab nodes (figures, not a test)
+	$(BIN)/python benchmarks/fleet.py
+
+# The execution environment (execution-environment.yml): the build context (checked by make unit),
+# or the image with podman (a Debian base image built locally; registries are unreachable here).
+ee-context: venv ## ansible-builder create into build/ee/context
+	BIN=$(BIN) hack/ee.sh context
+
+ee: venv ## build the execution environment image localhost/gpuops-fleet-ee:latest with podman
+	BIN=$(BIN) hack/ee.sh build
 
 bench: venv collection-link ## speed figures (not a test)
 	$(BIN)/python benchmarks/bench.py

@@ -1,0 +1,109 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What gpuops.fleet costs on a fleet-sized inventory (prints figures; not a test).
+
+For each N (default 50, 100, 200), on the same N lab hosts with SIMULATED GPUs (lab/fleet.py:
+80% healthy, 10% replaced GPU, 4% gpushare, 4% corrupt, 2% no driver), in one run:
+
+1. the lab's set-up (lab/fleet.py);
+2. ``ansible -m ping`` over the N hosts;
+3. the check stage of site.yml: ``--tags facts,checkpoint --check`` (read the GPUs and plan);
+4. the full repair: ``site.yml`` (plan, guard install, repair in restart batches, summary).
+
+Each line gives wall time, the ratio to ping, the controller's peak RSS (the largest process
+of ansible's process tree, from wait4) and seconds per host.
+
+    .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining]
+
+Goal (issue 11): the check stage over 200 hosts within 1.5x of ping over the same hosts, and
+cost linear in N. Local connections: the "nodes" share this machine's cores with the controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, ".venv", "bin")
+
+
+def run(argv, env):
+    """(wall seconds, peak RSS MiB, rc, output tail) of one command, its tree's peak RSS from wait4."""
+    with tempfile.TemporaryFile() as out:
+        start = time.monotonic()
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        dummy, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        tail = out.read().decode(errors="replace")[-3000:]
+    # Linux: ru_maxrss of a reaped child is the largest of it and its reaped descendants, in KiB
+    return wall, usage.ru_maxrss / 1024.0, proc.returncode, tail
+
+
+def environment(forks, pipelining):
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"),
+        ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+        ANSIBLE_FORKS=str(forks),
+        ANSIBLE_PIPELINING="True" if pipelining else "False",
+        ANSIBLE_NOCOLOR="1",
+        ANSIBLE_HOST_KEY_CHECKING="False",
+    )
+    return env
+
+
+def measure(nodes, env, work):
+    out = os.path.join(work, "fleet-%d" % nodes)
+    inventory = os.path.join(out, "inventory.yml")
+    report = os.path.join(out, "report")
+    lab = [os.path.join(BIN, "python"), os.path.join(ROOT, "lab", "fleet.py"), "--nodes", str(nodes), "--out", out]
+    rows = []
+    setup = run(lab, env)
+    rows.append(("lab set-up", setup))
+    rows.append(("ansible -m ping", run([os.path.join(BIN, "ansible"), "-i", inventory, "gpu_nodes", "-m", "ping"], env)))
+    site = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "playbooks", "site.yml"), "-e", "gpuops_report_dir=" + report]
+    rows.append(("check stage", run(site + ["--tags", "facts,checkpoint", "--check"], env)))
+    rows.append(("full repair", run(site, env)))
+    for name, (wall, rss, rc, tail) in rows:
+        if rc != 0:
+            raise SystemExit("%s on %d nodes failed (rc %d):\n%s" % (name, nodes, rc, tail))
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[50, 100, 200])
+    parser.add_argument("--forks", type=int, default=10)
+    parser.add_argument("--pipelining", action="store_true")
+    args = parser.parse_args(argv)
+    env = environment(args.forks, args.pipelining)
+    print("settings: forks=%d pipelining=%s gather_facts=false strategy=linear, local connections, %d cores"
+          % (args.forks, args.pipelining, os.cpu_count()))
+    print("%-6s %-16s %9s %8s %10s %10s" % ("nodes", "stage", "wall s", "x ping", "peak MiB", "s/host"))
+    summary = []
+    with tempfile.TemporaryDirectory(prefix="gpuops-fleet-bench-") as work:
+        for nodes in args.nodes:
+            rows = measure(nodes, env, work)
+            ping = rows[1][1][0]
+            for name, (wall, rss, dummy, dummy2) in rows:
+                print("%-6d %-16s %9.1f %8s %10.0f %10.3f" % (nodes, name, wall, "%.2f" % (wall / ping) if name != "lab set-up" else "-", rss, wall / nodes))
+            summary.append((nodes, ping, rows[2][1][0]))
+            sys.stdout.flush()
+    if len(summary) > 1:
+        first, last = summary[0], summary[-1]
+        print("check stage per host: %.3f s at %d nodes, %.3f s at %d nodes (linear when these agree)"
+              % (first[2] / first[0], first[0], last[2] / last[0], last[0]))
+    nodes, ping, check = summary[-1]
+    print("goal: check stage within 1.5x of ping at %d nodes: %.2fx -> %s" % (nodes, check / ping, "met" if check <= 1.5 * ping else "NOT met"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
