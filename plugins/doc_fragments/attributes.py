@@ -56,4 +56,12 @@ options:
     type: str
     choices: [auto, nvml, nvidia-smi]
     default: auto
+  driver_root:
+    description:
+      - Root of a containerized driver, e.g. C(/run/nvidia/driver) where the NVIDIA GPU Operator mounts its driver
+        container. With the V(nvml) backend (or V(auto)) C(libnvidia-ml.so.1) is loaded from there (C(usr/lib/x86_64-linux-gnu),
+        C(usr/lib64), C(usr/lib/aarch64-linux-gnu), C(lib64) or C(usr/lib) under it).
+      - Not set (or empty) means the host's own driver.
+    type: path
+    version_added: 0.2.0
 """

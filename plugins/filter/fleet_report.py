@@ -20,12 +20,59 @@ COLUMNS = (
     ("backup", "backup"),
 )
 NO_RESULT = "no result: the node failed or was unreachable"
+REPAIR_ACTIONS = ("removed", "pruned")
+
+
+def _ran(result):
+    return isinstance(result, dict) and not result.get("skipped")
+
+
+def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False):
+    """One node's summary from its variables (``hostvars[node]``), or None where the node left the run.
+
+    Computed once on the controller for the whole fleet, instead of one set_fact task per node.
+    ``alive``: the nodes still in the run; ``repair_nodes``: those site.yml sent to the repair
+    (in check mode, where the repair is not run again, their plan is their would-be repair).
+    """
+    if not hasattr(node_vars, "get"):
+        raise AnsibleFilterError("fleet_node_summary: expects a node's variables (hostvars[node]), got %s" % type(node_vars).__name__)
+    node = node_vars.get("inventory_hostname")
+    if node not in (alive or ()):
+        return None
+    reconcile = node_vars.get("checkpoint_guard_reconcile")
+    reconciled = _ran(reconcile)
+    repaired = reconciled or (bool(check_mode) and node in (repair_nodes or ()))
+    result = reconcile if reconciled else (node_vars.get("checkpoint_guard_plan") or {})
+    facts = (node_vars.get("ansible_facts") or {}).get("gpuops_gpus") or {}
+    action = result.get("action") or "none"
+    kubelet = result.get("kubelet") or {}
+    selftest = node_vars.get("checkpoint_guard_selftest")
+    return {
+        "node": node,
+        "simulated": str(node_vars.get("gpuops_lab", False)).lower() in ("true", "yes", "1", "on"),
+        "gpus": facts.get("count"),
+        "gpu_uuids": [gpu.get("uuid") for gpu in facts.get("gpus") or ()],
+        "driver": facts.get("driver_version"),
+        "inventory_reason": facts.get("reason"),
+        "layout": result.get("layout"),
+        "status": result.get("status") or "not_checked",
+        "stale": result.get("stale") or {},
+        "action": action if repaired or action == "skipped" else "none",
+        "planned_action": action if not repaired and action in REPAIR_ACTIONS else None,
+        "backup": result.get("backup_path"),
+        "kubelet_restarted": bool(kubelet.get("restarted")),
+        "kubelet_would_restart": bool(kubelet.get("would_restart")),
+        "kubelet_down_seconds": kubelet.get("down_seconds"),
+        "restart_batch": node_vars.get("gpuops_restart_batch"),
+        "guard": "installed" if isinstance(selftest, dict) and "rc" in selftest else "not installed",
+        "msg": result.get("msg") or "",
+    }
 
 
 def fleet_rows(summaries, nodes):
     """The report's rows: each node's summary (a row saying so where a node has none), restart batches numbered.
 
-    ``summaries`` holds each node's ``gpuops_node_summary`` (or None) in the order of ``nodes``.
+    ``summaries`` holds each node's summary (``fleet_node_summary``, or None) in the order of ``nodes``.
     A row's ``restart_batch`` is ``{hosts, offset}`` from site.yml's repair play; it becomes the
     batch's number (1 = first), in the order the batches ran.
     """
@@ -96,7 +143,7 @@ def _cell(row, key):
 
 def _rows(rows, name):
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        raise AnsibleFilterError("%s: expects a list of per-node summary dicts (gpuops_node_summary), got %s" % (name, type(rows).__name__))
+        raise AnsibleFilterError("%s: expects a list of per-node summary dicts (fleet_node_summary), got %s" % (name, type(rows).__name__))
     return sorted(rows, key=lambda r: str(r.get("node", "")))
 
 
@@ -155,4 +202,4 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
 
 class FilterModule(object):
     def filters(self):
-        return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows}
+        return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary}

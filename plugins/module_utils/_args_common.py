@@ -22,4 +22,5 @@ CHECKPOINT_ARGS = dict(
 
 BACKEND_ARGS = dict(
     backend=dict(type="str", default="auto", choices=list(BACKENDS)),
+    driver_root=dict(type="path"),
 )

@@ -30,14 +30,6 @@ options:
       - When V(false), the facts say C(available=false) and why.
     type: bool
     default: false
-  driver_root:
-    description:
-      - Root of a containerized driver, e.g. C(/run/nvidia/driver) where the NVIDIA GPU Operator mounts its driver
-        container. With the V(nvml) backend (or V(auto)) C(libnvidia-ml.so.1) is loaded from there (C(usr/lib/x86_64-linux-gnu),
-        C(usr/lib64), C(usr/lib/aarch64-linux-gnu), C(lib64) or C(usr/lib) under it).
-      - Not set (or empty) means the host's own driver.
-    type: path
-    version_added: 0.2.0
   nvidia_smi_path:
     description:
       - Path of the C(nvidia-smi) binary. Looked up on E(PATH) and in C(/usr/bin), C(/usr/local/nvidia/bin), C(/home/kubernetes/bin/nvidia/bin) when not set.
@@ -168,7 +160,6 @@ def main():
             BACKEND_ARGS,
             fail_on_unavailable=dict(type="bool", default=False),
             nvidia_smi_path=dict(type="path"),
-            driver_root=dict(type="path"),
         ),
         supports_check_mode=True,
     )

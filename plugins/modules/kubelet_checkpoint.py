@@ -40,6 +40,7 @@ author:
   - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
   - gpuops.fleet.attributes
+  - gpuops.fleet.attributes.facts
   - gpuops.fleet.attributes.gpu_backend
   - gpuops.fleet.checkpoint
 attributes:
@@ -55,7 +56,9 @@ options:
   gpus:
     description:
       - The GPU inventory to compare with, as returned by M(gpuops.fleet.gpu_uuid_facts) in C(ansible_facts.gpuops_gpus).
-      - When not set, the module reads the GPUs itself with O(backend).
+      - When not set, the module reads the GPUs itself with O(backend) (and O(driver_root)) and returns them as
+        C(ansible_facts.gpuops_gpus), exactly as M(gpuops.fleet.gpu_uuid_facts) sets them, so one task per node reads
+        the GPUs and plans or repairs.
     type: dict
   strategy:
     description:
@@ -291,6 +294,17 @@ gpus:
   returned: always
   type: dict
   sample: {"available": true, "count": 1, "driver_version": "535.104.05"}
+ansible_facts:
+  description: The GPUs the module read itself, as M(gpuops.fleet.gpu_uuid_facts) sets them; empty when O(gpus) was given.
+  returned: always
+  type: dict
+  version_added: 0.2.0
+  contains:
+    gpuops_gpus:
+      description: The node's NVIDIA GPUs (see M(gpuops.fleet.gpu_uuid_facts) for the keys).
+      returned: when O(gpus) was not given
+      type: dict
+      sample: {"available": true, "backend": "nvml", "count": 1, "driver_version": "535.104.05", "gpus": []}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -340,22 +354,26 @@ def main():
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
     facts = params["gpus"]
+    # GPUs read here (no gpus given) go back as facts: one round trip per node reads the
+    # GPUs and plans (or repairs); gpu_uuid_facts is then not needed beforehand
+    gathered = {}
     try:
         options = validate_options(**dict((name, params[name]) for name in OPTION_DEFAULTS))
         if facts is None:
             smi = module.get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS)
-            facts = gather(module.run_command, params["backend"], smi)
+            facts = gather(module.run_command, params["backend"], smi, driver_root=params["driver_root"] or None)
+            gathered = {"gpuops_gpus": facts}
         result = repair(facts, options, _kubelet(module), check_mode=module.check_mode, diff=module._diff)
     except (KubeletRunningError, KubeletControlError) as exc:
-        done = dict(exc.result or {}, msg=str(exc), gpus=facts)
+        done = dict(exc.result or {}, msg=str(exc), gpus=facts, ansible_facts=gathered)
         done.pop("diff", None)
         done.setdefault("checkpoint_path", params["checkpoint_path"])
         module.fail_json(**done)
     except GpuopsError as exc:
-        module.fail_json(msg=str(exc), checkpoint_path=params["checkpoint_path"], gpus=facts)
+        module.fail_json(msg=str(exc), checkpoint_path=params["checkpoint_path"], gpus=facts, ansible_facts=gathered)
     if result["status"] == "corrupt" and result["action"] == "none":
         module.warn(result["msg"])
-    module.exit_json(gpus=facts, **result)
+    module.exit_json(gpus=facts, ansible_facts=gathered, **result)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.fleet.plugins.filter import fleet_report as fr
 
 OLD = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+NEW = "GPU-68ce64fb-ea68-5ad6-7e72-31f3f07378df"
 ROWS = [
     {
         "node": "b-replaced",
@@ -109,3 +110,49 @@ def test_check_mode_and_plan_only_rows_say_what_would_happen():
 def test_rows_bad_input_is_a_filter_error(summaries, nodes):
     with pytest.raises(AnsibleFilterError, match="fleet_rows"):
         fr.fleet_rows(summaries, nodes)
+
+
+def _node_vars(node, plan=None, reconcile=None, **extra):
+    found = {"inventory_hostname": node, "gpuops_lab": True,
+             "ansible_facts": {"gpuops_gpus": {"count": 1, "driver_version": "535.104.05", "reason": None, "gpus": [{"uuid": NEW}]}}}
+    if plan is not None:
+        found["checkpoint_guard_plan"] = plan
+    if reconcile is not None:
+        found["checkpoint_guard_reconcile"] = reconcile
+    found.update(extra)
+    return found
+
+
+PLAN_STALE = {"status": "stale", "action": "removed", "layout": "v2", "stale": {"nvidia.com/gpu": [OLD]}, "msg": "stale",
+              "kubelet": {"would_restart": True}}
+
+
+def test_node_summary_after_a_repair_takes_the_repair_result():
+    done = {"status": "stale", "action": "removed", "layout": "v2", "backup_path": "/b", "msg": "moved",
+            "kubelet": {"restarted": True, "down_seconds": 0.2}}
+    row = fr.fleet_node_summary(_node_vars("n1", PLAN_STALE, done, gpuops_restart_batch={"hosts": ["n1"], "offset": 0},
+                                           checkpoint_guard_selftest={"rc": 0}), ["n1"])
+    assert row == {"node": "n1", "simulated": True, "gpus": 1, "gpu_uuids": [NEW], "driver": "535.104.05", "inventory_reason": None,
+                   "layout": "v2", "status": "stale", "stale": {}, "action": "removed", "planned_action": None, "backup": "/b",
+                   "kubelet_restarted": True, "kubelet_would_restart": False, "kubelet_down_seconds": 0.2,
+                   "restart_batch": {"hosts": ["n1"], "offset": 0}, "guard": "installed", "msg": "moved"}
+
+
+@pytest.mark.parametrize("check_mode, in_repair, action, planned", [
+    (True, True, "removed", None),     # check mode: the plan is the would-be repair
+    (False, False, "none", "removed"),  # --tags that plan only: planned, not done
+    (True, False, "none", "removed"),
+])
+def test_node_summary_from_the_plan(check_mode, in_repair, action, planned):
+    skipped = {"skipped": True, "changed": False}
+    row = fr.fleet_node_summary(_node_vars("n1", PLAN_STALE, skipped), ["n1"], repair_nodes=["n1"] if in_repair else [], check_mode=check_mode)
+    assert (row["action"], row["planned_action"], row["kubelet_would_restart"], row["guard"]) == (action, planned, True, "not installed")
+    assert row["stale"] == {"nvidia.com/gpu": [OLD]}
+
+
+def test_node_summary_of_a_node_that_left_the_run_is_none_and_bad_input_is_a_filter_error():
+    assert fr.fleet_node_summary(_node_vars("gone", PLAN_STALE), ["other"]) is None
+    with pytest.raises(AnsibleFilterError, match="fleet_node_summary: expects a node's variables"):
+        fr.fleet_node_summary("n1", ["n1"])
+    skipped = fr.fleet_node_summary(_node_vars("n2", {"status": "inventory_unknown", "action": "skipped"}, gpuops_lab="false"), ["n2"])
+    assert (skipped["action"], skipped["planned_action"], skipped["simulated"], skipped["status"]) == ("skipped", None, False, "inventory_unknown")
