@@ -17,7 +17,7 @@ for major in "${majors[@]}"; do
   venv="$CACHE/ansible-$major"
   spec="ansible>=$major,<$((major + 1))"
   stamp="$venv/.gpuops-installed"
-  want="$spec nvidia-ml-py>=12 jmespath>=1.0 pytest>=8"
+  want="$spec nvidia-ml-py>=12 pytest>=8"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "matrix: creating $venv ($spec)"
     rm -rf "$venv"
