@@ -72,6 +72,13 @@ def device_plugin_preflight(nodes, settings, node_selector, host_vars):
 
 
 @_guard
+def device_plugin_owners(cluster_policies, daemonsets, namespace, name, nodes=None, node_selector=None):
+    """Who else manages the device plugin (GPU Operator, Helm, another DaemonSet): ``problems`` and ``message``."""
+    problems = dp.other_managers(cluster_policies, daemonsets, namespace, name, nodes, node_selector)
+    return {"problems": problems, "message": dp.format_problems(problems)}
+
+
+@_guard
 def device_plugin_plan(daemonset, pods, nodes, node_selector, container, batch_size, template_will_change=False, facts=None):
     """Nodes to move to the new plugin, in batches, with from/to versions; ``lines`` for humans."""
     result = dp.plan(daemonset, pods, nodes, node_selector, container, batch_size, template_will_change, facts)
@@ -110,6 +117,7 @@ class FilterModule(object):
             "device_plugin_settings": device_plugin_settings,
             "device_plugin_preflight": device_plugin_preflight,
             "device_plugin_plan": device_plugin_plan,
+            "device_plugin_owners": device_plugin_owners,
             "device_plugin_pod_state": device_plugin_pod_state,
             "device_plugin_batch_rows": device_plugin_batch_rows,
             "device_plugin_report_lines": device_plugin_report_lines,

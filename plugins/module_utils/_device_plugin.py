@@ -295,6 +295,85 @@ def preflight(version, options, node_names, kubelet_facts):
     return {"problems": problems, "warnings": warnings, "nodes": rows}
 
 
+# Helm 3 marks what it manages with this label and these annotations (what `helm install` adopts by)
+HELM_LABEL = ("app.kubernetes.io/managed-by", "Helm")
+HELM_RELEASE = "meta.helm.sh/release-name"
+HELM_NAMESPACE = "meta.helm.sh/release-namespace"
+PLUGIN_IMAGE = "k8s-device-plugin"
+
+
+def _operator_plugin_enabled(policy):
+    # gpu-operator api/nvidia/v1/clusterpolicy_types.go: DevicePluginSpec.IsEnabled() is true
+    # when spec.devicePlugin.enabled is not set ("default is true if not specified by user")
+    enabled = ((policy.get("spec") or {}).get("devicePlugin") or {}).get("enabled")
+    return enabled is None or enabled is True or str(enabled).lower() == "true"
+
+
+def _manager(obj):
+    """Who manages a DaemonSet, from its owner references, labels and annotations; None when nobody says."""
+    meta = obj.get("metadata") or {}
+    for owner in meta.get("ownerReferences") or ():
+        if owner.get("kind") == "ClusterPolicy":
+            return "the NVIDIA GPU Operator (owner ClusterPolicy %s)" % owner.get("name")
+    labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
+    if labels.get(HELM_LABEL[0]) == HELM_LABEL[1] or HELM_RELEASE in notes:
+        return "Helm (release %s/%s)" % (notes.get(HELM_NAMESPACE) or meta.get("namespace"), notes.get(HELM_RELEASE) or "?")
+    if labels.get(HELM_LABEL[0]):
+        return labels[HELM_LABEL[0]]
+    return None
+
+
+def _runs_the_plugin(obj):
+    spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return any(PLUGIN_IMAGE in str(c.get("image") or "") for c in spec.get("containers") or ())
+
+
+def _shared_nodes(obj, nodes, targets):
+    """The targeted nodes another DaemonSet's nodeSelector also picks (its node affinity is not read: any is assumed)."""
+    spec = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    selector = spec.get("nodeSelector") or {}
+    return [n["metadata"]["name"] for n in nodes or () if n["metadata"]["name"] in targets and _labels_match(n["metadata"].get("labels"), selector)]
+
+
+def other_managers(cluster_policies, daemonsets, namespace, name, nodes=None, node_selector=None):
+    """Who else manages the NVIDIA device plugin, each a refusal naming it and the fix.
+
+    ``cluster_policies``: nvidia.com/v1 ClusterPolicy objects (none where the CRD is absent);
+    ``daemonsets``: every DaemonSet of the cluster; ``nodes``: the Node objects and ``node_selector``
+    the role's DaemonSet's nodeSelector. Refused: a ClusterPolicy whose device plugin is enabled (the
+    GPU Operator deploys its own); the role's DaemonSet (``namespace``/``name``) when its owner, labels
+    or annotations say the operator or Helm manages it (they would undo the change); any other
+    DaemonSet running the plugin image on a node the role targets (two plugins would register
+    nvidia.com/gpu on the same node).
+    """
+    problems = []
+    targets = set(targeted_nodes(nodes, node_selector))
+    for policy in cluster_policies or ():
+        if _operator_plugin_enabled(policy):
+            problems.append({
+                "node": "ClusterPolicy %s" % (policy.get("metadata") or {}).get("name"),
+                "problem": "the NVIDIA GPU Operator deploys and manages the device plugin on this cluster (spec.devicePlugin.enabled)",
+                "fix": "upgrade the plugin through the operator (spec.devicePlugin.version), or set spec.devicePlugin.enabled: false "
+                       "before handing the plugin to this role"})
+    for obj in daemonsets or ():
+        meta = obj.get("metadata") or {}
+        ours = (meta.get("namespace"), meta.get("name")) == (namespace, name)
+        manager = _manager(obj)
+        where = "DaemonSet %s/%s" % (meta.get("namespace"), meta.get("name"))
+        if ours and manager:
+            problems.append({"node": where, "problem": "it is managed by %s, which would undo this role's changes" % manager,
+                             "fix": "upgrade it with its manager, or remove that manager's ownership first"})
+        elif not ours and _runs_the_plugin(obj) and _shared_nodes(obj, nodes, targets):
+            shared = _shared_nodes(obj, nodes, targets)
+            problems.append({
+                "node": where,
+                "problem": "it already runs the NVIDIA device plugin%s on %d node(s) this role targets (%s%s); a second plugin "
+                           "would register nvidia.com/gpu on the same nodes"
+                           % (" (managed by %s)" % manager if manager else "", len(shared), ", ".join(shared[:3]), ", ..." if len(shared) > 3 else ""),
+                "fix": "remove it (or point device_plugin_namespace/device_plugin_name at it)"})
+    return problems
+
+
 def format_problems(problems):
     return "\n".join("- %s: %s. Fix: %s." % (p["node"], p["problem"], p["fix"]) for p in problems)
 

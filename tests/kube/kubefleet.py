@@ -50,6 +50,33 @@ class Cluster(object):
         api_client = config.new_client_from_config(self.kubeconfig)
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.extensions = client.ApiextensionsV1Api(api_client)
+
+    def cluster_policy_crd(self):
+        """The GPU Operator's ClusterPolicy CRD (nvidia.com/v1, cluster-scoped, any spec), created once."""
+        from kubernetes.client.rest import ApiException
+        body = {
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "clusterpolicies.nvidia.com"},
+            "spec": {"group": "nvidia.com", "scope": "Cluster",
+                     "names": {"plural": "clusterpolicies", "singular": "clusterpolicy", "kind": "ClusterPolicy", "listKind": "ClusterPolicyList"},
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+        }
+        try:
+            self.extensions.create_custom_resource_definition(body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+        deadline = time.time() + 30
+        while time.time() < deadline:  # served once Established
+            try:
+                self.custom.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")
+                return
+            except ApiException:
+                time.sleep(0.2)
+        raise AssertionError("the ClusterPolicy CRD was not served in time")
 
     def namespace(self, name):
         self.core.create_namespace({"metadata": {"name": name}})

@@ -43,6 +43,49 @@ def test_preflight_refuses_an_old_plugin_on_static_nodes_and_changes_nothing(fle
     assert {p.metadata.uid for p in f.plugin_pods()} == before
 
 
+def test_a_plugin_managed_by_helm_or_the_gpu_operator_is_refused_unless_taken_over(fleet):
+    f = fleet(three_nodes())
+    f.install_old_plugin()
+    before = {p.metadata.uid for p in f.plugin_pods()}
+    name = "nvidia-device-plugin-daemonset"
+
+    def untouched():
+        ds = f.cluster.apps.read_namespaced_daemon_set(name, f.namespace)
+        return ds.spec.update_strategy.type == "RollingUpdate" and {p.metadata.uid for p in f.plugin_pods()} == before
+
+    # a Helm release owns the DaemonSet (Helm 3's label and annotations)
+    helm = {"metadata": {"labels": {"app.kubernetes.io/managed-by": "Helm"},
+                         "annotations": {"meta.helm.sh/release-name": "nvdp", "meta.helm.sh/release-namespace": f.namespace}}}
+    f.cluster.apps.patch_namespaced_daemon_set(name, f.namespace, helm)
+    rc, run = f.play(f.role_vars())
+    assert rc != 0
+    assert ("the NVIDIA device plugin is managed by someone else; nothing was changed" in run.failure()
+            and "- DaemonSet %s/%s: it is managed by Helm (release %s/nvdp)" % (f.namespace, name, f.namespace) in run.failure())
+    assert untouched()
+
+    # the GPU Operator deploys its own plugin (ClusterPolicy, devicePlugin enabled by default)
+    f.cluster.apps.patch_namespaced_daemon_set(name, f.namespace, {"metadata": {"labels": {"app.kubernetes.io/managed-by": None},
+                                                                            "annotations": {"meta.helm.sh/release-name": None,
+                                                                                            "meta.helm.sh/release-namespace": None}}})
+    f.cluster.cluster_policy_crd()
+    policy = "gpuops-test-%s" % f.namespace
+    f.cluster.custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": policy}, "spec": {"devicePlugin": {}}})
+    try:
+        rc, run = f.play(f.role_vars())
+        assert rc != 0
+        assert "- ClusterPolicy %s: the NVIDIA GPU Operator deploys and manages the device plugin" % policy in run.failure()
+        assert untouched()
+        # told to take over (a survey's string): the refusal is a warning, the plan goes on (check mode)
+        rc, run = f.play(f.role_vars(device_plugin_take_over="true"), "--check")
+        assert rc == 0, run.failure()
+        shown = run.localhost("Taking over from another manager (device_plugin_take_over)")
+        assert shown and any(("ClusterPolicy %s" % policy) in line for line in shown["msg"])
+        assert untouched()
+    finally:
+        f.cluster.custom.delete_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", policy)
+
+
 def test_a_node_without_kubelet_facts_is_refused(fleet):
     nodes = three_nodes()
     nodes[2]["in_inventory"] = False

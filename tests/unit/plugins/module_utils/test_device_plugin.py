@@ -273,3 +273,62 @@ def test_verify_listing_of_a_pod_that_asked_for_fewer_gpus_than_the_node_has():
     gone = dp.verify_listing(_finished("GPU-00000000-dead-beef-0000-000000000000\n"), [A, B], requested=1)
     assert gone["ok"] is False and gone["unexpected"] == ["GPU-00000000-dead-beef-0000-000000000000"]
     assert dp.verify_listing(_finished("%s\n%s\n" % (A, B)), [A, B], requested=1)["ok"] is False  # saw more than it asked for
+
+
+# -- other managers of the plugin (GPU Operator, Helm, another DaemonSet) -------------------
+
+def _plugin_ds(namespace, name, image="nvcr.io/nvidia/k8s-device-plugin:v0.14.1", labels=None, annotations=None, owners=None):
+    return {"metadata": {"namespace": namespace, "name": name, "labels": labels or {}, "annotations": annotations or {},
+                         "ownerReferences": owners or []},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+OURS = ("kube-system", "nvidia-device-plugin-daemonset")
+
+
+@pytest.mark.parametrize("policy, refused", [
+    ({"metadata": {"name": "cluster-policy"}, "spec": {}}, True),                            # unset = enabled (IsEnabled)
+    ({"metadata": {"name": "cluster-policy"}, "spec": {"devicePlugin": {"enabled": True}}}, True),
+    ({"metadata": {"name": "cluster-policy"}, "spec": {"devicePlugin": {"enabled": False}}}, False),
+])
+def test_a_cluster_policy_with_its_plugin_enabled_is_refused(policy, refused):
+    problems = dp.other_managers([policy], [], *OURS)
+    assert bool(problems) is refused
+    if refused:
+        assert problems[0]["node"] == "ClusterPolicy cluster-policy" and "spec.devicePlugin.enabled: false" in problems[0]["fix"]
+
+
+@pytest.mark.parametrize("ds, manager", [
+    (_plugin_ds(*OURS, labels={"app.kubernetes.io/managed-by": "Helm"},
+         annotations={"meta.helm.sh/release-name": "nvdp", "meta.helm.sh/release-namespace": "kube-system"}), "Helm (release kube-system/nvdp)"),
+    (_plugin_ds(*OURS, owners=[{"kind": "ClusterPolicy", "name": "cluster-policy", "apiVersion": "nvidia.com/v1"}]),
+     "the NVIDIA GPU Operator (owner ClusterPolicy cluster-policy)"),
+    (_plugin_ds(*OURS, labels={"app.kubernetes.io/managed-by": "argocd"}), "argocd"),
+])
+def test_our_daemonset_managed_by_someone_else_is_refused(ds, manager):
+    (problem,) = dp.other_managers([], [ds], *OURS)
+    assert problem["node"] == "DaemonSet kube-system/nvidia-device-plugin-daemonset"
+    assert problem["problem"] == "it is managed by %s, which would undo this role's changes" % manager
+
+
+def _labelled_node(name, **labels):
+    return {"metadata": {"name": name, "labels": labels}}
+
+
+def test_another_plugin_daemonset_on_our_nodes_is_refused_and_unrelated_ones_or_ours_are_not():
+    nodes = [_labelled_node("gpu-a", pool="gpu"), _labelled_node("gpu-b", pool="gpu"), _labelled_node("cpu-a", pool="cpu"), _labelled_node("gpu-x", pool="other")]
+    helm = _plugin_ds("nvidia", "nvdp-nvidia-device-plugin", labels={"app.kubernetes.io/managed-by": "Helm"},
+                      annotations={"meta.helm.sh/release-name": "nvdp"})
+    elsewhere = _plugin_ds("team", "their-plugin")
+    elsewhere["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "other"}   # only on a node we do not target
+    others = [
+        _plugin_ds(*OURS),                                                     # ours, unmanaged: fine
+        _plugin_ds("kube-system", "kube-proxy", image="registry.k8s.io/kube-proxy:v1.20.2"),
+        helm,                                                                  # no nodeSelector: every node
+        elsewhere,
+    ]
+    (problem,) = dp.other_managers(None, others, *OURS, nodes=nodes, node_selector={"pool": "gpu"})
+    assert problem["node"] == "DaemonSet nvidia/nvdp-nvidia-device-plugin"
+    assert "(managed by Helm (release nvidia/nvdp)) on 2 node(s) this role targets (gpu-a, gpu-b)" in problem["problem"]
+    assert dp.other_managers(None, [elsewhere], *OURS, nodes=nodes, node_selector={"pool": "gpu"}) == []
+    assert dp.format_problems([problem]).startswith("- DaemonSet nvidia/nvdp-nvidia-device-plugin: it already runs")
