@@ -297,6 +297,8 @@ def preflight(version, options, node_names, kubelet_facts):
 
 # Helm 3 marks what it manages with this label and these annotations (what `helm install` adopts by)
 HELM_LABEL = ("app.kubernetes.io/managed-by", "Helm")
+# what this collection's templates put on the objects it manages (templates/daemonset.yml.j2)
+OUR_MANAGER = "gpuops.fleet"
 HELM_RELEASE = "meta.helm.sh/release-name"
 HELM_NAMESPACE = "meta.helm.sh/release-namespace"
 PLUGIN_IMAGE = "k8s-device-plugin"
@@ -318,7 +320,7 @@ def _manager(obj):
     labels, notes = meta.get("labels") or {}, meta.get("annotations") or {}
     if labels.get(HELM_LABEL[0]) == HELM_LABEL[1] or HELM_RELEASE in notes:
         return "Helm (release %s/%s)" % (notes.get(HELM_NAMESPACE) or meta.get("namespace"), notes.get(HELM_RELEASE) or "?")
-    if labels.get(HELM_LABEL[0]):
+    if labels.get(HELM_LABEL[0]) not in (None, "", OUR_MANAGER):
         return labels[HELM_LABEL[0]]
     return None
 

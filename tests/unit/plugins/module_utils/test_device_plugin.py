@@ -322,7 +322,7 @@ def test_another_plugin_daemonset_on_our_nodes_is_refused_and_unrelated_ones_or_
     elsewhere = _plugin_ds("team", "their-plugin")
     elsewhere["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "other"}   # only on a node we do not target
     others = [
-        _plugin_ds(*OURS),                                                     # ours, unmanaged: fine
+        _plugin_ds(*OURS, labels={"app.kubernetes.io/managed-by": "gpuops.fleet"}),  # ours, as the role labels it: fine
         _plugin_ds("kube-system", "kube-proxy", image="registry.k8s.io/kube-proxy:v1.20.2"),
         helm,                                                                  # no nodeSelector: every node
         elsewhere,
