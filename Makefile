@@ -51,8 +51,9 @@ sanity: venv ## ansible-test sanity (its tool venvs are cached under ~/.ansible/
 	hack/ansible-test-bootstrap.sh $(BIN)/python
 	cd $(SANITY_ROOT) && $(CURDIR)/$(BIN)/ansible-test sanity --venv --python 3.11 --color no
 
-lint: venv collection-link ## ansible-lint, production profile
+lint: venv collection-link ## ansible-lint (production profile) and the changelog fragments
 	$(BIN)/ansible-lint --offline
+	$(BIN)/antsibull-changelog lint
 
 # A real kube-apiserver/controller-manager/scheduler (built once from Debian's kubernetes source,
 # cached in ~/.cache/gpuops) with SIMULATED nodes: the device_plugin role's integration tests.

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: gpu_uuid_facts
 short_description: Gather the NVIDIA GPUs of a node (UUIDs, PCI bus IDs, MIG devices) as facts
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Reads the driver version, the CUDA driver version and, per GPU, index, UUID, name, PCI bus ID,
     total memory, minor number, MIG mode and MIG devices.

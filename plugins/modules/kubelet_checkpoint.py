@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: kubelet_checkpoint
 short_description: Make kubelet's device checkpoint agree with the node's real GPUs
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Compares every GPU device ID in C(kubelet_internal_checkpoint) (registered devices and pod allocations)
     with the GPUs the node really has, per resource. Plain GPU UUIDs, time-slicing replicas (C(<uuid>::<n>)),

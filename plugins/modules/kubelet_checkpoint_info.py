@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: kubelet_checkpoint_info
 short_description: Read kubelet's device-manager checkpoint exactly as kubelet does
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Decodes C(kubelet_internal_checkpoint) with the strictness of Go's C(encoding/json) into kubelet's structs,
     detects the layout (V(v1) for kubelet 1.19 and older, V(v2) for 1.20 and newer, with the newest C(BootID)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: kubelet_config_info
 short_description: Read kubelet's effective CPUManager policy on a node
-version_added: 0.1.0
+version_added: 0.2.0
 description:
   - Finds kubelet's command-line flags (the running kubelet's C(/proc/<pid>/cmdline); when kubelet is not running,
     kubeadm's C(/var/lib/kubelet/kubeadm-flags.env) plus C(/etc/default/kubelet) or C(/etc/sysconfig/kubelet)) and
