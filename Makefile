@@ -84,7 +84,7 @@ ee-context: venv ## ansible-builder create into build/ee/context
 	BIN=$(BIN) hack/ee.sh context
 
 ee: venv ## build the execution environment image localhost/gpuops-fleet-ee:latest with podman
-	BIN=$(BIN) hack/ee.sh build
+	CONTAINERS_CONF=$(CURDIR)/tests/molecule/containers.conf BIN=$(BIN) hack/ee.sh build
 
 bench: venv collection-link ## speed figures (not a test)
 	$(BIN)/python benchmarks/bench.py

@@ -47,14 +47,21 @@ PY
 
 base_image() {
   podman image exists "$BASE" && return 0
-  local tarball=$CACHE/gpuops-ee-base-bookworm.tar
+  # (-v2: Debian's ensurepip made a no-op, see below)
+  local tarball=$CACHE/gpuops-ee-base-bookworm-v2.tar
   if [ ! -s "$tarball" ]; then
     local mirror rootfs
     mirror=$(grep -hs -m1 '^URIs:' /etc/apt/sources.list.d/*.sources | awk '{print $2}' || true)
     [ -n "$mirror" ] || mirror=http://deb.debian.org/debian
     rootfs=$(mktemp -d "${TMPDIR:-/tmp}/gpuops-ee-rootfs.XXXXXX")
     echo "building $BASE from $mirror (debootstrap)" >&2
-    debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,git bookworm "$rootfs" "$mirror" >/dev/null
+    debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates,git,openssh-client \
+      bookworm "$rootfs" "$mirror" >/dev/null
+    # ansible-builder's pip_install runs `python3 -m ensurepip` (it assumes a RHEL base); Debian refuses
+    # ensurepip for its system Python, whose pip comes from python3-pip: make it a no-op in this base
+    for main in "$rootfs"/usr/lib/python3*/ensurepip/__main__.py; do
+      printf '%s\n' 'import sys' 'sys.exit(0)  # gpuops EE base: pip is Debian'"'"'s python3-pip' > "$main"
+    done
     mkdir -p "$CACHE"
     tar -C "$rootfs" -cf "$tarball.tmp" .
     mv "$tarball.tmp" "$tarball"
@@ -69,7 +76,9 @@ case "${1:-context}" in
   build)
     context
     base_image
-    "$BIN/ansible-builder" build -f execution-environment.yml --context "$OUT/context" --container-runtime podman -v 2
+    # the build's pip trusts this machine's CA bundle (where a site's TLS-inspecting proxy puts its CA)
+    "$BIN/ansible-builder" build -f execution-environment.yml --context "$OUT/context" --container-runtime podman -v 2 \
+      --extra-build-cli-args "--volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro"
     podman run --rm localhost/gpuops-fleet-ee:latest ansible-doc -l gpuops.fleet
     ;;
   *) echo "usage: $0 [context|build]" >&2; exit 2 ;;

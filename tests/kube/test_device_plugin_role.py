@@ -64,9 +64,9 @@ def test_a_plugin_managed_by_helm_or_the_gpu_operator_is_refused_unless_taken_ov
     assert untouched()
 
     # the GPU Operator deploys its own plugin (ClusterPolicy, devicePlugin enabled by default)
-    f.cluster.apps.patch_namespaced_daemon_set(name, f.namespace, {"metadata": {"labels": {"app.kubernetes.io/managed-by": None},
-                                                                            "annotations": {"meta.helm.sh/release-name": None,
-                                                                                            "meta.helm.sh/release-namespace": None}}})
+    unmarked = {"metadata": {"labels": {"app.kubernetes.io/managed-by": None},
+                             "annotations": {"meta.helm.sh/release-name": None, "meta.helm.sh/release-namespace": None}}}
+    f.cluster.apps.patch_namespaced_daemon_set(name, f.namespace, unmarked)
     f.cluster.cluster_policy_crd()
     policy = "gpuops-test-%s" % f.namespace
     f.cluster.custom.create_cluster_custom_object("nvidia.com", "v1", "clusterpolicies", {

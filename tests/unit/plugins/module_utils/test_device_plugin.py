@@ -300,7 +300,8 @@ def test_a_cluster_policy_with_its_plugin_enabled_is_refused(policy, refused):
 
 @pytest.mark.parametrize("ds, manager", [
     (_plugin_ds(*OURS, labels={"app.kubernetes.io/managed-by": "Helm"},
-         annotations={"meta.helm.sh/release-name": "nvdp", "meta.helm.sh/release-namespace": "kube-system"}), "Helm (release kube-system/nvdp)"),
+                annotations={"meta.helm.sh/release-name": "nvdp", "meta.helm.sh/release-namespace": "kube-system"}),
+     "Helm (release kube-system/nvdp)"),
     (_plugin_ds(*OURS, owners=[{"kind": "ClusterPolicy", "name": "cluster-policy", "apiVersion": "nvidia.com/v1"}]),
      "the NVIDIA GPU Operator (owner ClusterPolicy cluster-policy)"),
     (_plugin_ds(*OURS, labels={"app.kubernetes.io/managed-by": "argocd"}), "argocd"),
@@ -316,7 +317,8 @@ def _labelled_node(name, **labels):
 
 
 def test_another_plugin_daemonset_on_our_nodes_is_refused_and_unrelated_ones_or_ours_are_not():
-    nodes = [_labelled_node("gpu-a", pool="gpu"), _labelled_node("gpu-b", pool="gpu"), _labelled_node("cpu-a", pool="cpu"), _labelled_node("gpu-x", pool="other")]
+    nodes = [_labelled_node("gpu-a", pool="gpu"), _labelled_node("gpu-b", pool="gpu"), _labelled_node("cpu-a", pool="cpu"),
+             _labelled_node("gpu-x", pool="other")]
     helm = _plugin_ds("nvidia", "nvdp-nvidia-device-plugin", labels={"app.kubernetes.io/managed-by": "Helm"},
                       annotations={"meta.helm.sh/release-name": "nvdp"})
     elsewhere = _plugin_ds("team", "their-plugin")
