@@ -365,8 +365,9 @@ def other_managers(cluster_policies, daemonsets, namespace, name, nodes=None, no
         if ours and manager:
             problems.append({"node": where, "problem": "it is managed by %s, which would undo this role's changes" % manager,
                              "fix": "upgrade it with its manager, or remove that manager's ownership first"})
-        elif not ours and _runs_the_plugin(obj) and _shared_nodes(obj, nodes, targets):
-            shared = _shared_nodes(obj, nodes, targets)
+            continue
+        shared = [] if ours or not _runs_the_plugin(obj) else _shared_nodes(obj, nodes, targets)
+        if shared:
             problems.append({
                 "node": where,
                 "problem": "it already runs the NVIDIA device plugin%s on %d node(s) this role targets (%s%s); a second plugin "
