@@ -37,7 +37,6 @@ PATTERN = (
 )
 # spread the unhealthy ones through the fleet (and through the name-sorted restart batches)
 PATTERN = [PATTERN[(i * 7) % 50] for i in range(50)]
-SHARED_VARS = {"gpuops_lab_gpus", "gpuops_lab_checkpoint", "gpuops_lab_init_error"}
 
 
 class _Plain(yaml.SafeDumper):
