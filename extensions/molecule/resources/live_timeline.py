@@ -2,6 +2,9 @@
 # runtime repair, from systemd's journal of kubelet.service (the stand-in's own lines and
 # systemd's stop/start lines, with journald's timestamps) and the backup file written right
 # before the repair. Prints one JSON object.
+# Times are the sources' own: the stand-in's "t" and systemd's _SOURCE_REALTIME_TIMESTAMP.
+# journald's __REALTIME_TIMESTAMP is when journald read the line, which under load can be
+# after the repair for a line written before it (CI saw the order checks fail that way).
 import glob
 import json
 import os
@@ -11,13 +14,13 @@ out = subprocess.run(["journalctl", "--no-pager", "-o", "json", "-u", "kubelet.s
 entries = [json.loads(line) for line in out.splitlines() if line.strip()]
 standin, systemd = [], []
 for e in entries:
-    t = int(e["__REALTIME_TIMESTAMP"]) / 1e6
+    t = int(e.get("_SOURCE_REALTIME_TIMESTAMP") or e["__REALTIME_TIMESTAMP"]) / 1e6
     message = e.get("MESSAGE")
     if isinstance(message, list):  # journald sends non-UTF-8 messages as byte arrays
         message = bytes(message).decode("utf-8", "replace")
     if e.get("SYSLOG_IDENTIFIER") == "kubelet":
         record = json.loads(message)
-        record["t"] = t
+        record.setdefault("t", t)
         record["pid"] = int(e.get("_PID", 0))
         standin.append(record)
     elif e.get("SYSLOG_IDENTIFIER") == "systemd":
