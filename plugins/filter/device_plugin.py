@@ -2,7 +2,8 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters the device_plugin role uses: settings, preflight, plan and per-node checks.
+"""Filters the device_plugin role uses: settings, preflight, owners; and the verification pod's
+verdict (playbooks/recover_pods.yml). The rollout itself is the module daemonset_rollout.
 
 The logic lives in ``module_utils/_device_plugin.py``; these wrappers turn its typed errors
 into AnsibleFilterError once.
@@ -14,6 +15,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.module_utils import _device_plugin as dp
+from ansible_collections.gpuops.fleet.plugins.module_utils import _rollout as rollout
 
 
 def _guard(fn):
@@ -64,10 +66,11 @@ def device_plugin_preflight(nodes, settings, node_selector, host_vars):
     version = dp.parse_version(settings["version"]["text"])
     facts = kubelet_facts_by_node(host_vars)
     targets = dp.targeted_nodes(nodes, node_selector)
-    result = dp.preflight(version, settings["options"], targets, facts)
+    result = dp.preflight(version, settings["options"], targets, facts, settings["container"].get("problems"))
     result["message"] = dp.format_problems(result["problems"])
     result["targets"] = targets
     result["facts"] = facts
+    result["gpu_uuids"] = dict((node, entry["gpu_uuids"]) for node, entry in facts.items() if entry.get("gpu_uuids"))
     return result
 
 
@@ -78,37 +81,9 @@ def device_plugin_owners(cluster_policies, daemonsets, namespace, name, nodes=No
     return {"problems": problems, "message": dp.format_problems(problems)}
 
 
-@_guard
-def device_plugin_plan(daemonset, pods, nodes, node_selector, container, batch_size, template_will_change=False, facts=None):
-    """Nodes to move to the new plugin, in batches, with from/to versions; ``lines`` for humans."""
-    result = dp.plan(daemonset, pods, nodes, node_selector, container, batch_size, template_will_change, facts)
-    result["lines"] = dp.plan_lines(result)
-    return result
-
-
-def device_plugin_batch_rows(batch, daemonset, deletes, waits, gpu_checks, verifies=None):
-    """One result row per node of a batch, from the role's registered results."""
-    return dp.batch_rows(batch, daemonset, deletes, waits, gpu_checks, verifies)
-
-
-def device_plugin_report_lines(rows):
-    """Rollout rows as text lines."""
-    return dp.report_lines(rows)
-
-
-def device_plugin_pod_state(pods, daemonset, node, replaced=None):
-    """State of the new plugin pod on ``node`` (found, ready, phase, reason)."""
-    return dp.new_pod_status(pods, daemonset, node, replaced)
-
-
-def device_plugin_node_gpus(node_obj, expected=None):
-    """nvidia.com/gpu allocatable vs capacity of a Node (ok, capacity, allocatable, reason)."""
-    return dp.node_gpus(node_obj, expected)
-
-
 def device_plugin_verify(pod, expected_uuids, requested=None):
     """Compare a finished verification pod's GPU listing with gpu_uuid_facts."""
-    return dp.verify_listing(pod, expected_uuids, requested)
+    return rollout.verify_listing(pod, expected_uuids, requested)
 
 
 class FilterModule(object):
@@ -116,11 +91,6 @@ class FilterModule(object):
         return {
             "device_plugin_settings": device_plugin_settings,
             "device_plugin_preflight": device_plugin_preflight,
-            "device_plugin_plan": device_plugin_plan,
             "device_plugin_owners": device_plugin_owners,
-            "device_plugin_pod_state": device_plugin_pod_state,
-            "device_plugin_batch_rows": device_plugin_batch_rows,
-            "device_plugin_report_lines": device_plugin_report_lines,
-            "device_plugin_node_gpus": device_plugin_node_gpus,
             "device_plugin_verify": device_plugin_verify,
         }

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE to the gpuops.fleet collection: NVIDIA device-plugin versions, options, preflight
-against kubelet's CPUManager policy, the node-by-node upgrade plan and its checks.
+against kubelet's CPUManager policy, and who else manages the plugin. The node-by-node
+rollout is ``_rollout`` (module daemonset_rollout).
 
 Pure functions over plain data (API objects as dicts from ``kubernetes.core.k8s_info``); the
 device_plugin role calls them through the filters in ``plugins/filter/device_plugin.py``.
@@ -28,12 +29,9 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID, as_bool, is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
-GPU_RESOURCE = "nvidia.com/gpu"
-TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
-TEMPLATE_GENERATION_LABEL = "pod-template-generation"
 
 # feature -> (first version that has it, how users know it)
 FEATURES = {
@@ -71,7 +69,6 @@ NAMES = {
 }
 
 _VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.\-]+))?$")
-_UUID_RE = re.compile(r"\b((?:GPU|MIG)-%s)\b" % UUID)
 _SAFE_SUGGESTION = "v0.17.1"
 
 
@@ -180,10 +177,28 @@ def normalize_options(options):
 
 
 def _needs(version, feature, var, value):
-    if not version.has(feature):
-        first, label = FEATURES[feature]
-        raise ParameterError(var, "%s=%r needs %s; device plugin %s does not have it. Fix: set device_plugin_version to "
-                                  "%s or newer, or leave %s at its default" % (var, value, label, version.describe(), _triple(first), var))
+    """A problem when ``version`` lacks ``feature``, with a fix that works (None when it has it)."""
+    if version.has(feature):
+        return None
+    first, label = FEATURES[feature]
+    option = next(k for k, names in NAMES.items() if names[0] == var)
+    plugin_default = OPTION_DEFAULTS[option]
+    if isinstance(plugin_default, bool):
+        plugin_default = "true" if plugin_default else "false"
+    elif isinstance(plugin_default, list):
+        plugin_default = ",".join(plugin_default)
+    other = "or set %s: %s" % (var, plugin_default)
+    if option == "pass_device_specs":
+        other += " (safe only where no node runs kubelet with cpuManagerPolicy=static)"
+    return {"option": var,
+            "problem": "%s=%s needs %s; device plugin %s does not have it" % (var, _text(value), label, version.describe()),
+            "fix": "set device_plugin_version to %s (%s is the oldest that has it), %s" % (_SAFE_SUGGESTION, _triple(first), other)}
+
+
+def _text(value):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return ",".join(value) if isinstance(value, list) else str(value)
 
 
 def container_config(version, options):
@@ -191,39 +206,39 @@ def container_config(version, options):
 
     From v0.9.0 every option is passed as an environment variable (upstream's manifests do the
     same since v0.12.0); before that only flags exist, and each option is checked against the
-    version that introduced it, so a setting never silently does nothing.
+    version that introduced it, so a setting never silently does nothing: ``problems`` lists each
+    option this version lacks, for the preflight to refuse naming the nodes it would run on.
     """
     opts = normalize_options(options)
+    wanted = []
     if opts["pass_device_specs"]:
-        _needs(version, "pass_device_specs", NAMES["pass_device_specs"][0], True)
+        wanted.append(("pass_device_specs", "pass_device_specs", True))
     if opts["device_id_strategy"] != "uuid":
-        _needs(version, "device_id_strategy", NAMES["device_id_strategy"][0], opts["device_id_strategy"])
+        wanted.append(("device_id_strategy", "device_id_strategy", opts["device_id_strategy"]))
     if opts["mig_strategy"] != "none":
-        _needs(version, "mig_strategy", NAMES["mig_strategy"][0], opts["mig_strategy"])
+        wanted.append(("mig_strategy", "mig_strategy", opts["mig_strategy"]))
     lists = opts["device_list_strategy"]
     if lists != ["envvar"]:
-        var = NAMES["device_list_strategy"][0]
-        _needs(version, "device_list_strategy", var, lists)
+        wanted.append(("device_list_strategy", "device_list_strategy", lists))
         if len(lists) > 1:
-            _needs(version, "device_list_strategy_list", var, lists)
-        if "cdi-annotations" in lists:
-            _needs(version, "cdi_annotations", var, lists)
-        if "cdi-cri" in lists:
-            _needs(version, "cdi_cri", var, lists)
-
-    def text(key):
-        value = opts[key]
-        if isinstance(value, bool):
-            return "true" if value else "false"
-        return ",".join(value) if isinstance(value, list) else value
+            wanted.append(("device_list_strategy_list", "device_list_strategy", lists))
+        for value, feature in (("cdi-annotations", "cdi_annotations"), ("cdi-cri", "cdi_cri")):
+            if value in lists:
+                wanted.append((feature, "device_list_strategy", lists))
+    problems = []
+    for feature, option, value in wanted:
+        problem = _needs(version, feature, NAMES[option][0], value)
+        if problem and not any(p["option"] == problem["option"] for p in problems):
+            problems.append(problem)
+    text = _text
 
     if version.has("env_config"):
-        return {"args": [], "env": [{"name": NAMES[k][2], "value": text(k)} for k in sorted(NAMES)]}
+        return {"args": [], "env": [{"name": NAMES[k][2], "value": text(opts[k])} for k in sorted(NAMES)], "problems": problems}
     args = []
     for key in sorted(NAMES):  # every option is also the feature that introduced its flag
         if version.has(key):
-            args.append("%s=%s" % (NAMES[key][1], text(key)))
-    return {"args": args, "env": []}
+            args.append("%s=%s" % (NAMES[key][1], text(opts[key])))
+    return {"args": args, "env": [], "problems": problems}
 
 
 # -- preflight ---------------------------------------------------------------------------------
@@ -238,15 +253,25 @@ def targeted_nodes(nodes, node_selector):
     return sorted(n["metadata"]["name"] for n in nodes or [] if _labels_match(n["metadata"].get("labels"), node_selector))
 
 
-def preflight(version, options, node_names, kubelet_facts):
+def _node_list(names):
+    return "%s%s" % (", ".join(names[:5]), ", ..." if len(names) > 5 else "")
+
+
+def preflight(version, options, node_names, kubelet_facts, option_problems=None):
     """Refuse a version or configuration that breaks under CPUManager ``static``.
 
     ``kubelet_facts`` maps node name -> the ``kubelet_config_info`` result of that node (or is
-    missing the node). Returns ``{"problems": [...], "warnings": [...], "nodes": [...]}``; every
-    problem names the node, what is wrong and the fix.
+    missing the node); ``option_problems`` are ``container_config``'s (options this version
+    lacks), refused on every targeted node. Returns ``{"problems", "warnings", "nodes",
+    "refused"}``; every problem names the nodes, what is wrong and the fix, and a static node is
+    named with its own problem even when an option problem comes first.
     """
     opts = normalize_options(options)
     problems, warnings, rows = [], [], []
+    for problem in option_problems or ():
+        problems.append({"node": "every targeted node (%d: %s)" % (len(node_names), _node_list(list(node_names))) if node_names
+                         else "the DaemonSet (no node targeted yet)", "problem": problem["problem"], "fix": problem["fix"],
+                         "nodes": list(node_names)})
     static = []
     for name in node_names:
         facts = (kubelet_facts or {}).get(name)
@@ -292,7 +317,10 @@ def preflight(version, options, node_names, kubelet_facts):
     if not opts["pass_device_specs"] and not static and node_names:
         warnings.append("device_plugin_pass_device_specs is false: GPU containers will lose their devices if a node "
                         "later turns on cpuManagerPolicy=static")
-    return {"problems": problems, "warnings": warnings, "nodes": rows}
+    refused = set()
+    for problem in problems:
+        refused.update(problem.pop("nodes", None) or [problem["node"].split(" ")[0]])
+    return {"problems": problems, "warnings": warnings, "nodes": rows, "refused": sorted(refused)}
 
 
 # Helm 3 marks what it manages with this label and these annotations (what `helm install` adopts by)
@@ -379,249 +407,3 @@ def other_managers(cluster_policies, daemonsets, namespace, name, nodes=None, no
 
 def format_problems(problems):
     return "\n".join("- %s: %s. Fix: %s." % (p["node"], p["problem"], p["fix"]) for p in problems)
-
-
-# -- plan ----------------------------------------------------------------------------------------
-
-def _pod_ready(pod):
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
-    return False
-
-
-def _template_generation(daemonset):
-    return ((daemonset or {}).get("metadata") or {}).get("annotations", {}).get(TEMPLATE_GENERATION_ANNOTATION)
-
-
-def pod_is_current(pod, daemonset):
-    """What the DaemonSet controller checks (IsPodUpdated): the pod's template generation."""
-    generation = _template_generation(daemonset)
-    label = ((pod.get("metadata") or {}).get("labels") or {}).get(TEMPLATE_GENERATION_LABEL)
-    return generation is not None and label == str(generation)
-
-
-def _container_image(obj, container):
-    spec = obj.get("spec") or {}
-    if "template" in spec:
-        spec = spec["template"].get("spec") or {}
-    for ctr in spec.get("containers") or []:
-        if ctr.get("name") == container:
-            return ctr.get("image")
-    return None
-
-
-def plan(daemonset, pods, nodes, node_selector, container, batch_size, template_will_change=False, facts=None):
-    """Which nodes get a new plugin pod, in which order, from which version to which.
-
-    ``daemonset`` is the object after apply (or the dry-run result in check mode); ``pods`` are
-    the plugin pods; ``nodes`` all Node objects; ``facts`` the preflight's per-node facts (for the
-    GPU UUIDs a verification pod must see). A pod is replaced when its template generation is
-    older than the DaemonSet's; in check mode ``template_will_change`` marks every pod old.
-    """
-    if not is_int(batch_size) or batch_size < 1:
-        raise ParameterError("device_plugin_batch_size", "expected an integer >= 1, got %r" % (batch_size,))
-    to_image = _container_image(daemonset, container)
-    if to_image is None:
-        raise ParameterError("device_plugin_container_name", "the DaemonSet has no container named %r" % container)
-    targets = targeted_nodes(nodes, node_selector)
-    capacity = dict((n["metadata"]["name"], _quantity(((n.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE)))
-                    for n in nodes or [])
-    by_node = {}
-    for pod in pods or []:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if node and not (pod.get("metadata") or {}).get("deletionTimestamp"):
-            by_node.setdefault(node, []).append(pod)
-    steps, current, missing = [], [], []
-    for node in targets:
-        node_pods = by_node.get(node) or []
-        if not node_pods:
-            missing.append(node)
-            continue
-        old = [p for p in node_pods if template_will_change or not pod_is_current(p, daemonset)]
-        if not old:
-            current.append(node)
-            continue
-        from_image = _container_image(old[0], container)
-        steps.append({
-            "node": node,
-            "pods": sorted(p["metadata"]["name"] for p in old),
-            "namespace": old[0]["metadata"].get("namespace"),
-            "from_image": from_image, "from_version": version_of_image(from_image),
-            "to_image": to_image, "to_version": version_of_image(to_image),
-            "ready_before": all(_pod_ready(p) for p in old),
-            "gpus_before": capacity.get(node) or None,
-            "gpu_uuids": ((facts or {}).get(node) or {}).get("gpu_uuids"),
-        })
-    batches = [steps[i:i + batch_size] for i in range(0, len(steps), batch_size)]
-    return {"steps": steps, "batches": batches, "current": current, "missing": missing, "targets": targets,
-            "to_image": to_image, "batch_size": batch_size}
-
-
-def plan_lines(the_plan):
-    """Human-readable plan (check mode prints it)."""
-    lines = []
-    if not the_plan["steps"]:
-        lines.append("nothing to replace: %d node(s) already run %s" % (len(the_plan["current"]), the_plan["to_image"]))
-    for number, batch in enumerate(the_plan["batches"], 1):
-        for step in batch:
-            source = step["from_version"] or step["from_image"]
-            target = step["to_version"] or step["to_image"]
-            lines.append("batch %d: %s: %s -> %s (delete %s)" % (number, step["node"], source, target, ", ".join(step["pods"])))
-    for node in the_plan["missing"]:
-        lines.append("%s: no plugin pod yet (the DaemonSet controller creates it; it is checked, not replaced)" % node)
-    return lines
-
-
-# -- checks per node ------------------------------------------------------------------------
-
-def new_pod_status(pods, daemonset, node, replaced):
-    """The state of the plugin pod on ``node`` after ``replaced`` pods were deleted."""
-    for pod in pods or []:
-        meta = pod.get("metadata") or {}
-        if (pod.get("spec") or {}).get("nodeName") != node or meta.get("name") in (replaced or ()):
-            continue
-        if meta.get("deletionTimestamp") or not pod_is_current(pod, daemonset):
-            continue
-        statuses = (pod.get("status") or {}).get("containerStatuses") or []
-        waiting = [s["state"]["waiting"] for s in statuses if (s.get("state") or {}).get("waiting")]
-        reason = None
-        if waiting:
-            reason = "; ".join("%s: %s" % (w.get("reason"), w.get("message", "")) for w in waiting)
-        return {"found": True, "name": meta.get("name"), "ready": _pod_ready(pod),
-                "phase": (pod.get("status") or {}).get("phase"), "reason": reason}
-    return {"found": False, "name": None, "ready": False, "phase": None, "reason": "no new plugin pod on the node yet"}
-
-
-def _quantity(value):
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return 0
-
-
-def node_gpus(node_obj, expected=None):
-    """Allocatable vs capacity of ``nvidia.com/gpu``; ``expected`` is the count before the upgrade."""
-    status = (node_obj or {}).get("status") or {}
-    capacity = _quantity((status.get("capacity") or {}).get(GPU_RESOURCE))
-    allocatable = _quantity((status.get("allocatable") or {}).get(GPU_RESOURCE))
-    expected = _quantity(expected) if expected is not None else None
-    ok = capacity > 0 and allocatable == capacity and (expected is None or capacity >= expected)
-    reason = None
-    if not ok:
-        if capacity == 0:
-            reason = "the plugin registered no %s (capacity 0)" % GPU_RESOURCE
-        elif allocatable != capacity:
-            reason = "allocatable %s is %d of capacity %d" % (GPU_RESOURCE, allocatable, capacity)
-        else:
-            reason = "capacity %s is %d, was %d before the upgrade" % (GPU_RESOURCE, capacity, expected)
-    return {"ok": ok, "capacity": capacity, "allocatable": allocatable, "expected": expected, "reason": reason}
-
-
-def parse_gpu_listing(text):
-    """UUIDs in what ``nvidia-smi -L`` or ``--query-gpu=uuid`` printed."""
-    return sorted(set(m.group(1) for m in _UUID_RE.finditer(text or "")))
-
-
-def verify_listing(pod, expected_uuids, requested=None):
-    """Compare what the verification pod saw with the node's gpu_uuid_facts.
-
-    A pod that asked for all the node's GPUs must see exactly them; one that asked for
-    ``requested`` GPUs (a repaired live node: one) must see that many, each a current UUID.
-    """
-    status = (pod or {}).get("status") or {}
-    phase = status.get("phase")
-    message = None
-    for ctr in status.get("containerStatuses") or []:
-        terminated = (ctr.get("state") or {}).get("terminated")
-        if terminated:
-            message = terminated.get("message")
-    expected = sorted(set(expected_uuids or []))
-    seen = parse_gpu_listing(message)
-    result = {"phase": phase, "seen": seen, "expected": expected,
-              "missing": sorted(set(expected) - set(seen)), "unexpected": sorted(set(seen) - set(expected))}
-    if phase != "Succeeded":
-        result["ok"] = False
-        result["reason"] = "verification pod ended %s: %s" % (phase, status.get("message") or status.get("reason") or "no message")
-    elif not expected:
-        result["ok"] = False
-        result["reason"] = "no GPUs in gpu_uuid_facts for this node to compare with"
-    elif requested is not None and not result["unexpected"]:
-        result["missing"] = []
-        result["ok"] = len(seen) == int(requested)
-        result["reason"] = None if result["ok"] else "the pod asked for %s GPU(s) and saw %d: %s" % (requested, len(seen), ", ".join(seen) or "none")
-    elif result["missing"] or result["unexpected"]:
-        result["ok"] = False
-        result["reason"] = "the pod saw %s; gpu_uuid_facts lists %s" % (", ".join(seen) or "no GPU", ", ".join(expected))
-    else:
-        result["ok"] = True
-        result["reason"] = None
-    return result
-
-
-# -- results -------------------------------------------------------------------------------------
-
-def _by_node(results, key=lambda item: item["node"]):
-    out = {}
-    for res in results or []:
-        if res.get("skipped") or "item" not in res:
-            continue
-        out.setdefault(key(res["item"]), []).append(res)
-    return out
-
-
-def batch_rows(batch, daemonset, deletes, waits, gpu_checks, verifies):
-    """One row per node of a finished batch, from the role's registered loop results.
-
-    A node passed when its old pods were deleted, the new pod is Ready, its GPUs are
-    allocatable again and (when run) the verification pod saw exactly its GPUs.
-    """
-    deletes = _by_node(deletes, key=lambda item: item[0]["node"])
-    waits, verifies = _by_node(waits), _by_node(verifies)
-    gpu_checks = _by_node(gpu_checks, key=lambda item: item["item"]["node"])
-    rows = []
-    for step in batch:
-        node = step["node"]
-        row = {"node": node, "from_version": step.get("from_version"), "to_version": step.get("to_version"),
-               "status": "upgraded", "reason": None, "pod": None, "gpus": None, "verify": None}
-        failed_delete = [r for r in deletes.get(node, []) if r.get("failed")]
-        if failed_delete:
-            row.update(status="failed", reason="deleting the old plugin pod failed: %s" % failed_delete[0].get("msg"))
-            rows.append(row)
-            continue
-        wait = (waits.get(node) or [{}])[-1]
-        state = new_pod_status(wait.get("resources"), daemonset, node, step.get("pods"))
-        row["pod"] = state["name"]
-        if not state["ready"]:
-            row.update(status="failed", reason="new plugin pod not Ready in time (%s%s)" % (
-                state["phase"] or "no pod", ": " + state["reason"] if state["reason"] else ""))
-            rows.append(row)
-            continue
-        check = (gpu_checks.get(node) or [{}])[-1]
-        gpus = node_gpus(((check.get("resources") or [None])[0]), step.get("gpus_before"))
-        row["gpus"] = "%d/%d" % (gpus["allocatable"], gpus["capacity"])
-        if not gpus["ok"]:
-            row.update(status="failed", reason=gpus["reason"])
-            rows.append(row)
-            continue
-        if node in verifies:
-            result = verify_listing(((verifies[node][-1].get("resources") or [None])[0]), step.get("gpu_uuids"))
-            row["verify"] = "ok" if result["ok"] else "failed"
-            if not result["ok"]:
-                row.update(status="failed", reason=result["reason"])
-        rows.append(row)
-    return rows
-
-
-def report_lines(rows):
-    lines = []
-    for row in rows:
-        text = "%s: %s (%s -> %s)" % (row["node"], row["status"], row.get("from_version"), row.get("to_version"))
-        if row.get("gpus"):
-            text += ", GPUs %s" % row["gpus"]
-        if row.get("verify"):
-            text += ", verify %s" % row["verify"]
-        if row.get("reason"):
-            text += ": %s" % row["reason"]
-        lines.append(text)
-    return lines

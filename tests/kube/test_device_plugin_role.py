@@ -183,3 +183,28 @@ def test_no_gpus_after_the_upgrade_fails_the_node(fleet):
     assert rc != 0
     assert run.report["nodes"][0]["reason"] == "the plugin registered no nvidia.com/gpu (capacity 0)"
     assert run.report["not_started"] == [f.prefix + "gpu-b", f.prefix + "gpu-c"]
+
+
+def test_key_value_extra_vars_and_an_old_version_with_the_defaults(fleet):
+    f = fleet(three_nodes())
+    f.install_old_plugin()
+    before = {p.metadata.uid for p in f.plugin_pods()}
+    # -e key=value hands the role strings; they pass the settings check (they used to be refused
+    # with "expected true or false, got 'false'")
+    rc, run = f.play(f.role_vars(), "-e", "device_plugin_pass_device_specs=true", "-e", "device_plugin_fail_on_init_error=false", "--check")
+    assert rc == 0, run.failure()
+    rc, run = f.play(f.role_vars(), "-e", "device_plugin_pass_device_specs=false")
+    assert rc != 0
+    assert "device_plugin_pass_device_specs is false; containers lose /dev/nvidia*" in run.failure()
+    assert "expected true or false" not in run.failure()
+    # 1.0.0-beta4 with the role's defaults (pass_device_specs: true): the fix offered works, and
+    # the static nodes are named too
+    rc, run = f.play(f.role_vars(device_plugin_version="1.0.0-beta4", device_plugin_image="nvidia/k8s-device-plugin"))
+    assert rc != 0
+    failure = run.failure()
+    assert "refused on 3 node(s); nothing was changed" in failure
+    assert "- every targeted node (3: %sgpu-a, %sgpu-b, %sgpu-c): device_plugin_pass_device_specs=true needs" % ((f.prefix,) * 3) in failure
+    assert "or set device_plugin_pass_device_specs: false (safe only where no node runs kubelet with cpuManagerPolicy=static)" in failure
+    assert "leave device_plugin_pass_device_specs at its default" not in failure
+    assert "- %sgpu-a (cpuManagerPolicy=static from config file /var/lib/kubelet/config.yaml): device plugin 1.0.0-beta4" % f.prefix in failure
+    assert {p.metadata.uid for p in f.plugin_pods()} == before

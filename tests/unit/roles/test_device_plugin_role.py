@@ -45,7 +45,26 @@ def test_defaults_pass_the_preflight_on_static_nodes():
 def test_filters_turn_typed_errors_into_filter_errors():
     with pytest.raises(AnsibleFilterError, match="device_plugin_version"):
         filters.device_plugin_settings("latest", "nvcr.io/nvidia/k8s-device-plugin", {})
-    with pytest.raises(AnsibleFilterError, match="device_plugin_pass_device_specs"):
-        filters.device_plugin_settings("1.0.0-beta5", "nvidia/k8s-device-plugin", {"pass_device_specs": True})
+    with pytest.raises(AnsibleFilterError, match="device_plugin_mig_strategy"):
+        filters.device_plugin_settings("v0.17.1", "nvidia/k8s-device-plugin", {"mig_strategy": "all"})
     with pytest.raises(AnsibleFilterError, match="expects the GPU hosts' variables as a list"):
         filters.device_plugin_preflight([], filters.device_plugin_settings("v0.17.1", "x/y", {}), {}, {"gpu-a": {}})
+
+
+def test_extra_var_strings_pass_the_settings_check():
+    # -e device_plugin_pass_device_specs=false (and =true, and fail_on_init_error=false) arrive as strings
+    for text, value in (("false", "false"), ("true", "true")):
+        settings = filters.device_plugin_settings("v0.17.1", "nvcr.io/nvidia/k8s-device-plugin",
+                                                  {"pass_device_specs": text, "fail_on_init_error": "false"})
+        env = {e["name"]: e["value"] for e in settings["container"]["env"]}
+        assert (env["PASS_DEVICE_SPECS"], env["FAIL_ON_INIT_ERROR"]) == (value, "false")
+
+
+def test_an_option_the_version_lacks_is_refused_by_the_preflight_naming_the_nodes():
+    settings = filters.device_plugin_settings("1.0.0-beta5", "nvidia/k8s-device-plugin", {"pass_device_specs": True})
+    node = {"metadata": {"name": "gpu-a", "labels": {}}}
+    host = {"inventory_hostname": "gpu-a", "device_plugin_kubelet": {"node_name": "gpu-a", "cpu_manager_policy": "none",
+                                                                     "source": "config file /var/lib/kubelet/config.yaml"}}
+    result = filters.device_plugin_preflight([node], settings, {}, [host])
+    assert result["refused"] == ["gpu-a"]
+    assert result["message"].startswith("- every targeted node (1: gpu-a): device_plugin_pass_device_specs=true needs")

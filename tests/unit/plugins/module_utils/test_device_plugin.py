@@ -76,7 +76,7 @@ def test_new_versions_get_every_option_as_environment():
 def test_versions_before_v090_get_flags_they_know():
     # v0.5.0..v0.8.x read flags only: an environment variable would be silently ignored
     assert dp.container_config(dp.parse_version("1.0.0-beta6"), {"pass_device_specs": True}) == {
-        "args": ["--pass-device-specs=true"], "env": []}
+        "args": ["--pass-device-specs=true"], "env": [], "problems": []}
     cfg = dp.container_config(dp.parse_version("v0.7.0"), {"pass_device_specs": True, "mig_strategy": "single"})
     assert cfg["args"] == ["--device-list-strategy=envvar", "--fail-on-init-error=true", "--mig-strategy=single",
                            "--pass-device-specs=true"]
@@ -89,11 +89,34 @@ def test_versions_before_v090_get_flags_they_know():
     ("v0.13.0", {"device_list_strategy": ["envvar", "volume-mounts"]}, "device_plugin_device_list_strategy"),
     ("v0.14.5", {"device_list_strategy": ["cdi-cri"]}, "device_plugin_device_list_strategy"),
 ])
-def test_options_a_version_lacks_are_refused(tag, options, var):
-    with pytest.raises(ParameterError) as err:
-        dp.container_config(dp.parse_version(tag), options)
-    assert err.value.field == var
-    assert "Fix: set device_plugin_version" in str(err.value)
+def test_options_a_version_lacks_are_problems_with_a_fix_that_works(tag, options, var):
+    problems = dp.container_config(dp.parse_version(tag), options)["problems"]
+    assert [p["option"] for p in problems] == [var]
+    assert problems[0]["fix"].startswith("set device_plugin_version to v0.17.1 (")
+    # the other way out names a value that differs from the one refused (not "leave it at its default")
+    assert "or set %s: " % var in problems[0]["fix"]
+    refused = problems[0]["problem"].split("=", 1)[1].split(" needs", 1)[0]
+    assert "or set %s: %s" % (var, refused) not in problems[0]["fix"]
+
+
+def test_beta4_with_the_role_defaults_names_a_fix_that_works():
+    # the role's default is pass_device_specs: true, which 1.0.0-beta4 lacks: the hint must not say "leave it at its default"
+    problem = dp.container_config(dp.parse_version("1.0.0-beta4"), {"pass_device_specs": True})["problems"][0]
+    assert "default" not in problem["fix"]
+    assert problem["fix"] == ("set device_plugin_version to v0.17.1 (v0.5.0 is the oldest that has it), or set "
+                              "device_plugin_pass_device_specs: false (safe only where no node runs kubelet with cpuManagerPolicy=static)")
+
+
+def test_an_option_problem_and_a_static_node_are_both_named():
+    # defect: with a static node and default options on an old version, the option check fired first and hid the node
+    version = dp.parse_version("1.0.0-beta4")
+    problems = dp.container_config(version, {"pass_device_specs": True})["problems"]
+    facts = {"gpu-a": _facts("static"), "gpu-b": _facts("none")}
+    result = dp.preflight(version, {"pass_device_specs": True}, ["gpu-a", "gpu-b"], facts, problems)
+    nodes = [p["node"] for p in result["problems"]]
+    assert nodes == ["every targeted node (2: gpu-a, gpu-b)", "gpu-a (cpuManagerPolicy=static from config file /var/lib/kubelet/config.yaml)"]
+    assert result["refused"] == ["gpu-a", "gpu-b"]
+    assert "does not pass device specs" in result["problems"][1]["problem"]
 
 
 @pytest.mark.parametrize("options, var", [
@@ -153,126 +176,6 @@ def test_preflight_never_acts_on_an_unknown_node():
 def test_preflight_warns_without_pass_device_specs_on_none_nodes():
     result = dp.preflight(dp.parse_version("v0.17.1"), {"pass_device_specs": False}, ["gpu-a"], {"gpu-a": _facts("none")})
     assert result["problems"] == [] and "pass_device_specs is false" in result["warnings"][0]
-
-
-# -- plan -----------------------------------------------------------------------------------------
-
-def _node(name, gpus=None, labels=None):
-    status = {"capacity": {"nvidia.com/gpu": str(gpus)}} if gpus is not None else {}
-    return {"metadata": {"name": name, "labels": labels or {}}, "status": status}
-
-
-def _ds(generation, image="nvcr.io/nvidia/k8s-device-plugin:v0.17.1"):
-    return {"metadata": {"annotations": {dp.TEMPLATE_GENERATION_ANNOTATION: str(generation)}},
-            "spec": {"template": {"spec": {"containers": [{"name": "ctr", "image": image}]}}}}
-
-
-def _pod(name, node, generation, image="nvidia/k8s-device-plugin:1.0.0-beta4", ready=True, deleting=False):
-    meta = {"name": name, "namespace": "kube-system", "labels": {dp.TEMPLATE_GENERATION_LABEL: str(generation)}}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-11-21T00:00:00Z"
-    return {"metadata": meta, "spec": {"nodeName": node, "containers": [{"name": "ctr", "image": image}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
-
-
-def test_plan_replaces_old_pods_in_node_order_and_batches():
-    nodes = [_node("gpu-c", 1, {"gpu": "yes"}), _node("gpu-a", 2, {"gpu": "yes"}), _node("gpu-b", 1, {"gpu": "yes"}),
-             _node("cpu-1")]
-    pods = [_pod("p-c", "gpu-c", 1), _pod("p-a", "gpu-a", 1), _pod("p-b", "gpu-b", 2, image="x:v0.17.1")]
-    result = dp.plan(_ds(2), pods, nodes, {"gpu": "yes"}, "ctr", 1, facts={"gpu-a": {"gpu_uuids": [A, B]}})
-    assert [s["node"] for s in result["steps"]] == ["gpu-a", "gpu-c"]
-    assert result["current"] == ["gpu-b"]
-    assert result["batches"] == [[result["steps"][0]], [result["steps"][1]]]
-    step = result["steps"][0]
-    assert (step["from_version"], step["to_version"], step["pods"], step["gpus_before"], step["gpu_uuids"]) == (
-        "1.0.0-beta4", "v0.17.1", ["p-a"], 2, [A, B])
-    assert dp.plan_lines(result)[0] == "batch 1: gpu-a: 1.0.0-beta4 -> v0.17.1 (delete p-a)"
-
-
-def test_plan_is_empty_when_every_pod_is_current_and_notes_missing_pods():
-    nodes = [_node("gpu-a", 1), _node("gpu-b", 1)]
-    result = dp.plan(_ds(3), [_pod("p-a", "gpu-a", 3), _pod("old", "gpu-b", 2, deleting=True)], nodes, {}, "ctr", 5)
-    assert result["steps"] == [] and result["current"] == ["gpu-a"] and result["missing"] == ["gpu-b"]
-    assert dp.plan_lines(result)[0].startswith("nothing to replace: 1 node(s) already run")
-
-
-def test_check_mode_plan_marks_every_pod_when_the_template_will_change():
-    result = dp.plan(_ds(3), [_pod("p-a", "gpu-a", 3)], [_node("gpu-a", 1)], {}, "ctr", 5, template_will_change=True)
-    assert [s["node"] for s in result["steps"]] == ["gpu-a"]
-
-
-def test_plan_refuses_a_bad_batch_size_and_a_missing_container():
-    with pytest.raises(ParameterError, match="device_plugin_batch_size"):
-        dp.plan(_ds(1), [], [], {}, "ctr", 0)
-    with pytest.raises(ParameterError, match="device_plugin_container_name"):
-        dp.plan(_ds(1), [], [], {}, "other", 1)
-
-
-# -- per-node checks --------------------------------------------------------------------------------
-
-def test_new_pod_state_ignores_the_replaced_and_the_outdated():
-    ds = _ds(2)
-    crash = _pod("p-new", "gpu-a", 2, ready=False)
-    crash["status"]["containerStatuses"] = [{"state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}}]
-    assert dp.new_pod_status([_pod("p-old", "gpu-a", 1)], ds, "gpu-a", ["p-old"])["found"] is False
-    state = dp.new_pod_status([_pod("p-old", "gpu-a", 1), crash], ds, "gpu-a", ["p-old"])
-    assert (state["found"], state["ready"], state["reason"]) == (True, False, "CrashLoopBackOff: back-off")
-    assert dp.new_pod_status([_pod("p-new", "gpu-a", 2)], ds, "gpu-a", ["p-old"])["ready"] is True
-
-
-@pytest.mark.parametrize("capacity, allocatable, expected, ok, reason", [
-    ("2", "2", 2, True, None),
-    ("2", "0", 2, False, "allocatable nvidia.com/gpu is 0 of capacity 2"),
-    ("0", "0", 2, False, "the plugin registered no nvidia.com/gpu (capacity 0)"),
-    ("1", "1", 2, False, "capacity nvidia.com/gpu is 1, was 2 before the upgrade"),
-    ("1", "1", None, True, None),
-])
-def test_node_gpus(capacity, allocatable, expected, ok, reason):
-    node = {"status": {"capacity": {"nvidia.com/gpu": capacity}, "allocatable": {"nvidia.com/gpu": allocatable}}}
-    result = dp.node_gpus(node, expected)
-    assert (result["ok"], result["reason"]) == (ok, reason)
-
-
-def _finished(message, phase="Succeeded"):
-    return {"status": {"phase": phase, "containerStatuses": [{"state": {"terminated": {"exitCode": 0, "message": message}}}]}}
-
-
-def test_verify_parses_nvidia_smi_output_and_compares_with_facts():
-    listing = "GPU 0: Tesla T4 (UUID: %s)\nGPU 1: Tesla T4 (UUID: %s)\n" % (A, B)
-    assert dp.verify_listing(_finished(listing), [B, A])["ok"] is True
-    assert dp.verify_listing(_finished("%s\n" % A), [A])["ok"] is True
-    wrong = dp.verify_listing(_finished("%s\nGPU-00000000-dead-beef-0000-000000000000\n" % A), [A, B])
-    assert wrong["ok"] is False and wrong["missing"] == [B]
-    assert wrong["unexpected"] == ["GPU-00000000-dead-beef-0000-000000000000"]
-    failed = dp.verify_listing({"status": {"phase": "Failed", "reason": "UnexpectedAdmissionError"}}, [A])
-    assert failed["ok"] is False and "UnexpectedAdmissionError" in failed["reason"]
-    assert dp.verify_listing(_finished(A), [])["reason"].startswith("no GPUs in gpu_uuid_facts")
-
-
-def test_batch_rows_tell_each_node_its_story():
-    ds = _ds(2)
-    steps = [{"node": n, "pods": ["old-" + n], "from_version": "1.0.0-beta4", "to_version": "v0.17.1", "gpus_before": 1,
-              "gpu_uuids": [A]} for n in ("gpu-a", "gpu-b", "gpu-c")]
-    deletes = [{"item": [s, s["pods"][0]], "failed": False} for s in steps]
-    waits = [{"item": s, "resources": [_pod("new-" + s["node"], s["node"], 2, ready=s["node"] != "gpu-b")]} for s in steps]
-    good = {"status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}}}
-    gpus = [{"item": waits[0], "resources": [good]}, {"item": waits[1], "skipped": True}, {"item": waits[2], "resources": [good]}]
-    verifies = [{"item": steps[0], "resources": [_finished(A)]}, {"item": steps[2], "resources": [_finished(B)]}]
-    rows = dp.batch_rows(steps, ds, deletes, waits, gpus, verifies)
-    assert [(r["node"], r["status"], r["verify"]) for r in rows] == [
-        ("gpu-a", "upgraded", "ok"), ("gpu-b", "failed", None), ("gpu-c", "failed", "failed")]
-    assert rows[1]["reason"].startswith("new plugin pod not Ready in time (Running")
-    assert "the pod saw %s" % B in rows[2]["reason"]
-    assert dp.report_lines(rows)[0] == "gpu-a: upgraded (1.0.0-beta4 -> v0.17.1), GPUs 1/1, verify ok"
-
-
-def test_verify_listing_of_a_pod_that_asked_for_fewer_gpus_than_the_node_has():
-    # a repaired live node: the pod asks for one GPU; any one current UUID is right, a gone one is not
-    assert dp.verify_listing(_finished("%s\n" % B), [A, B], requested=1)["ok"] is True
-    assert dp.verify_listing(_finished("%s\n" % B), [A, B], requested="1")["missing"] == []
-    gone = dp.verify_listing(_finished("GPU-00000000-dead-beef-0000-000000000000\n"), [A, B], requested=1)
-    assert gone["ok"] is False and gone["unexpected"] == ["GPU-00000000-dead-beef-0000-000000000000"]
-    assert dp.verify_listing(_finished("%s\n%s\n" % (A, B)), [A, B], requested=1)["ok"] is False  # saw more than it asked for
 
 
 # -- other managers of the plugin (GPU Operator, Helm, another DaemonSet) -------------------

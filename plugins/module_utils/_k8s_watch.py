@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: a bounded, resumable list-and-watch of one kind of
+object, for waits that must not poll (``daemonset_rollout``).
+
+The kubernetes client's ``Watch.stream`` does not retry when ``timeout_seconds`` is given, so
+each call here is one watch request, bounded by the time left; when the server ends it (its
+timeout, or a dropped connection) it is resumed from the last resourceVersion seen, and on
+``410 Gone`` (that version was compacted away) the objects are listed again. The watcher keeps
+every object it has seen by name, so consecutive waits (batch after batch) share one stream of
+events and never list again.
+"""
+
+from __future__ import annotations
+
+import time
+
+try:
+    from kubernetes import watch as k8s_watch
+    from kubernetes.client.exceptions import ApiException
+except ImportError:  # the module reports a missing kubernetes library
+    k8s_watch = None
+    ApiException = Exception
+
+# longest single watch request (the API server's own cap is --min-request-timeout, 1800 s)
+MAX_WATCH_SECONDS = 300
+
+
+class Watcher(object):
+    """Objects of one list call (``list_fn(*args, **kwargs)``), kept current by watching it."""
+
+    def __init__(self, api_client, list_fn, *args, **kwargs):
+        self.clock = kwargs.pop("_clock", time.monotonic)
+        self.api_client = api_client
+        self.list_fn = list_fn
+        self.args = args
+        self.kwargs = kwargs
+        self.objects = {}
+        self.resource_version = None
+        self.calls = 0
+
+    @staticmethod
+    def key(obj):
+        meta = obj.get("metadata") or {}
+        return (meta.get("namespace"), meta.get("name"))
+
+    def list(self):
+        """List (one call); returns the objects as dicts."""
+        listed = self.list_fn(*self.args, **self.kwargs)
+        self.calls += 1
+        items = [self.api_client.sanitize_for_serialization(item) for item in listed.items]
+        self.objects = dict((self.key(obj), obj) for obj in items)
+        self.resource_version = listed.metadata.resource_version
+        return items
+
+    def values(self):
+        return list(self.objects.values())
+
+    def _apply(self, event):
+        obj = event.get("raw_object") or {}
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if event.get("type") == "DELETED":
+            self.objects.pop(self.key(obj), None)
+        elif event.get("type") in ("ADDED", "MODIFIED"):
+            self.objects[self.key(obj)] = obj
+        if version:
+            self.resource_version = version
+
+    def wait(self, done, deadline):
+        """Watch until ``done(self)`` is true (True) or ``deadline`` (a ``clock`` time) passes (False)."""
+        if self.resource_version is None:
+            self.list()
+        while not done(self):
+            left = deadline - self.clock()
+            if left <= 0:
+                return False
+            seconds = max(1, min(int(left + 0.999), MAX_WATCH_SECONDS))
+            stream = k8s_watch.Watch()
+            self.calls += 1
+            try:
+                for event in stream.stream(self.list_fn, *self.args, resource_version=self.resource_version,
+                                           timeout_seconds=seconds, _request_timeout=seconds + 30, **self.kwargs):
+                    self._apply(event)
+                    if done(self):
+                        stream.stop()
+                        return True
+                    if self.clock() >= deadline:
+                        stream.stop()
+                        break
+            except ApiException as exc:
+                if getattr(exc, "status", None) != 410:
+                    raise
+                self.list()  # our resourceVersion is too old: start again from the current state
+        return True
