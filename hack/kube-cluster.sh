@@ -145,6 +145,7 @@ POLICY
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.96.0.0/24 --endpoint-reconciler-type=none \
     --audit-policy-file="$dir/audit-policy.yaml" --audit-log-path="$dir/audit.log" --audit-log-format=json \
+    --kubelet-preferred-address-types=InternalIP --allow-privileged=true \
     >"$dir/kube-apiserver.log" 2>&1 &
   echo $! >>"$dir/pids"
   wait_for 60 kube-apiserver curl -fsk -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz" || { stop "$dir"; return 1; }

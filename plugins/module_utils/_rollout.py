@@ -61,11 +61,16 @@ def check_int(field, value, minimum):
     return value
 
 
-def check_pattern(field, pattern):
+def check_pattern(field, pattern, expect=None):
     try:
-        return re.compile(pattern, re.MULTILINE)
+        compiled = re.compile(pattern, re.MULTILINE)
     except re.error as exc:
         raise ParameterError(field, "%r is not a regular expression: %s" % (pattern, exc))
+    missing = sorted(set(expect or {}) - set(compiled.groupindex))
+    if missing:
+        raise ParameterError(field.rsplit(".", 1)[0] + ".expect", "names %s, which %r has no named group for (use (?P<name>...))"
+                             % (", ".join(missing), pattern))
+    return compiled
 
 
 def selector_string(match_labels):
@@ -252,8 +257,12 @@ def capacity_before(nodes, resource):
     return dict((_meta(n).get("name"), _quantity((_status(n).get("capacity") or {}).get(resource))) for n in nodes or ())
 
 
-def log_check(text, pattern):
-    """The last line of a container log matching ``pattern``: ``{"ok", "line", "groups"}`` (named groups)."""
+def log_check(text, pattern, expect=None):
+    """The last match of ``pattern`` in a container log: ``{"ok", "line", "groups", "reason"}``.
+
+    ``line`` is the first line of the match, ``groups`` its named groups; with ``expect`` (group
+    name -> value), each named group must equal its value (a driver version asked for).
+    """
     found = None
     for match in pattern.finditer(text or ""):
         found = match
@@ -261,9 +270,11 @@ def log_check(text, pattern):
         return {"ok": False, "line": None, "groups": {},
                 "reason": "no line of the log matches %r" % pattern.pattern}
     start = (text.rfind("\n", 0, found.start()) + 1)
-    end = text.find("\n", found.end())
+    end = text.find("\n", found.start())
     line = text[start:end if end >= 0 else len(text)]
-    return {"ok": True, "line": line, "groups": found.groupdict(), "reason": None}
+    groups = found.groupdict()
+    wrong = ["%s is %s, expected %s" % (k, groups.get(k), v) for k, v in sorted((expect or {}).items()) if groups.get(k) != str(v)]
+    return {"ok": not wrong, "line": line, "groups": groups, "reason": "; ".join(wrong) or None}
 
 
 def parse_gpu_listing(text):

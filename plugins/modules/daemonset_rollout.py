@@ -96,10 +96,15 @@ options:
         required: true
       pattern:
         description:
-          - A Python regular expression (multiline). The last matching line is returned in the row's C(log), with
-            its named groups (C((?P<version>...))).
+          - A Python regular expression (multiline). The last match is returned in the row's C(log) (its first
+            line, and its named groups, such as C((?P<version>...))).
         type: str
         required: true
+      expect:
+        description:
+          - Named group to the value it must have, such as C({version - 535.104.05}); a different value fails the
+            node, naming both.
+        type: dict
   verify_pod:
     description:
       - A pod run on each node once its checks passed, then deleted. C(nodeName) and C(restartPolicy=Never) are set
@@ -397,7 +402,8 @@ def run_batch(cluster, daemonset, revision_hash, batch, rows, pods, nodes, befor
         pending = [n for n in pending if rows[n]["status"] != "failed"]
 
     if p["log_check"] and pending:
-        pattern = rollout.check_pattern("log_check.pattern", p["log_check"]["pattern"])
+        expect = p["log_check"]["expect"]
+        pattern = rollout.check_pattern("log_check.pattern", p["log_check"]["pattern"], expect)
         for node in pending:
             try:
                 text = cluster.log(p["namespace"], rows[node]["new_pod"], p["log_check"]["container"])
@@ -405,7 +411,7 @@ def run_batch(cluster, daemonset, revision_hash, batch, rows, pods, nodes, befor
                 rows[node].update(status="failed", reason="reading the log of %s in %s failed: %s %s"
                                   % (p["log_check"]["container"], rows[node]["new_pod"], exc.status, exc.reason))
                 continue
-            check = rollout.log_check(text, pattern)
+            check = rollout.log_check(text, pattern, expect)
             rows[node]["log"] = {"line": check["line"], "groups": check["groups"]}
             if not check["ok"]:
                 rows[node].update(status="failed", reason="%s's log: %s" % (p["log_check"]["container"], check["reason"]))
@@ -472,7 +478,8 @@ def main():
         crashloop_restarts=dict(type="int", default=3),
         require_init_completed=dict(type="bool", default=False),
         resource=dict(type="str"),
-        log_check=dict(type="dict", options=dict(container=dict(type="str", required=True), pattern=dict(type="str", required=True))),
+        log_check=dict(type="dict", options=dict(container=dict(type="str", required=True), pattern=dict(type="str", required=True),
+                                                 expect=dict(type="dict"))),
         verify_pod=dict(type="dict", options=dict(
             template=dict(type="dict", required=True), namespace=dict(type="str"),
             name_prefix=dict(type="str", default="gpuops-verify"), expected_gpus=dict(type="dict"),
@@ -490,7 +497,7 @@ def main():
         for field in ("pod_timeout", "resource_timeout", "observe_timeout", "crashloop_restarts"):
             rollout.check_int(field, p[field], 1)
         if p["log_check"]:
-            rollout.check_pattern("log_check.pattern", p["log_check"]["pattern"])
+            rollout.check_pattern("log_check.pattern", p["log_check"]["pattern"], p["log_check"]["expect"])
         cluster = Rollout(get_api_client(module=module).client.client, p, module.check_mode)
         result = roll(cluster, p, module.check_mode)
     except GpuopsError as exc:

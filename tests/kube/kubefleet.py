@@ -124,13 +124,15 @@ class Fleet(object):
                                         [fakenode.gpu(u, minor=i, bus="00000000:00:%02x.0" % (7 + i)) for i, u in enumerate(gpus)])
             node = {"name": name, "gpus": gpus, "labels": dict(self.label, **spec.get("labels", {})),
                     "taints": spec.get("taints", []), "faults": spec.get("faults", []),
-                    "fault_images": spec.get("fault_images")}
+                    "fault_images": spec.get("fault_images"), "driver_version": spec.get("driver_version")}
             self.nodes.append(node)
             if spec.get("in_inventory", True):
                 hosts[name] = {
                     "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                     "device_plugin_node_name": name, "device_plugin_kubelet_root": str(root),
                     "device_plugin_node_environment": fakenode.environ(fake_lib_dir, cfg, base={}),
+                    "driver_installer_node_name": name,
+                    "driver_installer_node_environment": fakenode.environ(fake_lib_dir, cfg, base={}),
                 }
         self.inventory = tmp_path / "inventory.yml"
         self.inventory.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts}}))

@@ -28,9 +28,20 @@ What it models, per node (``--nodes`` JSON: a list of objects):
   whatever its restart policy; a test removes the label to "repair" the node.
 * Pods being deleted are removed (grace period 0) after ``--stop-delay``, as kubelet does once
   the containers are gone.
+* Init containers run to completion (exit 0) before the pod's containers start. One whose
+  environment has ``NVIDIA_DRIVER_VERSION`` is a driver installer (the GKE-style installer
+  DaemonSet): its log is what upstream's entrypoint prints, with nvidia-smi's header naming the
+  driver version installed: the node's ``driver_version`` when set (a node whose installer
+  installs something else than asked), else the one asked for.
+* Container logs are served as kubelet serves them, over HTTPS on the port each Node's
+  ``status.daemonEndpoints.kubeletEndpoint`` names (the Node's InternalIP is 127.0.0.1), at
+  ``/containerLogs/<namespace>/<pod>/<container>``, so ``pods/log`` reads go through the real
+  API server's node proxy (kube-apiserver ``--kubelet-preferred-address-types=InternalIP``).
 * ``faults`` (a list) injects failures: ``plugin_crash`` (the plugin container never becomes
   Ready: CrashLoopBackOff), ``no_gpus`` (the plugin registers 0 healthy GPUs),
-  ``wrong_gpus`` (a verification pod sees a GPU the node's inventory does not list).
+  ``wrong_gpus`` (a verification pod sees a GPU the node's inventory does not list),
+  ``installer_fail`` (a driver installer's init container exits 1 and is restarted:
+  Init:CrashLoopBackOff, with the installer's error in its log).
   ``fault_images`` limits the faults to pods whose image is in that list (a bad new version).
 
 Run: python tests/kube/simkubelet.py --kubeconfig K --nodes nodes.json
@@ -38,9 +49,15 @@ Run: python tests/kube/simkubelet.py --kubeconfig K --nodes nodes.json
 
 import argparse
 import heapq
+import http.server
 import json
+import os
 import signal
+import ssl
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -62,9 +79,68 @@ def parse_selector(text):
     return out
 
 
+# what upstream's installer entrypoint (container-engine-accelerators nvidia-driver-installer/
+# ubuntu/entrypoint.sh) prints, with nvidia-smi's header; SIMULATED
+INSTALLER_LOG = """Checking cached version
+Cache file /usr/local/nvidia/.cache not found.
+Downloading kernel sources... DONE.
+Configuring installation directories... DONE.
+Downloading Nvidia installer... DONE.
+Running Nvidia installer...
+Running Nvidia installer... DONE.
+Verifying Nvidia installation...
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI {version}    Driver Version: {version}    CUDA Version: 12.2     |
++-----------------------------------------------------------------------------+
+Verifying Nvidia installation... DONE.
+Updating host's ld cache... DONE.
+"""
+INSTALLER_FAIL_LOG = """Checking cached version
+Cache file /usr/local/nvidia/.cache not found.
+Downloading kernel sources... DONE.
+Running Nvidia installer...
+ERROR: Unable to build the NVIDIA kernel module. (SIMULATED fault installer_fail)
+"""
+
+
+class LogServer(object):
+    """kubelet's /containerLogs endpoint over HTTPS (self-signed: kube-apiserver is not given a kubelet CA)."""
+
+    def __init__(self):
+        self.logs = {}
+        workdir = tempfile.mkdtemp(prefix="simkubelet-")
+        cert, key = os.path.join(workdir, "tls.crt"), os.path.join(workdir, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=simkubelet",
+                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert],
+                       check=True, capture_output=True)
+        logs = self.logs
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                parts = self.path.split("?", 1)[0].strip("/").split("/")
+                text = logs.get(tuple(parts[1:4])) if len(parts) == 4 and parts[0] == "containerLogs" else None
+                body = (text if text is not None else "no log for %s (SIMULATED kubelet)\n" % self.path).encode()
+                self.send_response(200 if text is not None else 404)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
 class SimKubelet:
-    def __init__(self, api, nodes, plugin_selector, start_delay, register_delay, stop_delay):
+    def __init__(self, api, nodes, plugin_selector, start_delay, register_delay, stop_delay, log_server=None):
         self.api = api
+        self.log_server = log_server
         self.nodes = {n["name"]: n for n in nodes}
         self.plugin_selector = plugin_selector
         self.start_delay = start_delay
@@ -117,8 +193,10 @@ class SimKubelet:
             "nodeInfo": {"kubeletVersion": "v1.20.2", "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux",
                          "architecture": "amd64", "containerRuntimeVersion": "simulated://0",
                          "kernelVersion": "", "osImage": "SIMULATED", "machineID": "", "systemUUID": "", "bootID": ""},
-            "addresses": [{"type": "Hostname", "address": name}],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
         }
+        if self.log_server:
+            status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.log_server.port}}
         self.api.patch_node_status(name, {"status": status})
 
     # -- timers ------------------------------------------------------------------------------
@@ -143,7 +221,7 @@ class SimKubelet:
     def faults(self, node, pod):
         spec = self.nodes[node]
         images = spec.get("fault_images")
-        if images and not any(c.image in images for c in pod.spec.containers):
+        if images and not any(c.image in images for c in list(pod.spec.containers) + list(pod.spec.init_containers or ())):
             return set()
         return set(spec.get("faults") or [])
 
@@ -199,6 +277,17 @@ class SimKubelet:
         if pod.spec.restart_policy == "Never" and self.gpu_request(pod):
             self.run_to_completion(pod, node, faults)
             return
+        init_statuses = self.run_init_containers(pod, node, faults, stamp)
+        if init_statuses is not None and any(s["state"].get("waiting") for s in init_statuses):
+            status = {"phase": "Pending", "startTime": stamp, "hostIP": "127.0.0.1", "podIP": "10.244.0.1",
+                      "conditions": [{"type": t, "status": s, "lastTransitionTime": stamp}
+                                     for t, s in (("Initialized", "False"), ("Ready", "False"), ("ContainersReady", "False"),
+                                                  ("PodScheduled", "True"))],
+                      "initContainerStatuses": init_statuses,
+                      "containerStatuses": [{"name": c.name, "image": c.image, "imageID": "", "ready": False, "restartCount": 0,
+                                             "state": {"waiting": {"reason": "PodInitializing"}}} for c in pod.spec.containers]}
+            self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
+            return
         ready = not (self.is_plugin(pod) and "plugin_crash" in faults)
         statuses = []
         for ctr in pod.spec.containers:
@@ -217,10 +306,37 @@ class SimKubelet:
                                         ("PodScheduled", "True"))],
             "containerStatuses": statuses,
         }
+        if init_statuses is not None:
+            status["initContainerStatuses"] = init_statuses
         self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
         if ready and self.is_plugin(pod):
             gpus = 0 if "no_gpus" in faults else len(self.nodes[node].get("gpus") or [])
             self.later(self.register_delay, self.register_plugin, node, pod.metadata.uid, gpus)
+
+    def run_init_containers(self, pod, node, faults, stamp):
+        """Statuses of the pod's init containers (None without any); a driver installer logs its install."""
+        if not pod.spec.init_containers:
+            return None
+        statuses = []
+        for ctr in pod.spec.init_containers:
+            env = dict((e.name, e.value) for e in ctr.env or ())
+            log = "init container %s: done (SIMULATED)\n" % ctr.name
+            failed = False
+            if "NVIDIA_DRIVER_VERSION" in env:
+                installed = self.nodes[node].get("driver_version") or env["NVIDIA_DRIVER_VERSION"]
+                failed = "installer_fail" in faults
+                log = INSTALLER_FAIL_LOG if failed else INSTALLER_LOG.format(version=installed)
+            if self.log_server:
+                self.log_server.logs[(pod.metadata.namespace, pod.metadata.name, ctr.name)] = log
+            if failed:
+                statuses.append({"name": ctr.name, "image": ctr.image, "imageID": "", "ready": False, "restartCount": 3,
+                                 "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                                       "message": "back-off 40s restarting failed container (SIMULATED)"}},
+                                 "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": stamp, "finishedAt": stamp}}})
+                break  # later init containers do not run
+            statuses.append({"name": ctr.name, "image": ctr.image, "imageID": "", "ready": True, "restartCount": 0,
+                             "state": {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": stamp, "finishedAt": stamp}}})
+        return statuses
 
     def register_plugin(self, node, uid, gpus):
         if self.handled.get(uid) == "started":
@@ -265,7 +381,7 @@ def main(argv=None):
     with open(args.nodes) as handle:
         nodes = json.load(handle)
     sim = SimKubelet(client.CoreV1Api(), nodes, parse_selector(args.plugin_selector),
-                     args.start_delay, args.register_delay, args.stop_delay)
+                     args.start_delay, args.register_delay, args.stop_delay, LogServer())
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     sim.register_nodes()
     print("simkubelet: %d SIMULATED nodes registered" % len(nodes), flush=True)

@@ -204,3 +204,14 @@ def test_summary_lists_nodes_by_outcome_and_says_whether_it_stopped():
     assert out["msg"] == "stopped: 1 updated, 0 ready, 1 failed (max_failed_nodes 0), 0 not started"
     assert ro.report_lines(rows) == ["gpu-a: updated, GPUs 1/1 (6.2 s)",
                                      "gpu-b: failed: the plugin registered no nvidia.com/gpu (capacity 0)"]
+
+
+def test_log_check_expect_compares_named_groups_and_needs_them_in_the_pattern():
+    pattern = ro.check_pattern("log_check.pattern", r"Driver Version: (?P<version>[0-9.]+)[\s\S]*?installation\.\.\. DONE", {"version": "1"})
+    log = "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |\nVerifying Nvidia installation... DONE.\n"
+    assert ro.log_check(log, pattern, {"version": "535.104.05"})["ok"] is True
+    wrong = ro.log_check(log, pattern, {"version": "550.54.15"})
+    assert (wrong["ok"], wrong["reason"]) == (False, "version is 535.104.05, expected 550.54.15")
+    assert wrong["line"].startswith("| NVIDIA-SMI 535.104.05")
+    with pytest.raises(ParameterError, match="log_check.expect"):
+        ro.check_pattern("log_check.pattern", r"Driver Version: ([0-9.]+)", {"version": "1"})
