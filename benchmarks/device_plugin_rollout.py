@@ -47,8 +47,10 @@ def main():
     lib = kubefleet.fakenode.build_lib(os.path.join(kubefleet.ROOT, "build", "fakes"))
     print("SIMULATED nodes (simkubelet: start %.1f s, GPU registration 0.5 s, stop 0.3 s); poll %.1f s; verify %s"
           % (args.start_delay, args.poll, args.verify))
-    header = ("nodes", "batch", "wall_s", "s/node", "api_calls", "no-op_run", "calls/node", "per-node calls by kind")
-    print("%6s %6s %10s %10s %12s %12s %12s  %s" % header, flush=True)
+    floor = args.start_delay + 0.5
+    print("floor per batch (pod start + GPU registration): %.1f s" % floor)
+    header = ("nodes", "batch", "wall_s", "s/node", "marg s/node", "x floor", "api_calls", "no-op_run", "calls/node", "per-node calls by kind")
+    print("%6s %6s %8s %8s %12s %8s %10s %10s %11s  %s" % header, flush=True)
     try:
         for count in args.nodes:
             for batch in args.batch:
@@ -70,8 +72,11 @@ def main():
                     kinds.subtract(collections.Counter(classify(e) for e in again.api_calls))
                     per_node = dict((k, round(v / float(count), 2)) for k, v in sorted(kinds.items()) if v)
                     total, fixed = len(run.api_calls), len(again.api_calls)
-                    row = (count, batch, run.elapsed, run.elapsed / count, total, fixed, (total - fixed) / float(count), per_node)
-                    print("%6d %6d %10.1f %10.2f %12d %12d %12.2f  %s" % row, flush=True)
+                    marginal = (run.elapsed - again.elapsed) / count
+                    batches = -(-count // batch)
+                    row = (count, batch, run.elapsed, run.elapsed / count, marginal, marginal * count / batches / floor,
+                           total, fixed, (total - fixed) / float(count), per_node)
+                    print("%6d %6d %8.1f %8.2f %12.2f %8.2f %10d %10d %11.2f  %s" % row, flush=True)
                 finally:
                     fleet.stop()
     finally:

@@ -19,6 +19,8 @@ COLUMNS = (
     ("kubelet", "kubelet"),
     ("backup", "backup"),
 )
+# shown only when the GPU workloads were audited (a cluster was configured: gpu_workload_audit)
+WORKLOAD_COLUMN = ("workloads", "GPU workloads")
 NO_RESULT = "no result: the node failed or was unreachable"
 REPAIR_ACTIONS = ("removed", "pruned")
 
@@ -27,12 +29,14 @@ def _ran(result):
     return isinstance(result, dict) and not result.get("skipped")
 
 
-def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False):
+def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None):
     """One node's summary from its variables (``hostvars[node]``), or None where the node left the run.
 
     Computed once on the controller for the whole fleet, instead of one set_fact task per node.
     ``alive``: the nodes still in the run; ``repair_nodes``: those site.yml sent to the repair
-    (in check mode, where the repair is not run again, their plan is their would-be repair).
+    (in check mode, where the repair is not run again, their plan is their would-be repair);
+    ``workload_findings``: gpu_workload_audit's ``by_node`` (Kubernetes node name -> findings),
+    when the GPU workloads were audited.
     """
     if not hasattr(node_vars, "get"):
         raise AnsibleFilterError("fleet_node_summary: expects a node's variables (hostvars[node]), got %s" % type(node_vars).__name__)
@@ -47,7 +51,7 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False):
     action = result.get("action") or "none"
     kubelet = result.get("kubelet") or {}
     selftest = node_vars.get("checkpoint_guard_selftest")
-    return {
+    summary = {
         "node": node,
         "simulated": str(node_vars.get("gpuops_lab", False)).lower() in ("true", "yes", "1", "on"),
         "gpus": facts.get("count"),
@@ -67,6 +71,9 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False):
         "guard": "installed" if isinstance(selftest, dict) and "rc" in selftest else "not installed",
         "msg": result.get("msg") or "",
     }
+    if isinstance(workload_findings, dict):
+        summary["workloads"] = int(workload_findings.get(node_vars.get("gpuops_k8s_node_name") or node) or 0)
+    return summary
 
 
 def fleet_rows(summaries, nodes):
@@ -124,8 +131,14 @@ def _stale_text(stale):
     return first if count == 1 else "%d (%s, ...)" % (count, first)
 
 
+def _columns(rows):
+    return COLUMNS + ((WORKLOAD_COLUMN,) if any("workloads" in r for r in rows) else ())
+
+
 def _cell(row, key):
     value = row.get(key)
+    if key == "workloads":
+        return "-" if value is None else ("ok" if value == 0 else "%d finding(s)" % value)
     if key == "gpus":
         if row.get("inventory_reason"):
             return "unknown"
@@ -148,13 +161,13 @@ def _rows(rows, name):
 
 
 def _grid(rows):
-    return [[_cell(r, key) for key, dummy in COLUMNS] for r in rows]
+    return [[_cell(r, key) for key, dummy in _columns(rows)] for r in rows]
 
 
 def fleet_table(rows):
     """Fixed-width text table, one line per node, then the notes (reasons, messages)."""
     rows = _rows(rows, "fleet_table")
-    header = [heading for dummy, heading in COLUMNS]
+    header = [heading for dummy, heading in _columns(rows)]
     grid = _grid(rows)
     widths = [max(len(line[i]) for line in [header] + grid) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [header] + grid]
@@ -185,8 +198,9 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
     out = ["# %s" % title, ""]
     if any(r.get("simulated") for r in rows):
         out += ["> Nodes marked (simulated) run on SIMULATED GPUs (lab fakes), not real hardware.", ""]
-    out.append("| " + " | ".join(heading for dummy, heading in COLUMNS) + " |")
-    out.append("|" + "---|" * len(COLUMNS))
+    columns = _columns(rows)
+    out.append("| " + " | ".join(heading for dummy, heading in columns) + " |")
+    out.append("|" + "---|" * len(columns))
     for line in _grid(rows):
         out.append("| " + " | ".join("`%s`" % _md(c) if c.startswith(("GPU-", "MIG-", "/")) else _md(c) for c in line) + " |")
     notes = [r for r in rows if r.get("msg")]

@@ -157,9 +157,9 @@ options:
 requirements:
   - kubernetes (Python client)
 notes:
-  - API calls per node, measured on the simulated fleet (C(benchmarks/device_plugin_rollout.py)) - one delete, plus
-    one watch request per batch for the pods and one for the nodes; a log check adds one read, a verification pod a
-    create, a delete and its share of a watch.
+  - API calls per node, measured on the simulated fleet (C(benchmarks/device_plugin_rollout.py)) - one delete, one
+    watch request of its Node (with O(resource)) and a share of one watch request per batch for the pods; a log check
+    adds one read, a verification pod a create, a delete and its share of a watch.
 seealso:
   - module: kubernetes.core.k8s_drain
   - module: gpuops.fleet.gpu_uuid_facts
@@ -325,18 +325,20 @@ class Rollout(object):
         revisions = [self.client.sanitize_for_serialization(r) for r in listed.items]
         return rollout.current_revision(daemonset, revisions)
 
-    def fresh_nodes(self, nodes, names):
-        """Read each node now (what the watch holds may predate the new pod) and watch on from the first read.
+    def node_watch(self, name):
+        """A watch of one Node that starts with its current state (one request, no list).
 
-        The first read is the oldest, so the watch replays nothing from before the batch's deletes.
+        resourceVersion "0" starts the watch with a synthetic ADDED event for the object as the
+        API server's watch cache has it now; the state from the start of the rollout (allocatable
+        from before the old pod was deleted) is never what is checked.
         """
-        first = None
-        for name in names:
-            self.calls += 1
-            obj = self.client.sanitize_for_serialization(self.core.read_node(name))
-            nodes.objects[(None, name)] = obj
-            first = first or (obj.get("metadata") or {}).get("resourceVersion")
-        nodes.resource_version = first or nodes.resource_version
+        watch = self.watcher(self.core.list_node, field_selector="metadata.name=%s" % name)
+        watch.resource_version = "0"
+        return watch
+
+    def nodes(self):
+        self.calls += 1
+        return [self.client.sanitize_for_serialization(n) for n in self.core.list_node().items]
 
     def delete(self, namespace, name):
         self.calls += 1
@@ -364,7 +366,7 @@ def _new_pod(daemonset, watch, node, revision_hash):
     return None
 
 
-def run_batch(cluster, daemonset, revision_hash, batch, rows, pods, nodes, before):
+def run_batch(cluster, daemonset, revision_hash, batch, rows, pods, before):
     """Delete a batch's old pods, then wait for and check each node. Fills ``rows`` (by node)."""
     p = cluster.p
     started = time.monotonic()
@@ -391,11 +393,11 @@ def run_batch(cluster, daemonset, revision_hash, batch, rows, pods, nodes, befor
 
     if p["resource"] and pending:
         resource = p["resource"]
-        cluster.fresh_nodes(nodes, pending)
-        nodes.wait(lambda w: all(rollout.node_resource(w.objects.get((None, n)), resource, before.get(n))["ok"] for n in pending),
-                   time.monotonic() + p["resource_timeout"])
+        deadline = time.monotonic() + p["resource_timeout"]
         for node in pending:
-            check = rollout.node_resource(nodes.objects.get((None, node)), resource, before.get(node))
+            watch = cluster.node_watch(node)
+            watch.wait(lambda w: rollout.node_resource(w.objects.get((None, node)), resource, before.get(node))["ok"], deadline)
+            check = rollout.node_resource(watch.objects.get((None, node)), resource, before.get(node))
             rows[node]["gpus"] = check["text"]
             if not check["ok"]:
                 rows[node].update(status="failed", reason=check["reason"])
@@ -538,10 +540,9 @@ def roll(cluster, p, check_mode):
         for row in rows.values():
             row["status"] = "planned"
     elif the_plan["steps"]:
-        nodes = cluster.watcher(cluster.core.list_node)
-        before = rollout.capacity_before(nodes.list(), p["resource"]) if p["resource"] else {}
+        before = rollout.capacity_before(cluster.nodes(), p["resource"]) if p["resource"] else {}
         for batch in the_plan["batches"]:
-            run_batch(cluster, daemonset, revision["hash"], batch, rows, pods, nodes, before)
+            run_batch(cluster, daemonset, revision["hash"], batch, rows, pods, before)
             if len([r for r in rows.values() if r["status"] == "failed"]) > p["max_failed_nodes"]:
                 stopped = True
                 break

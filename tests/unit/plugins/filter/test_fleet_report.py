@@ -156,3 +156,16 @@ def test_node_summary_of_a_node_that_left_the_run_is_none_and_bad_input_is_a_fil
         fr.fleet_node_summary("n1", ["n1"])
     skipped = fr.fleet_node_summary(_node_vars("n2", {"status": "inventory_unknown", "action": "skipped"}, gpuops_lab="false"), ["n2"])
     assert (skipped["action"], skipped["planned_action"], skipped["simulated"], skipped["status"]) == ("skipped", None, False, "inventory_unknown")
+
+
+def test_the_gpu_workloads_column_appears_only_when_the_workloads_were_audited():
+    plain = fr.fleet_node_summary(_node_vars("gpu-a"), ["gpu-a"])
+    assert "workloads" not in plain and "GPU workloads" not in fr.fleet_table([plain])
+    by_node = {"k8s-gpu-a": 2}
+    audited = [fr.fleet_node_summary(_node_vars("gpu-a", gpuops_k8s_node_name="k8s-gpu-a"), ["gpu-a"], workload_findings=by_node),
+               fr.fleet_node_summary(_node_vars("gpu-b"), ["gpu-b"], workload_findings=by_node)]
+    assert [r["workloads"] for r in audited] == [2, 0]
+    table = fr.fleet_table(audited).splitlines()
+    assert table[0].endswith("GPU workloads")
+    assert table[2].endswith("2 finding(s)") and table[3].endswith("ok")
+    assert "| GPU workloads |" in fr.fleet_markdown(audited)
