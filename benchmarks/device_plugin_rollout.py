@@ -39,14 +39,13 @@ def main():
     parser.add_argument("--nodes", type=int, nargs="+", default=[5, 20])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--verify", action="store_true", help="run the verification pod on every node")
-    parser.add_argument("--poll", type=float, default=1.0, help="device_plugin_poll_interval")
     parser.add_argument("--start-delay", type=float, default=0.5, help="simulated image pull + container start, seconds")
     args = parser.parse_args()
     base = pathlib.Path(tempfile.mkdtemp(prefix="gpuops-bench-"))
     cluster = kubefleet.start_cluster(base / "cluster")
     lib = kubefleet.fakenode.build_lib(os.path.join(kubefleet.ROOT, "build", "fakes"))
-    print("SIMULATED nodes (simkubelet: start %.1f s, GPU registration 0.5 s, stop 0.3 s); poll %.1f s; verify %s"
-          % (args.start_delay, args.poll, args.verify))
+    print("SIMULATED nodes (simkubelet: start %.1f s, GPU registration 0.5 s, stop 0.3 s); verify %s"
+          % (args.start_delay, args.verify))
     floor = args.start_delay + 0.5
     print("floor per batch (pod start + GPU registration): %.1f s" % floor)
     header = ("nodes", "batch", "wall_s", "s/node", "marg s/node", "x floor", "api_calls", "no-op_run", "calls/node", "per-node calls by kind")
@@ -60,8 +59,7 @@ def main():
                 fleet = kubefleet.Fleet(cluster, work, lib, nodes, start_delay=args.start_delay)
                 try:
                     fleet.install_old_plugin()
-                    role_vars = fleet.role_vars(device_plugin_batch_size=batch, device_plugin_verify=args.verify,
-                                                device_plugin_poll_interval=args.poll)
+                    role_vars = fleet.role_vars(device_plugin_batch_size=batch, device_plugin_verify=args.verify)
                     rc, run = fleet.play(role_vars)
                     if rc != 0 or len(run.report["upgraded"]) != count:
                         raise SystemExit("rollout failed: %s" % run.failure())

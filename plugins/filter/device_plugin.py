@@ -2,8 +2,8 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters the device_plugin role uses: settings, preflight, owners; and the verification pod's
-verdict (playbooks/recover_pods.yml). The rollout itself is the module daemonset_rollout.
+"""Filters the device_plugin role uses: settings, preflight, owners. The rollout and the
+verification pod are the module daemonset_rollout.
 
 The logic lives in ``module_utils/_device_plugin.py``; these wrappers turn its typed errors
 into AnsibleFilterError once.
@@ -15,7 +15,6 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.module_utils import _device_plugin as dp
-from ansible_collections.gpuops.fleet.plugins.module_utils import _rollout as rollout
 
 
 def _guard(fn):
@@ -81,16 +80,10 @@ def device_plugin_owners(cluster_policies, daemonsets, namespace, name, nodes=No
     return {"problems": problems, "message": dp.format_problems(problems)}
 
 
-def device_plugin_verify(pod, expected_uuids, requested=None):
-    """Compare a finished verification pod's GPU listing with gpu_uuid_facts."""
-    return rollout.verify_listing(pod, expected_uuids, requested)
-
-
 class FilterModule(object):
     def filters(self):
         return {
             "device_plugin_settings": device_plugin_settings,
             "device_plugin_preflight": device_plugin_preflight,
             "device_plugin_owners": device_plugin_owners,
-            "device_plugin_verify": device_plugin_verify,
         }

@@ -172,7 +172,7 @@ def _tag(image):
     return match.group(1) if match else image
 
 
-def plan(daemonset, revision_hash, pods, nodes=None, batch_size=1, assume_changed=False, verify_current=False):
+def plan(daemonset, revision_hash, pods, nodes=None, batch_size=1, assume_changed=False, verify_current=False, check_only=False):
     """Which nodes to roll, in which batches.
 
     ``pods``: the DaemonSet's pods (owned by it); ``nodes``: the node names asked for (None: every
@@ -180,7 +180,8 @@ def plan(daemonset, revision_hash, pods, nodes=None, batch_size=1, assume_change
     ``current`` and skipped (with ``verify_current`` its checks still run, nothing is deleted); a
     node with an old pod gets it deleted; a node with a current pod not Ready yet, or none yet
     (the controller is creating it) is waited for. ``assume_changed`` (check mode, the template
-    would change): every pod is old.
+    would change): every pod is old. ``check_only``: nothing is deleted anywhere; every node is
+    checked with the pod it runs, current or not (action ``check``).
     """
     check_int("batch_size", batch_size, 1)
     by_node = {}
@@ -196,6 +197,9 @@ def plan(daemonset, revision_hash, pods, nodes=None, batch_size=1, assume_change
         new = [p for p in node_pods if p not in old]
         # a node asked for by name without a pod is waited for: the controller may be creating
         # it (first install); if the DaemonSet does not select the node the wait says so
+        if check_only:
+            steps.append({"node": node, "old_pods": [], "old_images": {}, "action": "check"})
+            continue
         if not old and new and _condition(new[0], "Ready") and not verify_current:
             current.append(node)
             continue
@@ -220,6 +224,8 @@ def plan_lines(the_plan, container=None, check_mode=False):
             if step["action"] == "replace":
                 source = _tag(step["old_images"].get(name)) if name else "?"
                 lines.append("batch %d: %s: %s -> %s (delete %s)" % (number, step["node"], source, target, ", ".join(step["old_pods"])))
+            elif step["action"] == "check":
+                lines.append("batch %d: %s: check the pod it runs (nothing is deleted)" % (number, step["node"]))
             else:
                 lines.append("batch %d: %s: wait for the pod of the current revision and check it" % (number, step["node"]))
     return lines

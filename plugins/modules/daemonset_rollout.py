@@ -140,6 +140,12 @@ options:
         description: Seconds a batch waits for its verification pods to finish.
         type: int
         default: 300
+  check_only:
+    description:
+      - Delete nothing anywhere; check each node (O(nodes)) with the pod of the DaemonSet it runs, current or not
+        (its rows say V(ready) or V(failed)). For a verification pod on nodes repaired by other means.
+    type: bool
+    default: false
   verify_current:
     description:
       - Also run the checks on nodes already current (nothing is deleted there; their rows say V(ready)). For a
@@ -360,8 +366,9 @@ def _pods_of(daemonset, watch, node):
 
 
 def _new_pod(daemonset, watch, node, revision_hash):
+    """The node's live pod of the DaemonSet on ``revision_hash`` (None: any live pod)."""
     for pod in _pods_of(daemonset, watch, node):
-        if rollout.pod_is_current(pod, revision_hash) and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        if (revision_hash is None or rollout.pod_is_current(pod, revision_hash)) and not (pod.get("metadata") or {}).get("deletionTimestamp"):
             return pod
     return None
 
@@ -375,11 +382,14 @@ def run_batch(cluster, daemonset, revision_hash, batch, rows, pods, before):
             cluster.delete(p["namespace"], name)
     pending = [s["node"] for s in batch]
 
+    checking = set(s["node"] for s in batch if s["action"] == "check")
+
     def state(node):
-        pod = _new_pod(daemonset, pods, node, revision_hash)
+        pod = _new_pod(daemonset, pods, node, None if node in checking else revision_hash)
         if pod is None:
             return {"name": None, "ready": False, "done": False, "failed": False,
-                    "reason": "no pod of the current revision on the node (does the DaemonSet select it?)"}
+                    "reason": "no pod of the DaemonSet%s on the node (does the DaemonSet select it?)"
+                              % ("" if node in checking else " at its current revision")}
         return rollout.pod_state(pod, p["require_init_completed"], p["crashloop_restarts"])
 
     pods.wait(lambda w: all(state(n)["done"] for n in pending), time.monotonic() + p["pod_timeout"])
@@ -459,6 +469,7 @@ def verify(cluster, daemonset, pending, rows):
         result = rollout.verify_result(pod, (expected or {}).get(node, []) if expected is not None else None, spec.get("requested"))
         rows[node]["verify"] = "ok" if result["ok"] else "failed"
         rows[node]["verify_message"] = result.get("message")
+        rows[node]["verify_seen"] = result.get("seen")
         if not result["ok"]:
             rows[node].update(status="failed", reason=result["reason"] or "verification pod did not finish in %d s" % spec["timeout"])
     for name in names.values():
@@ -488,6 +499,7 @@ def main():
             requested=dict(type="int"), resource=dict(type="str", default="nvidia.com/gpu"),
             timeout=dict(type="int", default=300))),
         verify_current=dict(type="bool", default=False),
+        check_only=dict(type="bool", default=False),
         planned_template=dict(type="dict"),
         describe_container=dict(type="str"),
     )
@@ -532,7 +544,7 @@ def roll(cluster, p, check_mode):
     uid = (daemonset.get("metadata") or {}).get("uid")
     owned = [pod for pod in pods.list() if any(ref.get("uid") == uid for ref in (pod.get("metadata") or {}).get("ownerReferences") or ())]
     the_plan = rollout.plan(daemonset, revision["hash"] if revision else None, owned, p["nodes"], p["batch_size"],
-                            assume_changed=bool(planned), verify_current=p["verify_current"])
+                            assume_changed=bool(planned), verify_current=p["verify_current"], check_only=p["check_only"])
     lines = rollout.plan_lines(the_plan, p["describe_container"], check_mode)
     rows = dict((s["node"], rollout.new_row(s)) for s in the_plan["steps"])
     stopped = False

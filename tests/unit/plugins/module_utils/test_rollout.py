@@ -215,3 +215,11 @@ def test_log_check_expect_compares_named_groups_and_needs_them_in_the_pattern():
     assert wrong["line"].startswith("| NVIDIA-SMI 535.104.05")
     with pytest.raises(ParameterError, match="log_check.expect"):
         ro.check_pattern("log_check.pattern", r"Driver Version: ([0-9.]+)", {"version": "1"})
+
+
+def test_check_only_checks_every_named_node_with_the_pod_it_runs_and_deletes_nothing():
+    pods = [_pod("p-a", "gpu-a", "aaa"), _pod("p-b", "gpu-b", "ccc")]
+    plan = ro.plan(_ds(), "ccc", pods, nodes=["gpu-a", "gpu-b"], check_only=True)
+    assert [(s["node"], s["action"], s["old_pods"]) for s in plan["steps"]] == [("gpu-a", "check", []), ("gpu-b", "check", [])]
+    assert plan["current"] == []
+    assert ro.plan_lines(plan, "ctr")[0] == "batch 1: gpu-a: check the pod it runs (nothing is deleted)"
