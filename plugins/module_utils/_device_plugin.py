@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._checks import as_bool
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError
 
 
 # feature -> (first version that has it, how users know it)
@@ -407,3 +407,58 @@ def other_managers(cluster_policies, daemonsets, namespace, name, nodes=None, no
 
 def format_problems(problems):
     return "\n".join("- %s: %s. Fix: %s." % (p["node"], p["problem"], p["fix"]) for p in problems)
+
+
+# -- the whole preflight (module device_plugin_preflight) -------------------------------------------
+
+class PreflightRefused(GpuopsError):
+    """The preflight refuses: nothing may change. The message names every node or manager and the fix."""
+
+
+def kubelet_facts_by_node(host_vars):
+    """Node name -> {kubelet_config_info result, host, gpu_uuids} from the GPU hosts' variables.
+
+    A host counts once its ``device_plugin_kubelet`` (kubelet_config_info) is set; its node name
+    is the host variable ``device_plugin_node_name``, else what kubelet registers.
+    """
+    out = {}
+    for hv in host_vars or ():
+        kubelet = hv.get("device_plugin_kubelet")
+        if not kubelet:
+            continue
+        name = hv.get("device_plugin_node_name") or kubelet.get("node_name")
+        gpus = ((hv.get("ansible_facts") or {}).get("gpuops_gpus") or {})
+        entry = dict(kubelet)
+        entry["host"] = hv.get("inventory_hostname")
+        entry["gpu_uuids"] = [g.get("uuid") for g in gpus.get("gpus") or []] if gpus.get("available") else None
+        out[name] = entry
+    return out
+
+
+def full_preflight(version, settings, nodes, node_selector, kubelet_facts, cluster_policies, daemonsets,
+                   namespace, name, selector_labels, existing, take_over=False):
+    """Everything the device_plugin role checks before it changes anything; raises PreflightRefused.
+
+    Order: the nodes (CPUManager policy, options the version lacks), then the other managers,
+    then the existing DaemonSet's immutable selector.
+    """
+    targets = targeted_nodes(nodes, node_selector)
+    result = preflight(version, settings["options"], targets, kubelet_facts, settings["container"].get("problems"))
+    if result["problems"]:
+        raise PreflightRefused("device plugin %s refused on %d node(s); nothing was changed:\n%s"
+                               % (version.text, len(result["refused"]), format_problems(result["problems"])))
+    owners = other_managers(cluster_policies, daemonsets, namespace, name, nodes, node_selector)
+    if owners and not take_over:
+        raise PreflightRefused("the NVIDIA device plugin is managed by someone else; nothing was changed "
+                               "(device_plugin_take_over: true proceeds anyway):\n%s" % format_problems(owners))
+    if existing is not None:
+        current = ((existing.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        if current != dict((k, str(v)) for k, v in (selector_labels or {}).items()):
+            raise PreflightRefused(
+                "DaemonSet %s/%s selects pods by %s, but device_plugin_selector_labels is %s; a DaemonSet's selector cannot "
+                "change. Fix: set device_plugin_selector_labels to the existing matchLabels." % (namespace, name, current, selector_labels))
+    gpu_uuids = dict((node, entry["gpu_uuids"]) for node, entry in (kubelet_facts or {}).items() if entry.get("gpu_uuids"))
+    return {"targets": targets, "gpu_uuids": gpu_uuids, "nodes": result["nodes"], "risks": result["warnings"],
+            "taken_over": format_problems(owners).splitlines() if owners else [],
+            "msg": "device plugin %s: %d targeted node(s) pass the preflight%s" % (
+                version.text, len(targets), "; taking over from %d other manager(s)" % len(owners) if owners else "")}

@@ -1,14 +1,13 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """device_plugin: argument specs match defaults (keys and values) for both entry points, internal
-variables are private, the README lists every variable, filters raise errors that name the variable."""
+variables are private, the README lists every variable; the preflight the module device_plugin_preflight runs."""
 
 from __future__ import annotations
 
 import pytest
-from ansible.errors import AnsibleFilterError
-
-from ansible_collections.gpuops.fleet.plugins.filter import device_plugin as filters
+from ansible_collections.gpuops.fleet.plugins.module_utils import _device_plugin as dp
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 
@@ -29,42 +28,69 @@ def test_readme_documents_every_variable():
     assert role_checks.undocumented_vars("device_plugin") == []
 
 
+def _settings(version, image, options):
+    parsed = dp.parse_version(version)
+    return {"version": parsed.as_dict(), "image": dp.image_reference(image, version),
+            "container": dp.container_config(parsed, options), "options": dp.normalize_options(options)}
+
+
+def _preflight(settings, node, host, **extra):
+    args = dict(nodes=[node], node_selector={}, kubelet_facts=dp.kubelet_facts_by_node([host]), cluster_policies=[], daemonsets=[],
+                namespace="kube-system", name="nvidia-device-plugin-daemonset", selector_labels={"name": "nvidia-device-plugin-ds"},
+                existing=None)
+    args.update(extra)
+    return dp.full_preflight(dp.parse_version(settings["version"]["text"]), settings, **args)
+
+
+NODE = {"metadata": {"name": "gpu-a", "labels": {}}}
+
+
+def _host(policy):
+    return {"inventory_hostname": "gpu-a", "device_plugin_kubelet": {"node_name": "gpu-a", "cpu_manager_policy": policy,
+                                                                     "source": "config file /var/lib/kubelet/config.yaml"},
+            "ansible_facts": {"gpuops_gpus": {"available": True, "gpus": [{"uuid": "GPU-1"}]}}}
+
+
 def test_defaults_pass_the_preflight_on_static_nodes():
     defaults = load("defaults", "main.yml")
     options = dict((key, defaults["device_plugin_" + key]) for key in
                    ("pass_device_specs", "device_id_strategy", "device_list_strategy", "mig_strategy", "fail_on_init_error"))
-    settings = filters.device_plugin_settings(defaults["device_plugin_version"], defaults["device_plugin_image"], options)
-    node = {"metadata": {"name": "gpu-a", "labels": {}}}
-    host = {"inventory_hostname": "gpu-a", "device_plugin_kubelet": {"node_name": "gpu-a", "cpu_manager_policy": "static",
-                                                                     "source": "config file /var/lib/kubelet/config.yaml"}}
-    result = filters.device_plugin_preflight([node], settings, {}, [host])
-    assert result["problems"] == [] and result["targets"] == ["gpu-a"]
+    settings = _settings(defaults["device_plugin_version"], defaults["device_plugin_image"], options)
+    result = _preflight(settings, NODE, _host("static"))
+    assert result["targets"] == ["gpu-a"] and result["gpu_uuids"] == {"gpu-a": ["GPU-1"]} and result["risks"] == []
     assert {e["name"]: e["value"] for e in settings["container"]["env"]}["PASS_DEVICE_SPECS"] == "true"
-
-
-def test_filters_turn_typed_errors_into_filter_errors():
-    with pytest.raises(AnsibleFilterError, match="device_plugin_version"):
-        filters.device_plugin_settings("latest", "nvcr.io/nvidia/k8s-device-plugin", {})
-    with pytest.raises(AnsibleFilterError, match="device_plugin_mig_strategy"):
-        filters.device_plugin_settings("v0.17.1", "nvidia/k8s-device-plugin", {"mig_strategy": "all"})
-    with pytest.raises(AnsibleFilterError, match="expects the GPU hosts' variables as a list"):
-        filters.device_plugin_preflight([], filters.device_plugin_settings("v0.17.1", "x/y", {}), {}, {"gpu-a": {}})
 
 
 def test_extra_var_strings_pass_the_settings_check():
     # -e device_plugin_pass_device_specs=false (and =true, and fail_on_init_error=false) arrive as strings
     for text, value in (("false", "false"), ("true", "true")):
-        settings = filters.device_plugin_settings("v0.17.1", "nvcr.io/nvidia/k8s-device-plugin",
-                                                  {"pass_device_specs": text, "fail_on_init_error": "false"})
+        settings = _settings("v0.17.1", "nvcr.io/nvidia/k8s-device-plugin", {"pass_device_specs": text, "fail_on_init_error": "false"})
         env = {e["name"]: e["value"] for e in settings["container"]["env"]}
         assert (env["PASS_DEVICE_SPECS"], env["FAIL_ON_INIT_ERROR"]) == (value, "false")
 
 
 def test_an_option_the_version_lacks_is_refused_by_the_preflight_naming_the_nodes():
-    settings = filters.device_plugin_settings("1.0.0-beta5", "nvidia/k8s-device-plugin", {"pass_device_specs": True})
-    node = {"metadata": {"name": "gpu-a", "labels": {}}}
-    host = {"inventory_hostname": "gpu-a", "device_plugin_kubelet": {"node_name": "gpu-a", "cpu_manager_policy": "none",
-                                                                     "source": "config file /var/lib/kubelet/config.yaml"}}
-    result = filters.device_plugin_preflight([node], settings, {}, [host])
-    assert result["refused"] == ["gpu-a"]
-    assert result["message"].startswith("- every targeted node (1: gpu-a): device_plugin_pass_device_specs=true needs")
+    settings = _settings("1.0.0-beta5", "nvidia/k8s-device-plugin", {"pass_device_specs": True})
+    with pytest.raises(dp.PreflightRefused) as err:
+        _preflight(settings, NODE, _host("none"))
+    assert str(err.value).startswith("device plugin 1.0.0-beta5 refused on 1 node(s); nothing was changed:\n"
+                                     "- every targeted node (1: gpu-a): device_plugin_pass_device_specs=true needs")
+
+
+def test_other_managers_are_refused_unless_taken_over_and_a_changed_selector_always():
+    settings = _settings("v0.17.1", "nvcr.io/nvidia/k8s-device-plugin", {"pass_device_specs": True})
+    policy = {"metadata": {"name": "cluster-policy"}, "spec": {}}
+    with pytest.raises(dp.PreflightRefused, match="managed by someone else"):
+        _preflight(settings, NODE, _host("static"), cluster_policies=[policy])
+    taken = _preflight(settings, NODE, _host("static"), cluster_policies=[policy], take_over=True)
+    assert taken["taken_over"][0].startswith("- ClusterPolicy cluster-policy: the NVIDIA GPU Operator")
+    existing = {"spec": {"selector": {"matchLabels": {"app": "other"}}}}
+    with pytest.raises(dp.PreflightRefused, match="a DaemonSet's selector cannot change"):
+        _preflight(settings, NODE, _host("static"), existing=existing)
+
+
+def test_a_bad_version_names_the_variable():
+    with pytest.raises(ParameterError, match="device_plugin_version"):
+        _settings("latest", "nvcr.io/nvidia/k8s-device-plugin", {})
+    with pytest.raises(ParameterError, match="device_plugin_mig_strategy"):
+        _settings("v0.17.1", "nvidia/k8s-device-plugin", {"mig_strategy": "all"})

@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin for gpuops.fleet.device_plugin_preflight: hands the module the kubelet facts of
+the hosts in ``hosts_group`` (their variables live on the controller, not on the target), so
+the role passes no hostvars through a filter."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._device_plugin import kubelet_facts_by_node
+
+
+class ActionModule(ActionBase):
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = dict(self._task.args)
+        if args.get("kubelet_facts") is None:
+            group = args.get("hosts_group") or "gpu_nodes"
+            hostvars = task_vars.get("hostvars") or {}
+            hosts = (task_vars.get("groups") or {}).get(group) or []
+            # only what the check reads, never the hosts' other variables
+            wanted = ("device_plugin_kubelet", "device_plugin_node_name", "ansible_facts", "inventory_hostname")
+            host_vars = []
+            for host in hosts:
+                found = hostvars.get(host) or {}
+                entry = dict((key, found.get(key)) for key in wanted if key in found)
+                facts = (entry.get("ansible_facts") or {}).get("gpuops_gpus")
+                entry["ansible_facts"] = {"gpuops_gpus": facts} if facts else {}
+                host_vars.append(entry)
+            args["kubelet_facts"] = kubelet_facts_by_node(host_vars)
+        result.update(self._execute_module(module_name="gpuops.fleet.device_plugin_preflight", module_args=args, task_vars=task_vars))
+        return result
