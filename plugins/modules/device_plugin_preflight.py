@@ -79,7 +79,7 @@ options:
 requirements:
   - kubernetes (Python client)
 seealso:
-  - role: gpuops.fleet.device_plugin
+  - module: gpuops.fleet.daemonset_rollout
   - module: gpuops.fleet.kubelet_config_info
 """
 

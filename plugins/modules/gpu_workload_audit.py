@@ -53,7 +53,7 @@ options:
 requirements:
   - kubernetes (Python client)
 seealso:
-  - role: gpuops.fleet.driver_installer
+  - module: gpuops.fleet.daemonset_rollout
 """
 
 EXAMPLES = r"""

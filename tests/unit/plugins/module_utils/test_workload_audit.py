@@ -45,8 +45,8 @@ def test_a_clean_gpu_pod_has_no_finding():
 
 
 def test_the_field_reports_pod_privileged_with_swapped_mounts():
-    swapped = pod("swapped", [gpu_ctr(privileged=True, mounts=[{"name": "bin", "mountPath": CTR + "/lib64"},
-                                                              {"name": "lib", "mountPath": CTR + "/bin"}])],
+    mounts = [{"name": "bin", "mountPath": CTR + "/lib64"}, {"name": "lib", "mountPath": CTR + "/bin"}]
+    swapped = pod("swapped", [gpu_ctr(privileged=True, mounts=mounts)],
                   [{"name": "bin", "hostPath": {"path": HOST + "/bin"}}, {"name": "lib", "hostPath": {"path": HOST + "/lib64"}}])
     (row,) = run(swapped)["pods"]
     assert kinds(row) == ["privileged", "swapped_mount", "swapped_mount", "ld_library_path"]
@@ -57,9 +57,8 @@ def test_the_field_reports_pod_privileged_with_swapped_mounts():
 
 
 def test_dev_from_the_host_and_a_misplaced_install_dir():
-    bad = pod("devs", [{"name": "c", "env": LD, "volumeMounts": [{"name": "dev", "mountPath": "/dev"},
-                                                                  {"name": "n0", "mountPath": "/dev/nvidia0"},
-                                                                  {"name": "nv", "mountPath": "/opt/nvidia"}]}],
+    mounts = [{"name": "dev", "mountPath": "/dev"}, {"name": "n0", "mountPath": "/dev/nvidia0"}, {"name": "nv", "mountPath": "/opt/nvidia"}]
+    bad = pod("devs", [{"name": "c", "env": LD, "volumeMounts": mounts}],
               [{"name": "dev", "hostPath": {"path": "/dev"}}, {"name": "n0", "hostPath": {"path": "/dev/nvidia0"}},
                {"name": "nv", "hostPath": {"path": HOST}}])
     (row,) = run(bad)["pods"]
