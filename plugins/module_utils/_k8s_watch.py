@@ -76,7 +76,7 @@ class Watcher(object):
             left = deadline - self.clock()
             if left <= 0:
                 return False
-            seconds = max(1, min(int(left + 0.999), MAX_WATCH_SECONDS))
+            seconds = max(1, int(min(left, MAX_WATCH_SECONDS) + 0.999))
             stream = k8s_watch.Watch()
             self.calls += 1
             try:
