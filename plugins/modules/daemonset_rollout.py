@@ -397,8 +397,8 @@ def run_batch(cluster, daemonset, revision_hash, batch, rows, pods, before):
         row, now = rows[node], state(node)
         row.update(new_pod=now["name"], revision=revision_hash)
         if not now["ready"]:
-            row.update(status="failed", reason="the new pod is not Ready%s (%s)" % (
-                "" if now["failed"] else " after %d s" % p["pod_timeout"], now["reason"]))
+            row.update(status="failed", reason="the %s pod is not Ready%s (%s)" % (
+                "node's" if node in checking else "new", "" if now["failed"] else " after %d s" % p["pod_timeout"], now["reason"]))
     pending = [n for n in pending if rows[n]["status"] != "failed"]
 
     if p["resource"] and pending:
@@ -406,7 +406,7 @@ def run_batch(cluster, daemonset, revision_hash, batch, rows, pods, before):
         deadline = time.monotonic() + p["resource_timeout"]
         for node in pending:
             watch = cluster.node_watch(node)
-            watch.wait(lambda w: rollout.node_resource(w.objects.get((None, node)), resource, before.get(node))["ok"], deadline)
+            watch.wait(lambda w, node=node: rollout.node_resource(w.objects.get((None, node)), resource, before.get(node))["ok"], deadline)
             check = rollout.node_resource(watch.objects.get((None, node)), resource, before.get(node))
             rows[node]["gpus"] = check["text"]
             if not check["ok"]:

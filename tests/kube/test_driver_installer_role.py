@@ -109,3 +109,8 @@ def test_bad_input_is_refused_before_anything_changes(fleet):
     assert rc != 0
     assert "driver_installer_image must name the installer by digest" in run.failure()
     assert installer_pods(f) == {}
+    # check mode on a cluster without the installer: the plan says it would be created; nothing is
+    rc, run = f.play(role_vars(f, accel), "--check", playbook="driver_installer.yml")
+    assert rc == 0, run.failure()
+    assert report(run)["plan"] == ["CHECK MODE: nothing is deleted", "the DaemonSet would be created; its pods are not rolled"]
+    assert f.cluster.apps.list_namespaced_daemon_set(f.namespace).items == [] and installer_pods(f) == {}
