@@ -94,3 +94,11 @@ class Watcher(object):
                     raise
                 self.list()  # our resourceVersion is too old: start again from the current state
         return True
+
+
+def failure(exc):
+    """fail_json's arguments for a typed error of ours or of the API (one wording for every k8s module)."""
+    status = getattr(exc, "status", None)
+    if isinstance(exc, ApiException) and status is not None:
+        return {"msg": "Kubernetes API error: %s %s" % (status, getattr(exc, "reason", "")), "status": status}
+    return {"msg": str(exc)}

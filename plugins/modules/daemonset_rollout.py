@@ -26,6 +26,7 @@ author:
   - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - gpuops.fleet.daemonset
   - gpuops.fleet.attributes
 attributes:
   check_mode:
@@ -36,14 +37,6 @@ attributes:
     support: full
     details: Nodes already on the current revision are skipped; a second run deletes nothing.
 options:
-  namespace:
-    description: The DaemonSet's namespace.
-    type: str
-    required: true
-  name:
-    description: The DaemonSet's name.
-    type: str
-    required: true
   nodes:
     description:
       - The nodes to roll. Omitted, every node with a pod of the DaemonSet.
@@ -277,7 +270,7 @@ import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _rollout as rollout
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher, failure
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -514,13 +507,10 @@ def main():
             rollout.check_pattern("log_check.pattern", p["log_check"]["pattern"], p["log_check"]["expect"])
         cluster = Rollout(get_api_client(module=module).client.client, p, module.check_mode)
         result = roll(cluster, p, module.check_mode)
-    except GpuopsError as exc:
-        module.fail_json(msg=str(exc), api_calls=cluster.api_calls if cluster else 0)
+    except (GpuopsError, ApiException) as exc:
+        module.fail_json(api_calls=cluster.api_calls if cluster else 0, **failure(exc))
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s %s" % (exc.status, exc.reason), status=exc.status,
-                         api_calls=cluster.api_calls if cluster else 0)
     module.exit_json(**result)
 
 

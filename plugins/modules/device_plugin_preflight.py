@@ -28,6 +28,7 @@ author:
   - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
   - kubernetes.core.k8s_auth_options
+  - gpuops.fleet.daemonset
   - gpuops.fleet.attributes
   - gpuops.fleet.attributes.info_module
 options:
@@ -49,14 +50,6 @@ options:
     description: The DaemonSet's nodeSelector.
     type: dict
     default: {}
-  namespace:
-    description: The DaemonSet's namespace.
-    type: str
-    required: true
-  name:
-    description: The DaemonSet's name.
-    type: str
-    required: true
   selector_labels:
     description: The DaemonSet's C(spec.selector.matchLabels).
     type: dict
@@ -135,6 +128,7 @@ import copy
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _device_plugin as dp
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import failure
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -188,12 +182,10 @@ def main():
         nodes, policies, daemonsets, existing = read_cluster(get_api_client(module=module).client.client, p["namespace"], p["name"])
         result = dp.full_preflight(version, settings, nodes, p["node_selector"], p["kubelet_facts"] or {}, policies, daemonsets,
                                    p["namespace"], p["name"], p["selector_labels"], existing, p["take_over"])
-    except GpuopsError as exc:
-        module.fail_json(msg=str(exc))
+    except (GpuopsError, ApiException) as exc:
+        module.fail_json(**failure(exc))
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s %s" % (exc.status, exc.reason), status=exc.status)
     for line in result["taken_over"]:
         module.warn("device_plugin_take_over: proceeding past %s" % line)
     module.exit_json(changed=False, settings=settings, **result)

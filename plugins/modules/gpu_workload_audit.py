@@ -103,6 +103,7 @@ import copy
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _workload_audit as audit
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import failure
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -140,12 +141,10 @@ def main():
             listed = api.list_pod_for_all_namespaces().items
         pods = [client.sanitize_for_serialization(pod) for pod in listed]
         result = audit.audit(pods, p["install_dir"], p["container_dir"], p["resource_prefixes"], p["ignore_pods_with_labels"])
-    except GpuopsError as exc:
-        module.fail_json(msg=str(exc))
+    except (GpuopsError, ApiException) as exc:
+        module.fail_json(**failure(exc))
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s %s" % (exc.status, exc.reason), status=exc.status)
     module.exit_json(changed=False, **result)
 
 

@@ -119,6 +119,7 @@ import copy
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _rejected_pods as rejected
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import failure
 from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
 from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
 from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
@@ -132,10 +133,6 @@ try:
 except ImportError:
     # AnsibleK8SModule reports a missing kubernetes library itself
     pass
-
-
-def _api_error(exc):
-    return "%s %s" % (exc.status, exc.reason)
 
 
 def main():
@@ -169,12 +166,10 @@ def main():
                     row["action"] = "gone"
                     continue
                 deleted.append("%s/%s" % (row["namespace"], row["name"]))
-    except GpuopsError as exc:
-        module.fail_json(msg=str(exc))
+    except (GpuopsError, ApiException) as exc:
+        module.fail_json(**failure(exc))
     except CoreException as exc:
         module.fail_from_exception(exc)
-    except ApiException as exc:
-        module.fail_json(msg="Kubernetes API error: %s" % _api_error(exc), status=exc.status)
     module.exit_json(**rejected.summary(rows, deleted, module.check_mode))
 
 

@@ -45,8 +45,7 @@ def scripted(streams, seen):
             script = streams.pop(0)
             if isinstance(script, Exception):
                 raise script
-            for event in script:
-                yield event
+            yield from script
 
         def stop(self):
             pass
@@ -101,3 +100,9 @@ def test_other_api_errors_are_raised(monkeypatch):
     watcher = kw.Watcher(Client(), Lister([], 1), "ns")
     with pytest.raises(ApiException):
         watcher.wait(ready, deadline=float("inf"))
+
+
+def test_failure_words_api_errors_and_ours_once_for_every_k8s_module():
+    from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
+    assert kw.failure(ApiException(status=403, reason="Forbidden")) == {"msg": "Kubernetes API error: 403 Forbidden", "status": 403}
+    assert kw.failure(ParameterError("batch_size", "expected an integer >= 1, got 0"))["msg"].startswith("batch_size")
