@@ -147,14 +147,6 @@ def image_reference(repository, version):
     return "%s:%s" % (repository, version)
 
 
-def version_of_image(image):
-    """The tag of an image reference, or None (digest-only or untagged)."""
-    if not image or "@" in image:
-        return None
-    match = re.search(r":([^/:]+)$", image)
-    return match.group(1) if match else None
-
-
 def normalize_options(options):
     """Validate the plugin options (role variables) and fill defaults."""
     out = dict(OPTION_DEFAULTS)

@@ -26,10 +26,9 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID, 
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError
 
 REVISION_LABEL = "controller-revision-hash"
-# a row's status: updated (old pod deleted, the new one passed), ready (nothing deleted: the pod
-# of the current revision was waited for and passed), failed, not_started (stopped before it),
-# planned (check mode); current nodes have no row
-STATUSES = ("updated", "ready", "failed", "not_started", "planned")
+# A row's status: updated (old pod deleted, the new one passed), ready (nothing deleted: the pod
+# was waited for and passed), failed, not_started (the rollout stopped before it), planned
+# (check mode). Nodes already current have no row.
 _UUID_RE = re.compile(r"\b((?:GPU|MIG)-%s)\b" % UUID)
 
 
@@ -49,7 +48,8 @@ def _labels(obj):
     return _meta(obj).get("labels") or {}
 
 
-def _owned_by(obj, uid):
+def owned_by(obj, uid):
+    """Is ``obj`` controlled by the object with ``uid`` (its controller owner reference)?"""
     return any(ref.get("uid") == uid and ref.get("controller") for ref in _meta(obj).get("ownerReferences") or ())
 
 
@@ -91,7 +91,7 @@ def observed(daemonset):
 def current_revision(daemonset, revisions):
     """``{"hash", "number", "name"}`` of the DaemonSet's current ControllerRevision (see the module docstring)."""
     uid = _meta(daemonset).get("uid")
-    owned = [r for r in revisions or () if _owned_by(r, uid)]
+    owned = [r for r in revisions or () if owned_by(r, uid)]
     if not owned:
         raise RolloutError("DaemonSet %s/%s has no ControllerRevision yet: is kube-controller-manager running?"
                            % (_meta(daemonset).get("namespace"), _meta(daemonset).get("name")))

@@ -354,8 +354,7 @@ class Rollout(object):
 
 def _pods_of(daemonset, watch, node):
     uid = (daemonset.get("metadata") or {}).get("uid")
-    return [p for p in watch.values() if (p.get("spec") or {}).get("nodeName") == node
-            and any(ref.get("uid") == uid for ref in (p.get("metadata") or {}).get("ownerReferences") or ())]
+    return [p for p in watch.values() if (p.get("spec") or {}).get("nodeName") == node and rollout.owned_by(p, uid)]
 
 
 def _new_pod(daemonset, watch, node, revision_hash):
@@ -532,7 +531,7 @@ def roll(cluster, p, check_mode):
         daemonset = dict(daemonset, spec=dict(daemonset.get("spec") or {}, template=p["planned_template"]))
     pods = cluster.watcher(cluster.core.list_namespaced_pod, p["namespace"], label_selector=selector)
     uid = (daemonset.get("metadata") or {}).get("uid")
-    owned = [pod for pod in pods.list() if any(ref.get("uid") == uid for ref in (pod.get("metadata") or {}).get("ownerReferences") or ())]
+    owned = [pod for pod in pods.list() if rollout.owned_by(pod, uid)]
     the_plan = rollout.plan(daemonset, revision["hash"] if revision else None, owned, p["nodes"], p["batch_size"],
                             assume_changed=bool(planned), verify_current=p["verify_current"], check_only=p["check_only"])
     lines = rollout.plan_lines(the_plan, p["describe_container"], check_mode)

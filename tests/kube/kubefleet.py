@@ -170,7 +170,7 @@ class Fleet(object):
 
     def plugin_pods(self):
         pods = self.cluster.core.list_namespaced_pod(self.namespace, label_selector="name=nvidia-device-plugin-ds").items
-        return sorted((p for p in pods if p.metadata.deletion_timestamp is None), key=lambda p: p.spec.node_name)
+        return sorted((p for p in pods if p.metadata.deletion_timestamp is None), key=lambda p: p.spec.node_name or "")  # unbound pods (nodeName unset) first
 
     def install_old_plugin(self, image="nvidia/k8s-device-plugin:1.0.0-beta4"):
         """A hand-made upstream-style DaemonSet (RollingUpdate, no --pass-device-specs), as in field report 002."""

@@ -59,8 +59,6 @@ def test_image_reference_refuses_a_tag_in_the_repository():
     assert dp.image_reference("registry:5000/k8s-device-plugin", "v0.9.0") == "registry:5000/k8s-device-plugin:v0.9.0"
     with pytest.raises(ParameterError, match="device_plugin_image"):
         dp.image_reference("nvcr.io/nvidia/k8s-device-plugin:v0.9.0", "v0.17.1")
-    assert dp.version_of_image("registry:5000/x/k8s-device-plugin:1.0.0-beta6") == "1.0.0-beta6"
-    assert dp.version_of_image("nvcr.io/x@sha256:abc") is None
 
 
 # -- options -> container -------------------------------------------------------------------------
