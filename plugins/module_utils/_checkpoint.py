@@ -785,3 +785,72 @@ def encode(cp):
         out.append(',"BootID":%s' % _go_json_string(cp.boot_id))
     out.append("}")
     return "".join(out).encode("utf-8"), value
+
+
+# -- AllocResp ------------------------------------------------------------------------------------
+# AllocResp holds the device plugin's ContainerAllocateResponse as protobuf bytes (kubelet
+# pkg/kubelet/cm/devicemanager/pod_devices.go stores resp.Marshal()). Its field 1 is
+# ``map<string, string> envs`` (k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1/api.proto); a map
+# entry is a nested message with key = 1 and value = 2. Only the envs are read here.
+ALLOC_ENV_PREFIXES = ("NVIDIA_", "ALIYUN_COM_GPU_MEM_", "CUDA_")
+
+
+def _varint(data, pos):
+    shift = result = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("truncated varint at byte %d" % pos)
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(data):
+    """(field number, wire type, value) of each field of a protobuf message; value is bytes for length-delimited."""
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 1:
+            value, pos = data[pos:pos + 8], pos + 8
+        elif wire == 2:
+            size, pos = _varint(data, pos)
+            if pos + size > len(data):
+                raise ValueError("field %d runs past the end" % number)
+            value, pos = bytes(data[pos:pos + size]), pos + size
+        elif wire == 5:
+            value, pos = data[pos:pos + 4], pos + 4
+        else:
+            raise ValueError("unsupported wire type %d at field %d" % (wire, number))
+        yield number, wire, value
+
+
+def alloc_envs(alloc_resp, prefixes=ALLOC_ENV_PREFIXES):
+    """The ``envs`` of an AllocResp whose names start with one of ``prefixes`` (the device plugins'
+    own: which GPU a container was given), or None when there is no AllocResp or it does not
+    decode. Other envs are not returned: a plugin may pass anything there."""
+    if not alloc_resp:
+        return None
+    envs = {}
+    try:
+        for number, wire, value in _fields(bytes(alloc_resp)):
+            if number != 1 or wire != 2:
+                continue
+            key = val = ""
+            for sub_number, sub_wire, sub_value in _fields(value):
+                if sub_wire == 2 and sub_number in (1, 2):
+                    text = sub_value.decode("utf-8", "replace")
+                    if sub_number == 1:
+                        key = text
+                    else:
+                        val = text
+            if key.startswith(tuple(prefixes)):
+                envs[key] = val
+    except ValueError:
+        return None
+    return envs

@@ -100,7 +100,7 @@ def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
         result["computed_checksum"] = cp.computed_checksum()
         result["boot_id"] = cp.boot_id or None
         result["registered_devices"] = dict((k, list(v or ())) for k, v in (cp.registered or {}).items())
-        result["pod_device_entries"] = [entry_dict(e) for e in cp.entries or ()]
+        result["pod_device_entries"] = [dict(entry_dict(e), alloc_envs=codec.alloc_envs(e.alloc_resp)) for e in cp.entries or ()]
     return result
 
 

@@ -95,6 +95,7 @@ pod_device_entries:
       resource_name: nvidia.com/gpu
       device_ids: [GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0]
       numa_nodes: {"0": [GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0]}
+      alloc_envs: {NVIDIA_VISIBLE_DEVICES: GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0}
   contains:
     pod_uid:
       description: Pod UID.
@@ -112,6 +113,13 @@ pod_device_entries:
     numa_nodes:
       description: Device IDs per NUMA node (v2), V(null) for v1.
       type: dict
+    alloc_envs:
+      description:
+        - The environment the device plugin gave the container (C(envs) of the C(AllocResp) kubelet keeps), only the
+          variables named C(NVIDIA_*), C(ALIYUN_COM_GPU_MEM_*) and C(CUDA_*); e.g. C(NVIDIA_VISIBLE_DEVICES), the GPU a
+          gpushare container really got. V(null) when the entry has no C(AllocResp) or it does not decode.
+      type: dict
+      version_added: 0.3.0
 error:
   description: Why kubelet would reject the file (decode error or checksum mismatch), V(null) otherwise.
   returned: always

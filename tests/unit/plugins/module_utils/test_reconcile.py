@@ -323,6 +323,7 @@ def test_describe_reports_missing_corrupt_and_v2(sysroot):
         "resource_name": "nvidia.com/gpu",
         "device_ids": [OLD],
         "numa_nodes": {"0": [OLD]},
+        "alloc_envs": None,  # b"secret-env" is not a ContainerAllocateResponse
     }
     with open(sysroot["path"], "wb") as handle:
         handle.write(b"{not json")
