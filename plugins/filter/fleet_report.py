@@ -21,6 +21,8 @@ COLUMNS = (
 )
 # shown only when the GPU workloads were audited (a cluster was configured: gpu_workload_audit)
 WORKLOAD_COLUMN = ("workloads", "GPU workloads")
+# shown when any node shares its GPUs' memory (gpu_share_info with a cluster, else the node's checkpoint)
+SHARING_COLUMN = ("sharing", "GPU sharing")
 NO_RESULT = "no result: the node failed or was unreachable"
 REPAIR_ACTIONS = ("removed", "pruned")
 
@@ -29,14 +31,31 @@ def _ran(result):
     return isinstance(result, dict) and not result.get("skipped")
 
 
-def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None):
+def _sharing(node_vars, k8s_name, result, gpu_share):
+    """The node's shared GPU memory: from the cluster (gpu_share_info) when given, else from its checkpoint."""
+    if isinstance(gpu_share, list):
+        for item in gpu_share:
+            if isinstance(item, dict) and item.get("name") == k8s_name:
+                return {"source": "cluster", "mode": item.get("mode"), "allocated_gib": item.get("allocated_gib"),
+                        "total_gib": item.get("total_gib"), "percent": item.get("percent")}
+        return None
+    shared = result.get("shared_memory")
+    if isinstance(shared, dict):
+        return {"source": "checkpoint", "allocated_gib": shared.get("allocated_gib"), "total_gib": shared.get("total_gib"),
+                "percent": shared.get("percent"), "gpus_gone": sum(1 for g in shared.get("gpus") or () if g.get("index") is None),
+                "unattributed_gib": shared.get("unattributed_gib") or 0}
+    return None
+
+
+def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None, gpu_share=None):
     """One node's summary from its variables (``hostvars[node]``), or None where the node left the run.
 
     Computed once on the controller for the whole fleet, instead of one set_fact task per node.
     ``alive``: the nodes still in the run; ``repair_nodes``: those site.yml sent to the repair
     (in check mode, where the repair is not run again, their plan is their would-be repair);
     ``workload_findings``: gpu_workload_audit's ``by_node`` (Kubernetes node name -> findings),
-    when the GPU workloads were audited.
+    when the GPU workloads were audited; ``gpu_share``: gpu_share_info's ``nodes``, when a cluster
+    was read (else a sharing node's row says what its own checkpoint holds).
     """
     if not hasattr(node_vars, "get"):
         raise AnsibleFilterError("fleet_node_summary: expects a node's variables (hostvars[node]), got %s" % type(node_vars).__name__)
@@ -71,8 +90,12 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
         "guard": "installed" if isinstance(selftest, dict) and "rc" in selftest else "not installed",
         "msg": result.get("msg") or "",
     }
+    k8s_name = node_vars.get("gpuops_k8s_node_name") or node_vars.get("gpuops_node_name") or node
     if isinstance(workload_findings, dict):
-        summary["workloads"] = int(workload_findings.get(node_vars.get("gpuops_k8s_node_name") or node) or 0)
+        summary["workloads"] = int(workload_findings.get(k8s_name) or 0)
+    sharing = _sharing(node_vars, k8s_name, node_vars.get("checkpoint_guard_plan") or {}, gpu_share)
+    if sharing is not None:
+        summary["sharing"] = sharing
     return summary
 
 
@@ -132,13 +155,30 @@ def _stale_text(stale):
 
 
 def _columns(rows):
-    return COLUMNS + ((WORKLOAD_COLUMN,) if any("workloads" in r for r in rows) else ())
+    return (COLUMNS + ((WORKLOAD_COLUMN,) if any("workloads" in r for r in rows) else ())
+            + ((SHARING_COLUMN,) if any(r.get("sharing") for r in rows) else ()))
+
+
+def _sharing_text(value):
+    if not value:
+        return "-"
+    text = "%s/%s GiB (%s%%)" % (value.get("allocated_gib"), value.get("total_gib"), value.get("percent"))
+    if value.get("source") == "cluster":
+        return text + (" mode %s" % value["mode"] if value.get("mode") else "")
+    notes = ["from checkpoint"]
+    if value.get("gpus_gone"):
+        notes.append("%d GPU gone" % value["gpus_gone"])
+    if value.get("unattributed_gib"):
+        notes.append("%s GiB unattributed" % value["unattributed_gib"])
+    return "%s, %s" % (text, ", ".join(notes))
 
 
 def _cell(row, key):
     value = row.get(key)
     if key == "workloads":
         return "-" if value is None else ("ok" if value == 0 else "%d finding(s)" % value)
+    if key == "sharing":
+        return _sharing_text(value)
     if key == "gpus":
         if row.get("inventory_reason"):
             return "unknown"
@@ -176,7 +216,17 @@ def fleet_table(rows):
         if r.get("msg"):
             lines.append("%s: %s" % (r.get("node"), r["msg"]))
     lines.extend(_batch_lines(rows))
+    lines.extend(_sharing_lines(rows))
     return "\n".join(lines)
+
+
+SHARING_NOTE = ("GPU sharing from checkpoint: node-derived (no cluster was read), from each node's kubelet checkpoint as read "
+                "before any repair - the GiB of aliyun.com/gpu-mem the plugin gave containers per GPU; pods are known there by "
+                "UID only. With a cluster configured, gpu_share_info's figures (kubectl inspect cgpu) are shown instead.")
+
+
+def _sharing_lines(rows):
+    return [SHARING_NOTE] if any((r.get("sharing") or {}).get("source") == "checkpoint" for r in rows) else []
 
 
 def _batch_lines(rows):
@@ -211,6 +261,8 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
     if batches:
         out += ["", "## kubelet restarts", ""]
         out += ["- batch %d: %s" % (n, _md(", ".join(nodes))) for n, nodes in batches]
+    if _sharing_lines(rows):
+        out += ["", "## GPU sharing", "", _md(SHARING_NOTE)]
     return "\n".join(out) + "\n"
 
 

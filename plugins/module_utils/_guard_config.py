@@ -39,7 +39,8 @@ GUARD_DEFAULTS = {
     "late_check": False,
     "late_wait_seconds": 600,
 }
-RECONCILE_KEYS = tuple(sorted(k for k in rec.OPTION_DEFAULTS if k != "unknown_inventory"))
+# retired_resources is a one-off after a mode switch (gpu_sharing_mode), never a boot-time setting
+RECONCILE_KEYS = tuple(sorted(k for k in rec.OPTION_DEFAULTS if k not in ("unknown_inventory", "retired_resources")))
 CONFIG_FIELDS = dict((k, rec.OPTION_DEFAULTS[k]) for k in RECONCILE_KEYS)
 CONFIG_FIELDS.update(GUARD_DEFAULTS)
 CONFIG_FIELDS["resources"] = list(CONFIG_FIELDS["resources"])

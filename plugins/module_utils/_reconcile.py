@@ -16,6 +16,7 @@ import os
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils import _device_ids as ids
+from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_share as share
 from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._checks import is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError, ParameterError, UnsafeFileError
@@ -37,6 +38,7 @@ OPTION_DEFAULTS = {
     "backup_dir": DEFAULT_BACKUP_DIR,
     "backup_keep": nodefile.DEFAULT_BACKUP_KEEP,
     "resources": ids.DEFAULT_GPU_RESOURCES,
+    "retired_resources": (),
     "max_bytes": nodefile.DEFAULT_MAX_BYTES,
     "lock_dir": nodefile.DEFAULT_LOCK_DIR,
     "lock_timeout": nodefile.DEFAULT_LOCK_TIMEOUT,
@@ -130,36 +132,44 @@ def _add(bucket, resource, device_id):
         values.append(device_id)
 
 
-def plan(cp, inventory, patterns):
-    """Classify every GPU-resource device ID of ``cp`` against ``inventory`` (pure)."""
+def plan(cp, inventory, patterns, retired=()):
+    """Classify every GPU-resource device ID of ``cp`` against ``inventory`` (pure).
+
+    Every ID of a ``retired`` resource is stale whatever GPU it names: the node no longer offers
+    that resource (``gpu_sharing_mode`` switched it between ``nvidia.com/gpu`` and
+    ``aliyun.com/gpu-mem``), so its registrations and allocations are stale by construction.
+    """
     result = Plan()
     state_of = {}
+    retired = set(retired or ())
 
-    def state(device_id):
+    def state(device_id, resource):
+        if resource in retired:
+            return ids.STALE
         if device_id not in state_of:
             state_of[device_id] = inventory.state(device_id)
         return state_of[device_id]
 
     for resource, values in (cp.registered or {}).items():
-        if not ids.is_gpu_resource(resource, patterns):
+        if not ids.is_gpu_resource(resource, patterns) and resource not in retired:
             continue
         for device_id in values or ():
             result.gpu_ids_listed += 1
             _add(result.registered_ids, resource, device_id)
-            s = state(device_id)
+            s = state(device_id, resource)
             if s == ids.STALE:
                 _add(result.stale, resource, device_id)
                 _add(result.stale_registered, resource, device_id)
             elif s == ids.UNRECOGNIZED:
                 _add(result.unrecognized, resource, device_id)
     for index, entry in enumerate(cp.entries or ()):
-        if not ids.is_gpu_resource(entry.resource_name, patterns):
+        if not ids.is_gpu_resource(entry.resource_name, patterns) and entry.resource_name not in retired:
             continue
         stale_here = []
         for device_id in entry.flat_device_ids():
             result.gpu_ids_listed += 1
             _add(result.pod_ids, entry.resource_name, device_id)
-            s = state(device_id)
+            s = state(device_id, entry.resource_name)
             if s == ids.STALE:
                 _add(result.stale, entry.resource_name, device_id)
                 if device_id not in stale_here:
@@ -274,6 +284,9 @@ def validate_options(**values):
             "must not be inside the checkpoint's directory %s: kubelet may delete files there; use e.g. %s"
             % (os.path.dirname(merged["checkpoint_path"]), DEFAULT_BACKUP_DIR),
         )
+    retired = merged["retired_resources"]
+    if not isinstance(retired, (list, tuple)) or not all(isinstance(r, str) and "/" in r and not set("*?[") & set(r) for r in retired):
+        raise ParameterError("retired_resources", "expected a list of resource names such as nvidia.com/gpu (no patterns), got %r" % (retired,))
     options = Options(**merged)
     options.patterns = ids.validate_resource_patterns(merged["resources"])
     return options
@@ -293,6 +306,7 @@ def _base_result(path):
         "unrecognized": {},
         "registered_gpu_ids": {},
         "pod_gpu_ids": {},
+        "shared_memory": None,
         "backup_path": None,
         "backups_removed": [],
         "strategy": None,
@@ -368,10 +382,13 @@ def _decide(result, facts, available, reason, nf, decoded, options, check_mode, 
         _unknown(result, reason or "gpu_uuid_facts reported the GPUs as unavailable", options.unknown_inventory)
         return None
     inventory = ids.inventory_from_facts(facts)
-    the_plan = plan(cp, inventory, options.patterns) if cp is not None else None
+    the_plan = plan(cp, inventory, options.patterns, options.retired_resources) if cp is not None else None
     if the_plan is not None:
         result["registered_gpu_ids"] = the_plan.registered_ids
         result["pod_gpu_ids"] = the_plan.pod_ids
+        if (cp.registered or {}).get(share.MEM):
+            entries = [dict(entry_dict(e), alloc_envs=codec.alloc_envs(e.alloc_resp)) for e in cp.entries or ()]
+            result["shared_memory"] = share.from_checkpoint(entries, cp.registered, facts.get("gpus"))
     if inventory.gpu_count == 0:
         if cp is None:
             _unknown(result, "zero GPUs seen and the checkpoint cannot be decoded", options.unknown_inventory)

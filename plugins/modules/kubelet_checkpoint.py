@@ -133,6 +133,17 @@ options:
     type: list
     elements: str
     default: [nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*, aliyun.com/gpu-mem]
+  retired_resources:
+    description:
+      - Resource names (exact, no patterns) this node no longer offers, e.g. V(nvidia.com/gpu) after
+        M(gpuops.fleet.gpu_sharing_mode) switched the node to shared GPU memory (its RV(gpuops.fleet.gpu_sharing_mode#module:switched)).
+        Every registration and pod entry of these resources is stale, whatever GPU its IDs name.
+      - Make sure no running pod still holds them (M(gpuops.fleet.gpu_sharing_mode) refuses the switch while one does).
+        With O(strategy=auto) pod entries of other resources are kept (V(prune)).
+    type: list
+    elements: str
+    default: []
+    version_added: 0.3.0
 seealso:
   - module: gpuops.fleet.gpu_uuid_facts
   - module: gpuops.fleet.kubelet_checkpoint_info
@@ -245,6 +256,18 @@ pod_gpu_ids:
   returned: always
   type: dict
   sample: {"aliyun.com/gpu-mem": ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0-_-0"]}
+shared_memory:
+  description:
+    - The node's own view of its shared GPU memory (C(aliyun.com/gpu-mem), gpushare/cGPU) from the checkpoint as read,
+      without a cluster; V(null) when the checkpoint registers no C(aliyun.com/gpu-mem).
+    - Per GPU (C(uuid), C(index) in the node's inventory, V(null) for a GPU the node no longer has) C(total_gib) (its
+      registered IDs), C(allocated_gib) (the IDs of the containers the plugin gave that GPU, C(NVIDIA_VISIBLE_DEVICES)
+      in their AllocResp) and C(pods); C(unattributed_gib) counts containers without that variable.
+  returned: always
+  type: dict
+  version_added: 0.3.0
+  sample: {gpus: [{uuid: GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e, index: 1, allocated_gib: 4, total_gib: 15, pods: 1}],
+           allocated_gib: 4, total_gib: 15, percent: 26, unattributed_gib: 0}
 backup_path:
   description: Where the original file was saved, V(null) when nothing was written (also in check mode).
   returned: always
@@ -346,6 +369,7 @@ def main():
         backup_dir=dict(type="path", default=DEFAULT_BACKUP_DIR),
         backup_keep=dict(type="int", default=DEFAULT_BACKUP_KEEP),
         resources=dict(type="list", elements="str", default=list(OPTION_DEFAULTS["resources"])),
+        retired_resources=dict(type="list", elements="str", default=[]),
         lock_dir=dict(type="path", default=DEFAULT_LOCK_DIR),
         lock_timeout=dict(type="int", default=DEFAULT_LOCK_TIMEOUT),
         kubelet_unit=dict(type="str", default="kubelet.service"),

@@ -122,20 +122,31 @@ class Fleet(object):
             gpus = spec.get("gpus", [])
             cfg = fakenode.write_config(str(root / "fake_nvml.cfg"),
                                         [fakenode.gpu(u, minor=i, bus="00000000:00:%02x.0" % (7 + i)) for i, u in enumerate(gpus)])
+            checkpoint = root / "var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
             node = {"name": name, "gpus": gpus, "labels": dict(self.label, **spec.get("labels", {})),
                     "taints": spec.get("taints", []), "faults": spec.get("faults", []),
-                    "fault_images": spec.get("fault_images"), "driver_version": spec.get("driver_version")}
+                    "fault_images": spec.get("fault_images"), "driver_version": spec.get("driver_version"),
+                    "checkpoint": str(checkpoint), "gpu_mem_gib": spec.get("gpu_mem_gib", 15)}
             self.nodes.append(node)
             if spec.get("in_inventory", True):
-                hosts[name] = {
+                hosts[name] = dict(spec.get("host_vars") or {})
+                hosts[name].update({
+                    "gpu_sharing_checkpoint_path": str(checkpoint),
+                    "gpu_sharing_backup_dir": str(root / "var/lib/gpuops/backups"),
+                    "gpu_sharing_lock_dir": str(root / "run/gpuops"),
+                    "gpu_sharing_kubelet_unit": "",  # no systemd: the simulated kubelet keeps running
+                    "gpu_sharing_node_environment": fakenode.environ(fake_lib_dir, cfg, base={}),
+                })
+                hosts[name].update({
                     "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                     "device_plugin_node_name": name, "device_plugin_kubelet_root": str(root),
                     "device_plugin_node_environment": fakenode.environ(fake_lib_dir, cfg, base={}),
                     "driver_installer_node_name": name,
                     "driver_installer_node_environment": fakenode.environ(fake_lib_dir, cfg, base={}),
-                }
+                })
+        self.hosts = hosts
         self.inventory = tmp_path / "inventory.yml"
-        self.inventory.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": hosts}}))
+        self.write_inventory()
         nodes_file = tmp_path / "nodes.json"
         nodes_file.write_text(json.dumps(self.nodes))
         args = [sys.executable, os.path.join(HERE, "simkubelet.py"), "--kubeconfig",
@@ -145,6 +156,26 @@ class Fleet(object):
         self.sim_log = open(str(tmp_path / "simkubelet.log"), "w")
         self.sim = subprocess.Popen(args, stdout=self.sim_log, stderr=subprocess.STDOUT)
         self.wait(lambda: all(self.node(n["name"]) for n in self.nodes), "the simulated nodes")
+
+    def write_inventory(self):
+        self.inventory.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": self.hosts}}))
+
+    def set_host_vars(self, host, **values):
+        """Change a host's inventory variables (the next play reads them)."""
+        self.hosts[host].update(values)
+        self.write_inventory()
+
+    def checkpoint(self, name):
+        """The node's kubelet device checkpoint as the simulated kubelet wrote it (decoded), or None."""
+        sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
+        from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
+        path = [n for n in self.nodes if n["name"] == name][0]["checkpoint"]
+        if not os.path.exists(path):
+            return None
+        with open(path, "rb") as handle:
+            decoded = codec.decode(handle.read())
+        assert decoded.valid, decoded.error
+        return decoded.checkpoint
 
     def node(self, name):
         from kubernetes.client.rest import ApiException

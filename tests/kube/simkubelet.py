@@ -43,6 +43,24 @@ What it models, per node (``--nodes`` JSON: a list of objects):
   ``installer_fail`` (a driver installer's init container exits 1 and is restarted:
   Init:CrashLoopBackOff, with the installer's error in its log).
   ``fault_images`` limits the faults to pods whose image is in that list (a bad new version).
+* A pod matching ``--gpushare-selector`` is the gpushare device plugin (AliyunContainerService
+  gpushare-device-plugin): once Ready, the node offers ``aliyun.com/gpu-mem`` (``gpu_mem_gib``
+  per GPU, default 15, in GiB) and ``aliyun.com/gpu-count``; deleting it zeroes the memory's
+  allocatable. A pod with an ``aliyun.com/gpu-mem`` limit, once the real scheduler bound it, is
+  placed the way the extender and the plugin do it (gpushare-scheduler-extender pkg/utils/pod.go,
+  gpushare-device-plugin pkg/gpu/nvidia/allocate.go): the first GPU with room (binpack), the
+  annotations ``ALIYUN_COM_GPU_MEM_IDX``/``_POD``/``_DEV``/``_ASSIGNED=false``/``_ASSUME_TIME``,
+  then ``_ASSIGNED=true`` when "allocated"; the pod's annotation ``gpuops.test/gpushare`` =
+  ``no-annotation`` (a pod the extender never saw) or ``assumed`` (the plugin has not allocated it:
+  the pod stays Pending) stops it halfway. Fault ``gpushare_index_order`` gives containers the GPU
+  of the other end of the list (the plugin maps an index by /dev/nvidia<minor>, the extender by
+  NVML order: they disagree on a node whose minors are not in NVML order).
+* With ``checkpoint`` (a path), the node's kubelet device checkpoint is written as kubelet does
+  (v2 layout, with the collection's codec): every resource a plugin registered (kept after the
+  plugin is gone, as kubelet keeps them), and one entry per container holding devices, its
+  AllocResp carrying the envs the plugin returned; a deleted pod's entries go with it. For
+  ``aliyun.com/gpu-mem`` kubelet picks the fake IDs ``<uuid>-_-<n>`` without regard to the GPU
+  (the plugin ignores which ones): the first free ones, in registration order.
 
 Run: python tests/kube/simkubelet.py --kubeconfig K --nodes nodes.json
 """
@@ -64,7 +82,29 @@ from datetime import datetime, timezone
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
+from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec  # noqa: E402  pylint: disable=wrong-import-position
+
 GPU = "nvidia.com/gpu"
+MEM = "aliyun.com/gpu-mem"
+COUNT = "aliyun.com/gpu-count"
+
+
+def _pb_bytes(number, data):
+    out, size = bytearray([number << 3 | 2]), len(data)
+    while True:
+        if size < 0x80:
+            out.append(size)
+            break
+        out.append(size & 0x7F | 0x80)
+        size >>= 7
+    return bytes(out) + data
+
+
+def alloc_resp(envs):
+    """A ContainerAllocateResponse (deviceplugin v1beta1 api.proto) with ``envs`` (field 1, map entries key=1 value=2)."""
+    return b"".join(_pb_bytes(1, _pb_bytes(1, k.encode()) + _pb_bytes(2, v.encode())) for k, v in sorted(envs.items()))
 
 
 def now_iso():
@@ -138,15 +178,21 @@ class LogServer(object):
 
 
 class SimKubelet:
-    def __init__(self, api, nodes, plugin_selector, start_delay, register_delay, stop_delay, log_server=None):
+    def __init__(self, api, nodes, plugin_selector, start_delay, register_delay, stop_delay, log_server=None,
+                 gpushare_selector=None):
         self.api = api
         self.log_server = log_server
         self.nodes = {n["name"]: n for n in nodes}
         self.plugin_selector = plugin_selector
+        self.gpushare_selector = gpushare_selector or {"component": "gpushare-device-plugin"}
+        self.allocatable = {}  # node -> {resource: allocatable}
+        self.registered = {}  # node -> {resource: [device IDs]} (the checkpoint's RegisteredDevices)
+        self.entries = {}  # node -> [(pod uid, container, resource, [ids], envs)]
+        self.written = {}  # node -> the checkpoint bytes last written
         self.start_delay = start_delay
         self.register_delay = register_delay
         self.stop_delay = stop_delay
-        self.capacity = {}  # node -> last registered GPU count
+        self.capacity = {}  # node -> {resource: last registered count}
         self.handled = {}  # pod uid -> what was done (started / deleting)
         self.timers = []  # heap of (when, seq, fn, args)
         self.seq = 0
@@ -174,14 +220,19 @@ class SimKubelet:
             self.api.patch_node(name, {"spec": {"taints": node.get("taints") or []}})
 
     def set_node_status(self, name, allocatable_gpus, registered=False):
+        self.set_resource(name, GPU, allocatable_gpus, registered)
+
+    def set_resource(self, name, resource, allocatable, registered=False):
         """Registration sets capacity and allocatable; a plugin going away only zeroes allocatable."""
-        capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}
-        allocatable = dict(capacity)
         if registered:
-            self.capacity[name] = allocatable_gpus
-        if name in self.capacity:
-            capacity[GPU] = str(self.capacity[name])
-            allocatable[GPU] = str(allocatable_gpus)
+            self.capacity.setdefault(name, {})[resource] = allocatable
+        self.allocatable.setdefault(name, {})[resource] = allocatable
+        capacity = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+        allocatable_all = dict(capacity)
+        for res, count in sorted(self.capacity.get(name, {}).items()):
+            capacity[res] = str(count)
+            allocatable_all[res] = str(self.allocatable.get(name, {}).get(res, 0))
+        allocatable = allocatable_all
         stamp = now_iso()
         status = {
             "capacity": capacity,
@@ -240,6 +291,8 @@ class SimKubelet:
                     self.handled[uid] = "deleting"
                     if self.is_plugin(pod):
                         self.set_node_status(node, allocatable_gpus=0)
+                    if self.is_gpushare(pod):
+                        self.set_resource(node, MEM, 0)
                     self.later(self.stop_delay, self.finish_delete, pod.metadata.namespace, pod.metadata.name, uid)
             elif state is None:
                 self.handled[uid] = "started"
@@ -251,6 +304,121 @@ class SimKubelet:
     def finish_delete(self, namespace, name, uid):
         self.api.delete_namespaced_pod(name, namespace, grace_period_seconds=0,
                                        body=client.V1DeleteOptions(grace_period_seconds=0, preconditions={"uid": uid}))
+        for node, entries in list(self.entries.items()):
+            self.reload_checkpoint(node)
+            entries = self.entries.get(node, [])
+            if any(e[0] == uid for e in entries):
+                self.entries[node] = [e for e in entries if e[0] != uid]
+                self.write_checkpoint(node)
+
+    # -- gpushare and the device checkpoint --------------------------------------------------
+    def is_gpushare(self, pod):
+        labels = pod.metadata.labels or {}
+        return all(labels.get(k) == v for k, v in self.gpushare_selector.items())
+
+    def write_checkpoint(self, node):
+        path = self.nodes[node].get("checkpoint")
+        if not path:
+            return
+        entries = [codec.PodDevicesEntry(uid, ctr, res, {-1: list(ids)}, alloc_resp(envs)) for uid, ctr, res, ids, envs in self.entries.get(node, [])]
+        registered = dict((res, list(ids)) for res, ids in self.registered.get(node, {}).items())
+        data, dummy = codec.encode(codec.Checkpoint("v2", entries, registered))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+        self.written[node] = data
+
+    def reload_checkpoint(self, node):
+        """Called before each change: a checkpoint changed underneath us (kubelet_checkpoint repaired it)
+        is read back, as kubelet reads it when it starts again (the module restarts kubelet around
+        its write; with no systemd here, kubelet_unit "", the stand-in picks the new content up)."""
+        path = self.nodes[node].get("checkpoint")
+        if not path or node not in self.written:
+            return
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            data = None
+        if data == self.written[node]:
+            return
+        decoded = codec.decode(data).checkpoint if data else None
+        self.registered[node] = dict((r, list(v or ())) for r, v in ((decoded.registered or {}).items() if decoded else ()))
+        keep = set((e.pod_uid, e.container_name, e.resource_name) for e in (decoded.entries or ())) if decoded else set()
+        self.entries[node] = [e for e in self.entries.get(node, []) if (e[0], e[1], e[2]) in keep]
+
+    def register(self, node, resource, ids):
+        """A plugin's devices into the checkpoint's RegisteredDevices (kept after the plugin is gone)."""
+        self.reload_checkpoint(node)
+        self.registered.setdefault(node, {})[resource] = list(ids)
+        self.write_checkpoint(node)
+
+    def mem_per_gpu(self, node):
+        return int(self.nodes[node].get("gpu_mem_gib") or 15)
+
+    def register_gpushare(self, node, uid):
+        if self.handled.get(uid) != "started":
+            return
+        gpus = list(self.nodes[node].get("gpus") or [])
+        per = self.mem_per_gpu(node)
+        self.register(node, MEM, ["%s-_-%d" % (u, n) for u in gpus for n in range(per)])
+        self.set_resource(node, COUNT, len(gpus), registered=True)
+        self.set_resource(node, MEM, per * len(gpus), registered=True)
+
+    def share_limits(self, pod):
+        return [(c.name, int(((c.resources.limits if c.resources else None) or {}).get(MEM, 0))) for c in pod.spec.containers
+                if int(((c.resources.limits if c.resources else None) or {}).get(MEM, 0))]
+
+    def place_shared(self, pod, node, faults):
+        """The extender's and the plugin's part for a pod holding aliyun.com/gpu-mem; False while it stays Pending."""
+        namespace, name = pod.metadata.namespace, pod.metadata.name
+        mode = (pod.metadata.annotations or {}).get("gpuops.test/gpushare")
+        limits = self.share_limits(pod)
+        gib = sum(n for dummy, n in limits)
+        gpus = list(self.nodes[node].get("gpus") or [])
+        per = self.mem_per_gpu(node)
+        if mode != "no-annotation":
+            used = [0] * len(gpus)
+            for other in self.api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % node).items:
+                ann = other.metadata.annotations or {}
+                if other.metadata.uid != pod.metadata.uid and ann.get("ALIYUN_COM_GPU_MEM_IDX", "").isdigit():
+                    idx = int(ann["ALIYUN_COM_GPU_MEM_IDX"])
+                    if idx < len(used):
+                        used[idx] += int(ann.get("ALIYUN_COM_GPU_MEM_POD") or 0)
+            fits = [i for i in range(len(gpus)) if per - used[i] >= gib]
+            idx = fits[0] if fits else -1
+            self.api.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {
+                "ALIYUN_COM_GPU_MEM_IDX": str(idx), "ALIYUN_COM_GPU_MEM_POD": str(gib), "ALIYUN_COM_GPU_MEM_DEV": str(per),
+                "ALIYUN_COM_GPU_MEM_ASSIGNED": "false", "ALIYUN_COM_GPU_MEM_ASSUME_TIME": str(time.time_ns())}}})
+            if mode == "assumed":
+                return False
+        else:
+            idx = 0
+        self.reload_checkpoint(node)
+        given = gpus[len(gpus) - 1 - idx] if "gpushare_index_order" in faults and gpus else (gpus[idx] if 0 <= idx < len(gpus) else "")
+        taken = set(i for e in self.entries.get(node, []) if e[2] == MEM for i in e[3])
+        free = [i for i in self.registered.get(node, {}).get(MEM, []) if i not in taken]
+        for ctr, count in limits:
+            envs = {"NVIDIA_VISIBLE_DEVICES": given, "ALIYUN_COM_GPU_MEM_IDX": str(idx), "ALIYUN_COM_GPU_MEM_POD": str(gib),
+                    "ALIYUN_COM_GPU_MEM_CONTAINER": str(count), "ALIYUN_COM_GPU_MEM_DEV": str(per)}
+            ids, free = free[:count], free[count:]
+            self.entries.setdefault(node, []).append((pod.metadata.uid, ctr, MEM, ids, envs))
+        self.write_checkpoint(node)
+        if mode != "no-annotation":
+            self.api.patch_namespaced_pod(name, namespace, {"metadata": {"annotations": {
+                "ALIYUN_COM_GPU_MEM_ASSIGNED": "true", "ALIYUN_COM_GPU_MEM_ASSIGN_TIME": str(time.time_ns())}}})
+        return True
+
+    def allocate_gpus(self, pod, node):
+        """Whole GPUs for a long-running pod: the first ones, into the checkpoint."""
+        wanted = self.gpu_request(pod)
+        uuids = list(self.nodes[node].get("gpus") or [])[:wanted]
+        self.reload_checkpoint(node)
+        self.entries.setdefault(node, []).append((pod.metadata.uid, pod.spec.containers[0].name, GPU, uuids,
+                                                  {"NVIDIA_VISIBLE_DEVICES": ",".join(uuids)}))
+        self.write_checkpoint(node)
 
     def gpu_request(self, pod):
         total = 0
@@ -277,6 +445,10 @@ class SimKubelet:
         if pod.spec.restart_policy == "Never" and self.gpu_request(pod):
             self.run_to_completion(pod, node, faults)
             return
+        if self.share_limits(pod) and not self.place_shared(pod, node, faults):
+            return  # assumed by the extender, not allocated: Pending
+        if self.gpu_request(pod):
+            self.allocate_gpus(pod, node)
         init_statuses = self.run_init_containers(pod, node, faults, stamp)
         if init_statuses is not None and any(s["state"].get("waiting") for s in init_statuses):
             status = {"phase": "Pending", "startTime": stamp, "hostIP": "127.0.0.1", "podIP": "10.244.0.1",
@@ -312,6 +484,8 @@ class SimKubelet:
         if ready and self.is_plugin(pod):
             gpus = 0 if "no_gpus" in faults else len(self.nodes[node].get("gpus") or [])
             self.later(self.register_delay, self.register_plugin, node, pod.metadata.uid, gpus)
+        if ready and self.is_gpushare(pod):
+            self.later(self.register_delay, self.register_gpushare, node, pod.metadata.uid)
 
     def run_init_containers(self, pod, node, faults, stamp):
         """Statuses of the pod's init containers (None without any); a driver installer logs its install."""
@@ -340,6 +514,7 @@ class SimKubelet:
 
     def register_plugin(self, node, uid, gpus):
         if self.handled.get(uid) == "started":
+            self.register(node, GPU, list(self.nodes[node].get("gpus") or [])[:gpus])
             self.set_node_status(node, allocatable_gpus=gpus, registered=True)
 
     def run_to_completion(self, pod, node, faults):
@@ -372,6 +547,7 @@ def main(argv=None):
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--nodes", required=True, help="JSON file: list of node objects")
     parser.add_argument("--plugin-selector", default="name=nvidia-device-plugin-ds")
+    parser.add_argument("--gpushare-selector", default="component=gpushare-device-plugin")
     parser.add_argument("--start-delay", type=float, default=0.5, help="seconds from bind to Running (image pull)")
     parser.add_argument("--register-delay", type=float, default=0.5, help="seconds from plugin Ready to GPUs allocatable")
     parser.add_argument("--stop-delay", type=float, default=0.3, help="seconds to stop a pod's containers")
@@ -381,7 +557,7 @@ def main(argv=None):
     with open(args.nodes) as handle:
         nodes = json.load(handle)
     sim = SimKubelet(client.CoreV1Api(), nodes, parse_selector(args.plugin_selector),
-                     args.start_delay, args.register_delay, args.stop_delay, LogServer())
+                     args.start_delay, args.register_delay, args.stop_delay, LogServer(), parse_selector(args.gpushare_selector))
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     sim.register_nodes()
     print("simkubelet: %d SIMULATED nodes registered" % len(nodes), flush=True)

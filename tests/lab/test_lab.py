@@ -84,9 +84,21 @@ def test_lab_repairs_in_batches_then_is_idempotent_and_the_installed_guard_accep
     assert journals["lab-replaced-gpu"][0]["time"] > first_batch_done
     assert "kubelet restarted on 3 node(s), in 2 batch(es): batch 1: lab-corrupt, lab-gpushare; batch 2: lab-replaced-gpu" in first
 
+    # no cluster in the lab: lab-gpushare's shared GPU memory comes from its own checkpoint, as read
+    # before the repair (GPU-0650a168 was replaced: 3 GiB there, 4 GiB on GPU 1 of 15 GiB each)
+    sharing = dict((name, n.get("sharing")) for name, n in nodes.items())
+    assert sharing["lab-gpushare"] == {"source": "checkpoint", "allocated_gib": 7, "total_gib": 30, "percent": 23,
+                                       "gpus_gone": 1, "unattributed_gib": 0}, sharing
+    assert [name for name, value in sharing.items() if value] == ["lab-gpushare"]
+    assert "7/30 GiB (23%), from checkpoint, 1 GPU gone" in first and "GPU sharing from checkpoint: node-derived" in first
+
     rc, second = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"))
     assert rc == 0, second[-6000:]
     assert all(r[1] == 0 and r[2:] == (0, 0) for r in recap(second).values()), recap(second)
+    after = dict((n["node"], n) for n in json.loads((lab["base"] / "report" / "fleet-summary.json").read_text())["nodes"])
+    # the prune took the replaced GPU's registrations and its pod's entry out
+    assert after["lab-gpushare"]["sharing"] == {"source": "checkpoint", "allocated_gib": 4, "total_gib": 15, "percent": 26,
+                                                "gpus_gone": 0, "unattributed_gib": 0}
 
     for node, expected in sorted(EXPECTED_GUARD_EXIT.items()):
         root = lab["base"] / "nodes" / node

@@ -169,3 +169,27 @@ def test_the_gpu_workloads_column_appears_only_when_the_workloads_were_audited()
     assert table[0].endswith("GPU workloads")
     assert table[2].endswith("2 finding(s)") and table[3].endswith("ok")
     assert "| GPU workloads |" in fr.fleet_markdown(audited)
+
+
+def test_the_gpu_sharing_column_from_the_cluster_or_else_the_checkpoint():
+    shared = {"gpus": [{"uuid": OLD, "index": None, "allocated_gib": 3, "total_gib": 15, "pods": 1},
+                       {"uuid": NEW, "index": 0, "allocated_gib": 4, "total_gib": 15, "pods": 1}],
+              "allocated_gib": 9, "total_gib": 30, "percent": 30, "unattributed_gib": 2}
+    plain = fr.fleet_node_summary(_node_vars("gpu-a", {"status": "up_to_date"}), ["gpu-a"])
+    assert "sharing" not in plain and "GPU sharing" not in fr.fleet_table([plain])
+    # no cluster: what the node's own checkpoint holds, saying so
+    node_only = fr.fleet_node_summary(_node_vars("gpu-s", {"status": "stale", "shared_memory": shared}), ["gpu-s"])
+    assert node_only["sharing"]["source"] == "checkpoint"
+    table = fr.fleet_table([plain, node_only]).splitlines()
+    assert table[0].endswith("GPU sharing") and table[2].endswith(" -")
+    assert table[3].endswith("9/30 GiB (30%), from checkpoint, 1 GPU gone, 2 GiB unattributed")
+    assert table[-1].startswith("GPU sharing from checkpoint: node-derived (no cluster was read)")
+    # with a cluster (gpu_share_info's nodes, by Kubernetes node name) the cluster's figures win
+    nodes = [{"name": "k8s-gpu-s", "mode": "true", "allocated_gib": 8, "total_gib": 15, "percent": 53}]
+    cluster = fr.fleet_node_summary(_node_vars("gpu-s", {"status": "stale", "shared_memory": shared}, gpuops_k8s_node_name="k8s-gpu-s"),
+                                    ["gpu-s"], gpu_share=nodes)
+    assert cluster["sharing"] == {"source": "cluster", "mode": "true", "allocated_gib": 8, "total_gib": 15, "percent": 53}
+    assert fr.fleet_table([cluster]).splitlines()[2].endswith("8/15 GiB (53%) mode true")
+    assert "node-derived" not in fr.fleet_table([cluster])
+    assert "sharing" not in fr.fleet_node_summary(_node_vars("gpu-a"), ["gpu-a"], gpu_share=nodes)
+    assert "| GPU sharing |" in fr.fleet_markdown([cluster])

@@ -273,4 +273,3 @@ def test_mode_plan_refuses_unknown_nodes_and_bad_labels():
     with pytest.raises(ParameterError) as err:
         gs.check_mode_params("bad label!", "true", "false")
     assert err.value.field == "label"
-

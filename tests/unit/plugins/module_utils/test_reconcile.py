@@ -420,3 +420,27 @@ def test_auto_on_disk_reports_the_choice_and_keeps_the_valid_pod(sysroot):
     assert kept.valid and [e.pod_uid for e in kept.checkpoint.entries] == ["p2"]
     up_to_date = run(sysroot)
     assert up_to_date["status"] == "up_to_date" and up_to_date["strategy"] is None
+
+
+def test_a_retired_resource_is_stale_whatever_gpu_it_names(sysroot):
+    # the node was switched to shared GPU memory: its nvidia.com/gpu registrations name a GPU it still has
+    cp = checkpoint(
+        [E("whole", "c", "nvidia.com/gpu", {0: [NEW]}, None), E("shared", "c", "aliyun.com/gpu-mem", {0: [NEW + "-_-0", NEW + "-_-1"]}, None)],
+        {"nvidia.com/gpu": [NEW, OTHER], "aliyun.com/gpu-mem": [NEW + "-_-%d" % i for i in range(4)]},
+    )
+    write(sysroot["path"], cp)
+    assert run(sysroot)["status"] == "up_to_date"  # without it, nothing is stale
+    result = run(sysroot, retired_resources=["nvidia.com/gpu"])
+    assert result["action"] == "pruned" and result["stale"] == {"nvidia.com/gpu": [NEW, OTHER]}
+    assert [p["pod_uid"] for p in result["affected_pods"]] == ["whole"]
+    decoded = codec.decode(nodefile.read(sysroot["path"]).data).checkpoint
+    assert decoded.registered == {"nvidia.com/gpu": [], "aliyun.com/gpu-mem": [NEW + "-_-%d" % i for i in range(4)]}
+    assert [e.pod_uid for e in decoded.entries] == ["shared"]
+    assert not run(sysroot, retired_resources=["nvidia.com/gpu"])["changed"]
+
+
+@pytest.mark.parametrize("bad", [["nvidia.com/*"], ["gpu"], "nvidia.com/gpu"])
+def test_retired_resources_are_exact_names(sysroot, bad):
+    with pytest.raises(ParameterError) as err:
+        options(sysroot, retired_resources=bad)
+    assert err.value.field == "retired_resources"

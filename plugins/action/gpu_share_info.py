@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin for gpuops.fleet.gpu_share_info: hands the module what the GPU hosts of
+``hosts_group`` said about themselves (their GPUs and kubelet checkpoint, which live in their
+variables on the controller), so the role passes no hostvars through a filter."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+
+def node_truth(hostvars, hosts):
+    """``[{node, gpus, pod_device_entries}]`` of the hosts that read both their GPUs and their checkpoint."""
+    out = []
+    for host in hosts:
+        found = hostvars.get(host) or {}
+        gpus = ((found.get("ansible_facts") or {}).get("gpuops_gpus") or {})
+        info = found.get("gpuops_checkpoint_info") or {}
+        # a node whose GPUs could not be read, or whose checkpoint did not decode, is not compared
+        if gpus.get("available") is False or not gpus.get("gpus") or info.get("error") or not info.get("exists"):
+            continue
+        out.append({"node": found.get("gpuops_node_name") or found.get("inventory_hostname") or host,
+                    "gpus": [{"index": g.get("index"), "uuid": g.get("uuid")} for g in gpus["gpus"]],
+                    "pod_device_entries": info.get("pod_device_entries") or []})
+    return out
+
+
+class ActionModule(ActionBase):
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = dict(self._task.args)
+        if args.get("node_truth") is None:
+            group = args.get("hosts_group") or "gpu_nodes"
+            hosts = (task_vars.get("groups") or {}).get(group) or []
+            args["node_truth"] = node_truth(task_vars.get("hostvars") or {}, hosts)
+        result.update(self._execute_module(module_name="gpuops.fleet.gpu_share_info", module_args=args, task_vars=task_vars))
+        return result

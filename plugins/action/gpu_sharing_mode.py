@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin for gpuops.fleet.gpu_sharing_mode: when ``nodes`` is omitted, builds it from the
+inventory (``gpu_sharing_enabled`` per host, else membership of ``sharing_group``) and names each
+switched node's inventory host in the result, so the next play can repair its checkpoint."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+
+def desired_modes(hostvars, groups, hosts_group, sharing_group):
+    """``({node: sharing}, {node: host})`` from the inventory; the value is left for the module to check."""
+    nodes, hosts = {}, {}
+    sharing = set(groups.get(sharing_group) or ())
+    for host in groups.get(hosts_group) or ():
+        found = hostvars.get(host) or {}
+        node = found.get("gpuops_node_name") or host
+        value = found.get("gpu_sharing_enabled")
+        nodes[node] = (host in sharing) if value is None else value
+        hosts[node] = host
+    return nodes, hosts
+
+
+class ActionModule(ActionBase):
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args = dict(self._task.args)
+        hosts = {}
+        if args.get("nodes") is None:
+            args["nodes"], hosts = desired_modes(task_vars.get("hostvars") or {}, task_vars.get("groups") or {},
+                                                 args.get("hosts_group") or "gpu_nodes", args.get("sharing_group") or "gpu_sharing")
+        result.update(self._execute_module(module_name="gpuops.fleet.gpu_sharing_mode", module_args=args, task_vars=task_vars))
+        for row in list(result.get("plan") or ()) + list(result.get("switched") or ()):
+            if row.get("node") in hosts:
+                row["host"] = hosts[row["node"]]
+        return result
