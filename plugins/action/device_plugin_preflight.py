@@ -8,18 +8,14 @@ the role passes no hostvars through a filter."""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
 from ansible_collections.gpuops.fleet.plugins.module_utils._device_plugin import kubelet_facts_by_node
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction
 
 
-class ActionModule(ActionBase):
-    _requires_connection = False
+class ActionModule(HostFactsAction):
+    MODULE = "gpuops.fleet.device_plugin_preflight"
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        args = dict(self._task.args)
+    def fill(self, args, task_vars):
         if args.get("kubelet_facts") is None:
             group = args.get("hosts_group") or "gpu_nodes"
             hostvars = task_vars.get("hostvars") or {}
@@ -34,5 +30,3 @@ class ActionModule(ActionBase):
                 entry["ansible_facts"] = {"gpuops_gpus": facts} if facts else {}
                 host_vars.append(entry)
             args["kubelet_facts"] = kubelet_facts_by_node(host_vars)
-        result.update(self._execute_module(module_name="gpuops.fleet.device_plugin_preflight", module_args=args, task_vars=task_vars))
-        return result

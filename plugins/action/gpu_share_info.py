@@ -8,7 +8,7 @@ variables on the controller), so the role passes no hostvars through a filter.""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction
 
 
 def node_truth(hostvars, hosts):
@@ -27,16 +27,11 @@ def node_truth(hostvars, hosts):
     return out
 
 
-class ActionModule(ActionBase):
-    _requires_connection = False
+class ActionModule(HostFactsAction):
+    MODULE = "gpuops.fleet.gpu_share_info"
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        args = dict(self._task.args)
+    def fill(self, args, task_vars):
         if args.get("node_truth") is None:
             group = args.get("hosts_group") or "gpu_nodes"
             hosts = (task_vars.get("groups") or {}).get(group) or []
             args["node_truth"] = node_truth(task_vars.get("hostvars") or {}, hosts)
-        result.update(self._execute_module(module_name="gpuops.fleet.gpu_share_info", module_args=args, task_vars=task_vars))
-        return result

@@ -8,7 +8,7 @@ switched node's inventory host in the result, so the next play can repair its ch
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction
 
 
 def desired_modes(hostvars, groups, hosts_group, sharing_group):
@@ -24,19 +24,17 @@ def desired_modes(hostvars, groups, hosts_group, sharing_group):
     return nodes, hosts
 
 
-class ActionModule(ActionBase):
-    _requires_connection = False
+class ActionModule(HostFactsAction):
+    MODULE = "gpuops.fleet.gpu_sharing_mode"
 
-    def run(self, tmp=None, task_vars=None):
-        task_vars = task_vars or {}
-        result = super(ActionModule, self).run(tmp, task_vars)
-        args = dict(self._task.args)
+    def fill(self, args, task_vars):
         hosts = {}
         if args.get("nodes") is None:
             args["nodes"], hosts = desired_modes(task_vars.get("hostvars") or {}, task_vars.get("groups") or {},
                                                  args.get("hosts_group") or "gpu_nodes", args.get("sharing_group") or "gpu_sharing")
-        result.update(self._execute_module(module_name="gpuops.fleet.gpu_sharing_mode", module_args=args, task_vars=task_vars))
+        return hosts
+
+    def finish(self, result, context):
         for row in list(result.get("plan") or ()) + list(result.get("switched") or ()):
-            if row.get("node") in hosts:
-                row["host"] = hosts[row["node"]]
-        return result
+            if row.get("node") in context:
+                row["host"] = context[row["node"]]

@@ -1,0 +1,34 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: the base of the action plugins that hand a
+controller-side module what the GPU hosts' variables say (those live on the controller, not on
+the target), so roles pass no hostvars through a filter."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+
+class HostFactsAction(ActionBase):
+    """Runs ``MODULE`` with its arguments completed by ``fill`` and its result finished by ``finish``."""
+
+    MODULE = None
+    _requires_connection = False
+
+    def fill(self, args, task_vars):
+        """Complete ``args`` from ``task_vars`` (hostvars, groups); returns what ``finish`` needs."""
+        return None
+
+    def finish(self, result, context):
+        """Adjust the module's ``result`` with ``context`` (what ``fill`` returned)."""
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super(HostFactsAction, self).run(tmp, task_vars)
+        args = dict(self._task.args)
+        context = self.fill(args, task_vars)
+        result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))
+        self.finish(result, context)
+        return result
