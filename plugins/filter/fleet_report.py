@@ -36,9 +36,10 @@ def _sharing(node_vars, k8s_name, result, gpu_share):
     if isinstance(gpu_share, list):
         for item in gpu_share:
             if isinstance(item, dict) and item.get("name") == k8s_name:
-                return {"source": "cluster", "mode": item.get("mode"), "allocated_gib": item.get("allocated_gib"),
+                return {"source": "cluster", "shared": True, "mode": item.get("mode"), "allocated_gib": item.get("allocated_gib"),
                         "total_gib": item.get("total_gib"), "percent": item.get("percent")}
-        return None
+        # not a sharing node (it offers no aliyun.com/gpu-mem): whole GPUs
+        return {"source": "cluster", "shared": False}
     shared = result.get("shared_memory")
     if isinstance(shared, dict):
         return {"source": "checkpoint", "allocated_gib": shared.get("allocated_gib"), "total_gib": shared.get("total_gib"),
@@ -156,12 +157,14 @@ def _stale_text(stale):
 
 def _columns(rows):
     return (COLUMNS + ((WORKLOAD_COLUMN,) if any("workloads" in r for r in rows) else ())
-            + ((SHARING_COLUMN,) if any(r.get("sharing") for r in rows) else ()))
+            + ((SHARING_COLUMN,) if any((r.get("sharing") or {}).get("shared", True) and r.get("sharing") for r in rows) else ()))
 
 
 def _sharing_text(value):
     if not value:
         return "-"
+    if value.get("shared") is False:
+        return "off (whole GPUs)"
     text = "%s/%s GiB (%s%%)" % (value.get("allocated_gib"), value.get("total_gib"), value.get("percent"))
     if value.get("source") == "cluster":
         return text + (" mode %s" % value["mode"] if value.get("mode") else "")

@@ -188,8 +188,12 @@ def test_the_gpu_sharing_column_from_the_cluster_or_else_the_checkpoint():
     nodes = [{"name": "k8s-gpu-s", "mode": "true", "allocated_gib": 8, "total_gib": 15, "percent": 53}]
     cluster = fr.fleet_node_summary(_node_vars("gpu-s", {"status": "stale", "shared_memory": shared}, gpuops_k8s_node_name="k8s-gpu-s"),
                                     ["gpu-s"], gpu_share=nodes)
-    assert cluster["sharing"] == {"source": "cluster", "mode": "true", "allocated_gib": 8, "total_gib": 15, "percent": 53}
+    assert cluster["sharing"] == {"source": "cluster", "shared": True, "mode": "true", "allocated_gib": 8, "total_gib": 15, "percent": 53}
     assert fr.fleet_table([cluster]).splitlines()[2].endswith("8/15 GiB (53%) mode true")
     assert "node-derived" not in fr.fleet_table([cluster])
-    assert "sharing" not in fr.fleet_node_summary(_node_vars("gpu-a"), ["gpu-a"], gpu_share=nodes)
+    whole = fr.fleet_node_summary(_node_vars("gpu-a"), ["gpu-a"], gpu_share=nodes)
+    assert whole["sharing"] == {"source": "cluster", "shared": False}
+    assert fr.fleet_table([cluster, whole]).splitlines()[2].endswith("off (whole GPUs)")
+    # a cluster without any sharing node: no column
+    assert "GPU sharing" not in fr.fleet_table([whole])
     assert "| GPU sharing |" in fr.fleet_markdown([cluster])
