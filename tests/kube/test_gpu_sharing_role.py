@@ -136,7 +136,9 @@ def test_switch_both_ways_components_and_inspect_tables(fleet):
 
     def placed():
         pods = dict((p.metadata.name, p) for p in f.cluster.core.list_namespaced_pod(f.namespace).items)
-        ann = lambda name: (pods[name].metadata.annotations or {}) if name in pods else {}  # noqa: E731
+
+        def ann(name):
+            return (pods[name].metadata.annotations or {}) if name in pods else {}
         return (all(ann(n).get("ALIYUN_COM_GPU_MEM_ASSIGNED") == "true" for n in ("app-3g-v1-0", "app-3g-v1-1", "infer-0"))
                 and ann("queued-0").get("ALIYUN_COM_GPU_MEM_ASSIGNED") == "false" and pods["legacy-0"].status.phase == "Running")
     f.wait(placed, "the shared pods placed")
