@@ -82,7 +82,7 @@ def find_root_nvml(driver_root):
     return None
 
 
-def _load_root_nvml(driver_root):
+def load_root_nvml(driver_root):
     path = find_root_nvml(driver_root)
     if path is None:
         raise BackendUnavailable(
@@ -304,7 +304,7 @@ def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc", driver_root=
     if backend in ("auto", "nvml"):
         try:
             if driver_root:
-                _load_root_nvml(driver_root)
+                load_root_nvml(driver_root)
             return _gather_nvml()
         except BackendUnavailable as exc:
             reasons.append("nvml: %s" % exc)

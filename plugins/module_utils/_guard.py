@@ -29,6 +29,7 @@ import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _devchar as devchar
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
+from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_metrics as gpu_metrics
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
 from ansible_collections.gpuops.fleet.plugins.module_utils import _repair as repair
 from ansible_collections.gpuops.fleet.plugins.module_utils import _systemd as systemd
@@ -292,6 +293,38 @@ def _dev_char_command(args, log, run=systemd.run):
     return EXIT_OK
 
 
+DEFAULT_TEXTFILE = "/var/lib/node_exporter/textfile_collector/gpuops.prom"
+
+
+def _metrics_command(args, log):
+    """``gpuops metrics``: GPU memory per pod into a node_exporter textfile (see _gpu_metrics)."""
+    up, reason, samples = True, None, []
+    try:
+        if args.driver_root:
+            inventory.load_root_nvml(args.driver_root)
+        import pynvml  # pylint: disable=import-outside-toplevel
+        samples = gpu_metrics.attribute(gpu_metrics.read_gpus(pynvml), args.root)
+    except ImportError:
+        up, reason = False, "the Python package nvidia-ml-py (module pynvml) is not installed"
+    except GpuopsError as exc:
+        up, reason = False, str(exc)
+    # the file is written either way: gpuops_metrics_up 0 with its reason is what an alert needs
+    try:
+        gpu_metrics.write_atomically(args.textfile, gpu_metrics.render(samples, up=up, reason=reason))
+    except OSError as exc:
+        log.emit("error", "metrics_write_failed", "writing %s failed: %s" % (args.textfile, exc), path=args.textfile)
+        return EXIT_ACTION_FAILED
+    pods = sorted(set(labels["pod_uid"] for metric, labels, value in samples if metric == "gpuops_pod_gpu_memory_used_bytes"))
+    if not up:
+        log.emit("error", "metrics_inventory_unknown", "GPU memory not read: %s (wrote gpuops_metrics_up 0 to %s)" % (reason, args.textfile),
+                 path=args.textfile, reason=reason)
+        return EXIT_INVENTORY_UNKNOWN
+    log.emit("info", "metrics_written", "GPU memory of %d pod(s) on %d GPU(s) written to %s"
+             % (len(pods), len([m for m, dummy, dummy2 in samples if m == "gpuops_gpu_memory_total_bytes"]), args.textfile),
+             path=args.textfile, pods=pods)
+    return EXIT_OK
+
+
 def _parser():
     epilog = "exit codes:\n" + "\n".join("  %d  %s" % pair for pair in EXIT_CODES)
     parser = argparse.ArgumentParser(
@@ -314,6 +347,10 @@ def _parser():
     dev = sub.add_parser("dev-char-symlinks", help="create /dev/char links for NVIDIA devices (run before systemctl daemon-reload)")
     dev.add_argument("--dev-root", default="/dev", help=argparse.SUPPRESS)
     dev.add_argument("--dry-run", action="store_true", help="only say what would be created")
+    met = sub.add_parser("metrics", help="write GPU memory per pod (NVML processes, /proc/<pid>/cgroup) as a node_exporter textfile")
+    met.add_argument("--textfile", default=DEFAULT_TEXTFILE, help="the .prom file to write atomically (default %s)" % DEFAULT_TEXTFILE)
+    met.add_argument("--driver-root", help="load NVML from a containerized driver's root (GPU Operator: /run/nvidia/driver)")
+    met.add_argument("--root", default="/", help=argparse.SUPPRESS)
     return parser
 
 
@@ -330,6 +367,8 @@ def main(argv=None, stdout=None, stderr=None, default_config=DEFAULT_CONFIG):
     if args.command is None:
         parser.print_usage(stderr)
         return EXIT_USAGE
+    if args.command == "metrics":
+        return _metrics_command(args, log)
     if args.command == "dev-char-symlinks":
         try:
             return _dev_char_command(args, log)

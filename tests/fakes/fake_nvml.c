@@ -11,6 +11,8 @@
  *   uuid_error|<gpu index>|<code>     (nvmlDeviceGetUUID fails for that GPU)
  *   gpu|<uuid>|<name>|<bus id>|<memory MiB>|<minor>|<mig current>|<mig pending>   (mig -1: not supported)
  *   mig|<gpu index>|<slot>|<uuid>|<profile>|<gi>|<ci>|<memory MiB>
+ *   proc|<gpu index>|<pid>|<used MiB>  (a compute process: nvmlDeviceGetComputeRunningProcesses_v3,
+ *                                        and the GPU's used memory in nvmlDeviceGetMemoryInfo)
  * Build: gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o libnvidia-ml.so.1 fake_nvml.c
  */
 #include <stdio.h>
@@ -22,6 +24,8 @@
 
 typedef struct { char busIdLegacy[16]; unsigned domain, bus, device, pciDeviceId, pciSubSystemId; char busId[32]; } nvmlPciInfo_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
+/* nvmlProcessInfo_t (v2 = v3 layout in nvml.h): 24 bytes with padding, as pynvml's c_nvmlProcessInfo_v3_t */
+typedef struct { unsigned pid; unsigned long long usedGpuMemory; unsigned gpuInstanceId, computeInstanceId; } nvmlProcessInfo_t;
 
 typedef struct dev {
     int is_mig, index, minor, mig_cur, mig_pend, gi, ci, uuid_error, present;
@@ -31,6 +35,9 @@ typedef struct dev {
     struct dev *migs[MAX_MIGS];
 } dev_t_;
 
+#define MAX_PROCS 256
+static struct { int gpu; unsigned pid; unsigned long long used_mib; } procs[MAX_PROCS];
+static int nprocs;
 static dev_t_ gpus[MAX_GPUS];
 static dev_t_ migs[MAX_GPUS * MAX_MIGS];
 static int ngpus, nmigs, init_error, cuda = 12020, initialized;
@@ -48,7 +55,7 @@ static void load(void) {
     const char *path = getenv("GPUOPS_FAKE_NVML_CONFIG");
     char line[512];
     FILE *f;
-    ngpus = nmigs = init_error = 0;
+    ngpus = nmigs = init_error = nprocs = 0;
     memset(gpus, 0, sizeof gpus);
     memset(migs, 0, sizeof migs);
     if (!path || !(f = fopen(path, "r"))) { init_error = 9; return; }
@@ -71,6 +78,11 @@ static void load(void) {
             g->minor = atoi(field(&s));
             g->mig_cur = atoi(field(&s));
             g->mig_pend = atoi(field(&s));
+        } else if (!strcmp(kind, "proc") && nprocs < MAX_PROCS) {
+            procs[nprocs].gpu = atoi(field(&s));
+            procs[nprocs].pid = (unsigned)strtoul(field(&s), NULL, 10);
+            procs[nprocs].used_mib = strtoull(field(&s), NULL, 10);
+            nprocs++;
         } else if (!strcmp(kind, "mig") && nmigs < MAX_GPUS * MAX_MIGS) {
             int gi = atoi(field(&s)), slot = atoi(field(&s));
             dev_t_ *m = &migs[nmigs++];
@@ -136,9 +148,37 @@ int nvmlDeviceGetPciInfo_v3(dev_t_ *d, nvmlPciInfo_t *p) {
     return 0;
 }
 
+static unsigned long long used_mib(const dev_t_ *d) {
+    unsigned long long used = 0; int i;
+    if (d->is_mig) return 0;
+    for (i = 0; i < nprocs; i++) if (procs[i].gpu == d->index) used += procs[i].used_mib;
+    return used;
+}
+
 int nvmlDeviceGetMemoryInfo(dev_t_ *d, nvmlMemory_t *m) {
     CHECK_INIT(); CHECK_DEV(d);
-    m->total = d->mem_mib * 1024ULL * 1024ULL; m->used = 0; m->free = m->total;
+    m->total = d->mem_mib * 1024ULL * 1024ULL; m->used = used_mib(d) * 1024ULL * 1024ULL; m->free = m->total - m->used;
+    return 0;
+}
+
+/* As NVML: with *count too small (pynvml first passes 0 and NULL) it sets *count and returns
+ * NVML_ERROR_INSUFFICIENT_SIZE (7); no process is success with *count 0. MIG instances: not supported (3). */
+int nvmlDeviceGetComputeRunningProcesses_v3(dev_t_ *d, unsigned *count, nvmlProcessInfo_t *infos) {
+    unsigned n = 0, k = 0; int i;
+    CHECK_INIT(); CHECK_DEV(d);
+    if (!count) return 2;
+    if (d->is_mig) return 3;
+    for (i = 0; i < nprocs; i++) if (procs[i].gpu == d->index) n++;
+    if (n == 0) { *count = 0; return 0; }
+    if (!infos || *count < n) { *count = n; return 7; }
+    for (i = 0; i < nprocs; i++) {
+        if (procs[i].gpu != d->index) continue;
+        infos[k].pid = procs[i].pid;
+        infos[k].usedGpuMemory = procs[i].used_mib * 1024ULL * 1024ULL;
+        infos[k].gpuInstanceId = infos[k].computeInstanceId = 0xFFFFFFFFu;
+        k++;
+    }
+    *count = n;
     return 0;
 }
 

@@ -43,6 +43,11 @@ def gpu(uuid, name=T4, bus="00000000:00:07.0", mem_mib=15360, minor=0, mig=-1, m
     return "gpu|%s|%s|%s|%d|%d|%d|%d" % (uuid, name, bus, mem_mib, minor, mig, mig if mig_pending is None else mig_pending)
 
 
+def proc(gpu_index, pid, used_mib):
+    """A compute process on a GPU (host PID), using ``used_mib`` of its memory."""
+    return "proc|%d|%d|%d" % (gpu_index, pid, used_mib)
+
+
 def mig(gpu_index, slot, uuid, profile, gi, ci, mem_mib):
     return "mig|%d|%d|%s|%s|%d|%d|%d" % (gpu_index, slot, uuid, profile, gi, ci, mem_mib)
 

@@ -1,0 +1,193 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: GPU memory per pod from the node itself (``gpuops metrics``).
+
+Why a node-side source: dcgm-exporter attributes GPU-wide values. Its Kubernetes mapper
+(NVIDIA/dcgm-exporter internal/pkg/transformation/kubernetes.go) reads kubelet's pod-resources
+API and keeps only ``nvidia.com/gpu``, ``nvidia.com/mig-*`` and configured NVIDIA resource names
+(``iterateGPUDevices``), so a pod holding ``aliyun.com/gpu-mem`` gets no pod label; with shared
+GPUs (``KubernetesVirtualGPUs``, ``toDeviceToSharingPods``) every container on the GPU gets a deep
+copy of the GPU's metric, i.e. the whole GPU's framebuffer figure. Neither says what ONE pod uses.
+
+So, per GPU, NVML's compute processes (``nvmlDeviceGetComputeRunningProcesses``; pynvml calls
+the versioned symbol ``nvmlDeviceGetComputeRunningProcesses_v3``) with the memory each uses, and
+per process its pod from ``/proc/<pid>/cgroup``:
+
+* cgroup v2: one line ``0::<path>``; v1: ``<id>:<controllers>:<path>`` lines (the ``memory`` or
+  ``name=systemd`` one names the container's cgroup).
+* kubelet's cgroup driver ``systemd``: ``.../kubepods-<qos>-pod<uid with _>.slice/cri-containerd-<id>.scope``
+  (containerd) or ``.../crio-<id>.scope`` (CRI-O); ``cgroupfs``: ``/kubepods/<qos>/pod<uid>/<id>``
+  (Guaranteed pods have no QoS level).
+* The container's name is in its OCI bundle's ``config.json`` annotations, where the runtime
+  keeps it: containerd ``/run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/config.json``
+  (``io.kubernetes.cri.container-name``), CRI-O
+  ``/run/containers/storage/overlay-containers/<id>/userdata/config.json``
+  (``io.kubernetes.container.name``). When it cannot be read, the container ID stands in.
+
+The result is a node_exporter textfile-collector file, written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import BackendUnavailable, InventoryError
+
+_UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
+_POD = re.compile(r"(?:^|[/-])pod(%s)(?:\.slice)?(?:/|$)" % _UID)
+_CONTAINER = re.compile(r"/(?:(cri-containerd|crio|docker)-)?([0-9a-f]{64})(?:\.scope)?$")
+BUNDLES = (
+    ("containerd", "run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json", "io.kubernetes.cri.container-name"),
+    ("cri-o", "run/containers/storage/overlay-containers/{id}/userdata/config.json", "io.kubernetes.container.name"),
+)
+METRICS = (
+    ("gpuops_pod_gpu_memory_used_bytes", "GPU memory used by a pod's processes on one GPU (NVML compute processes)."),
+    ("gpuops_gpu_memory_used_bytes", "GPU memory used on one GPU (NVML), every process included."),
+    ("gpuops_gpu_memory_total_bytes", "GPU memory of one GPU (NVML)."),
+    ("gpuops_gpu_process_memory_unattributed_bytes", "GPU memory of processes on one GPU that belong to no pod (host processes, or gone)."),
+    ("gpuops_metrics_up", "1 when gpuops metrics read the GPUs, 0 when it could not (reason label)."),
+    ("gpuops_metrics_last_run_timestamp_seconds", "When gpuops metrics last wrote this file."),
+)
+
+
+def pod_of_cgroup(text):
+    """``(pod_uid, container_id, runtime)`` of a ``/proc/<pid>/cgroup`` text, or None (not a pod's process)."""
+    paths = []
+    for line in (text or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy, controllers, path = parts
+        if hierarchy == "0" and controllers == "":
+            paths.insert(0, path)  # cgroup v2: the one line that counts
+        elif "memory" in controllers.split(",") or controllers == "name=systemd":
+            paths.append(path)
+    for path in paths:
+        pod = _POD.search(path)
+        if not pod:
+            continue
+        container = _CONTAINER.search(path)
+        runtime = {"cri-containerd": "containerd", "crio": "cri-o", "docker": "docker"}.get(container.group(1)) if container and container.group(1) else None
+        return pod.group(1).replace("_", "-"), container.group(2) if container else None, runtime
+    return None
+
+
+def container_name(root, container_id, runtime=None):
+    """The container's name from its OCI bundle's annotations (see the module docstring), or None."""
+    if not container_id:
+        return None
+    for name, template, key in BUNDLES:
+        if runtime not in (None, name):
+            continue
+        path = os.path.join(root, template.format(id=container_id))
+        try:
+            with open(path) as handle:
+                annotations = (json.load(handle) or {}).get("annotations") or {}
+        except (OSError, ValueError):
+            continue
+        if annotations.get(key):
+            return annotations[key]
+    return None
+
+
+def read_gpus(pynvml):
+    """Per GPU: index, uuid, total and used bytes, and its compute processes ``[(pid, bytes)]``."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        raise BackendUnavailable("libnvidia-ml.so.1 (NVML, shipped with the NVIDIA driver) was not found")
+    except pynvml.NVMLError_DriverNotLoaded:
+        raise InventoryError("NVIDIA driver is not loaded (NVML: Driver Not Loaded)", "nvml")
+    except pynvml.NVMLError as exc:
+        raise InventoryError("NVML initialisation failed: %s" % exc, "nvml")
+    gpus = []
+    try:
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            uuid = pynvml.nvmlDeviceGetUUID(handle)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            procs = [(p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                     if p.usedGpuMemory is not None]
+            gpus.append({"index": index, "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+                         "total": memory.total, "used": memory.used, "processes": procs})
+    except pynvml.NVMLError as exc:
+        raise InventoryError("NVML query failed: %s" % exc, "nvml")
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except pynvml.NVMLError:
+            pass
+    return gpus
+
+
+def attribute(gpus, root="/"):
+    """Samples ``(metric, labels, value)`` from read_gpus' result, each process mapped to its pod."""
+    samples = []
+    for gpu in gpus:
+        base = {"gpu": str(gpu["index"]), "uuid": gpu["uuid"]}
+        per_container = {}
+        unattributed = 0
+        for pid, used in gpu["processes"]:
+            try:
+                with open(os.path.join(root, "proc", str(pid), "cgroup")) as handle:
+                    found = pod_of_cgroup(handle.read())
+            except OSError:
+                found = None  # the process is gone, or not ours to read
+            if not found:
+                unattributed += used
+                continue
+            pod_uid, container_id, runtime = found
+            name = container_name(root, container_id, runtime) or (container_id or "")[:12]
+            key = (pod_uid, name)
+            per_container[key] = per_container.get(key, 0) + used
+        for (pod_uid, name), used in sorted(per_container.items()):
+            samples.append(("gpuops_pod_gpu_memory_used_bytes", dict(base, pod_uid=pod_uid, container=name), used))
+        samples.append(("gpuops_gpu_memory_used_bytes", base, gpu["used"]))
+        samples.append(("gpuops_gpu_memory_total_bytes", base, gpu["total"]))
+        samples.append(("gpuops_gpu_process_memory_unattributed_bytes", base, unattributed))
+    return samples
+
+
+def _escape(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def render(samples, up=True, reason=None, now=None):
+    """The Prometheus text exposition format (0.0.4) of ``samples``, with HELP and TYPE for each metric."""
+    samples = list(samples) + [("gpuops_metrics_up", {"reason": reason} if reason else {}, 1 if up else 0),
+                               ("gpuops_metrics_last_run_timestamp_seconds", {}, int(time.time() if now is None else now))]
+    lines = []
+    for name, text in METRICS:
+        rows = [(labels, value) for metric, labels, value in samples if metric == name]
+        if not rows:
+            continue
+        lines.append("# HELP %s %s" % (name, text))
+        lines.append("# TYPE %s gauge" % name)
+        for labels, value in rows:
+            label_text = ",".join('%s="%s"' % (k, _escape(v)) for k, v in sorted(labels.items()))
+            lines.append("%s%s %s" % (name, "{%s}" % label_text if label_text else "", value))
+    return "\n".join(lines) + "\n"
+
+
+def write_atomically(path, text):
+    """Write ``text`` to ``path`` through a temp file in the same directory and a rename (mode 0644):
+    node_exporter never reads a half-written file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".gpuops-metrics.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise

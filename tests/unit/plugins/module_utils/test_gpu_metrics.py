@@ -1,0 +1,149 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``gpuops metrics``: NVML compute processes (the fake libnvidia-ml.so.1 under unmodified pynvml)
+mapped to pods through a sysroot /proc holding the cgroup files of cgroup v1 and v2, containerd
+and CRI-O, written as a node_exporter textfile."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import fakenode
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_metrics as gm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+COLLECTIONS = os.path.join(ROOT, "build", "collections")
+RUNNER = ("import sys; sys.path.insert(0, %r); from ansible_collections.gpuops.fleet.plugins.module_utils._guard import main; "
+          "sys.exit(main(sys.argv[1:]))" % COLLECTIONS)
+G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+G1 = "GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e"
+UID_A = "7a4f0d3c-2b1e-4c5d-8e9f-0a1b2c3d4e5f"
+UID_B = "9c8b7a6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d"
+UID_C = "3e1f2a4b-6c7d-4e8f-9a0b-1c2d3e4f5a6b"
+CID = dict((k, (k * 64)[:64]) for k in "abcdef")
+
+# what kubelet and the runtimes make of a pod's container cgroup (kubelet's cgroup driver, the runtime)
+CGROUPS = {
+    # cgroup v2, systemd driver, containerd (Burstable)
+    "v2-systemd-containerd": "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/cri-containerd-%s.scope\n"
+                             % (UID_A.replace("-", "_"), CID["a"]),
+    # cgroup v2, systemd driver, CRI-O (BestEffort)
+    "v2-systemd-crio": "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod%s.slice/crio-%s.scope\n"
+                       % (UID_B.replace("-", "_"), CID["b"]),
+    # cgroup v1, cgroupfs driver, containerd (Guaranteed: no QoS level)
+    "v1-cgroupfs-containerd": "12:pids:/kubepods/pod%s/%s\n11:memory:/kubepods/pod%s/%s\n1:name=systemd:/kubepods/pod%s/%s\n"
+                              % (UID_C, CID["c"], UID_C, CID["c"], UID_C, CID["c"]),
+    # cgroup v1, systemd driver, CRI-O
+    "v1-systemd-crio": "9:memory:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/crio-%s.scope\n"
+                       "1:name=systemd:/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/crio-%s.scope\n"
+                       % (UID_B.replace("-", "_"), CID["d"], UID_B.replace("-", "_"), CID["d"]),
+    # a host process (Xorg, a monitoring agent): no pod
+    "host": "0::/system.slice/nvidia-persistenced.service\n",
+}
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("v2-systemd-containerd", (UID_A, CID["a"], "containerd")),
+    ("v2-systemd-crio", (UID_B, CID["b"], "cri-o")),
+    ("v1-cgroupfs-containerd", (UID_C, CID["c"], None)),
+    ("v1-systemd-crio", (UID_B, CID["d"], "cri-o")),
+    ("host", None),
+])
+def test_pod_of_cgroup(name, expected):
+    assert gm.pod_of_cgroup(CGROUPS[name]) == expected
+
+
+def bundle(root, runtime, cid, name):
+    template = dict((r, t) for r, t, dummy in gm.BUNDLES)[runtime]
+    key = dict((r, k) for r, dummy, k in gm.BUNDLES)[runtime]
+    path = os.path.join(str(root), template.format(id=cid))
+    os.makedirs(os.path.dirname(path))
+    with open(path, "w") as handle:
+        json.dump({"ociVersion": "1.0.2", "annotations": {key: name, "other": "x"}}, handle)
+
+
+@pytest.fixture()
+def sysroot(tmp_path):
+    """/proc/<pid>/cgroup of six processes and the runtimes' bundles of some containers."""
+    pids = {4242: "v2-systemd-containerd", 4243: "v2-systemd-containerd", 5151: "v2-systemd-crio", 6161: "v1-cgroupfs-containerd",
+            7171: "v1-systemd-crio", 900: "host"}
+    for pid, name in pids.items():
+        (tmp_path / "proc" / str(pid)).mkdir(parents=True)
+        (tmp_path / "proc" / str(pid) / "cgroup").write_text(CGROUPS[name])
+    bundle(tmp_path, "containerd", CID["a"], "app-3g-v1")
+    bundle(tmp_path, "cri-o", CID["b"], "infer")
+    bundle(tmp_path, "cri-o", CID["d"], "sidecar")
+    # CID["c"] has no readable bundle: its container ID (12 characters) stands in
+    return tmp_path
+
+
+def run_metrics(env, root, textfile):
+    proc = subprocess.run([sys.executable, "-c", RUNNER, "metrics", "--root", str(root), "--textfile", str(textfile)],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr
+
+
+def samples(text):
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            series, value = line.rsplit(" ", 1)
+            out[series] = float(value)
+    return out
+
+
+def test_metrics_per_pod_container_and_gpu(sysroot, fake_node, tmp_path):
+    records = [fakenode.gpu(G0, minor=0, mem_mib=16384), fakenode.gpu(G1, minor=1, bus="00000000:00:08.0", mem_mib=16384),
+               # two processes of one container (3.4 GiB between them), the field report's 3 GiB app on GPU 0
+               fakenode.proc(0, 4242, 3000), fakenode.proc(0, 4243, 481), fakenode.proc(0, 5151, 3193),
+               fakenode.proc(1, 6161, 6144), fakenode.proc(1, 7171, 100),
+               fakenode.proc(1, 900, 64),  # a host process
+               fakenode.proc(1, 31337, 10)]  # exited between NVML's answer and our read of /proc
+    textfile = tmp_path / "textfile" / "gpuops.prom"
+    textfile.parent.mkdir()
+    rc, logs, err = run_metrics(fake_node(records), sysroot, textfile)
+    assert rc == 0, (logs, err)
+    assert logs[-1]["event"] == "metrics_written" and sorted(logs[-1]["pods"]) == sorted([UID_A, UID_B, UID_C])
+    text = textfile.read_text()
+    got = samples(text)
+    mib = 1024 * 1024
+    assert got['gpuops_pod_gpu_memory_used_bytes{container="app-3g-v1",gpu="0",pod_uid="%s",uuid="%s"}' % (UID_A, G0)] == 3481 * mib
+    assert got['gpuops_pod_gpu_memory_used_bytes{container="infer",gpu="0",pod_uid="%s",uuid="%s"}' % (UID_B, G0)] == 3193 * mib
+    assert got['gpuops_pod_gpu_memory_used_bytes{container="%s",gpu="1",pod_uid="%s",uuid="%s"}' % (CID["c"][:12], UID_C, G1)] == 6144 * mib
+    assert got['gpuops_pod_gpu_memory_used_bytes{container="sidecar",gpu="1",pod_uid="%s",uuid="%s"}' % (UID_B, G1)] == 100 * mib
+    assert got['gpuops_gpu_memory_used_bytes{gpu="0",uuid="%s"}' % G0] == (3000 + 481 + 3193) * mib
+    assert got['gpuops_gpu_memory_total_bytes{gpu="1",uuid="%s"}' % G1] == 16384 * mib
+    assert got['gpuops_gpu_process_memory_unattributed_bytes{gpu="1",uuid="%s"}' % G1] == (64 + 10) * mib
+    assert got['gpuops_gpu_process_memory_unattributed_bytes{gpu="0",uuid="%s"}' % G0] == 0
+    assert got["gpuops_metrics_up"] == 1
+    assert "# TYPE gpuops_pod_gpu_memory_used_bytes gauge" in text
+    assert os.listdir(str(textfile.parent)) == ["gpuops.prom"]  # the temp file went with the rename
+    assert oct(os.stat(str(textfile)).st_mode & 0o777) == "0o644"
+
+
+def test_metrics_without_a_driver_says_so_in_the_file(sysroot, fake_node, tmp_path):
+    textfile = tmp_path / "gpuops.prom"
+    textfile.write_text("gpuops_metrics_up 1\n")  # an earlier run's file is replaced, not left stale
+    rc, logs, err = run_metrics(fake_node([], init_error=9), sysroot, textfile)
+    assert rc == 3, (logs, err)
+    assert logs[-1]["event"] == "metrics_inventory_unknown" and "Driver Not Loaded" in logs[-1]["reason"]
+    got = samples(textfile.read_text())
+    assert got['gpuops_metrics_up{reason="NVIDIA driver is not loaded (NVML: Driver Not Loaded)"}'] == 0
+    assert not [k for k in got if k.startswith("gpuops_pod_")]
+
+
+def test_metrics_write_failure_is_exit_6_and_leaves_no_temp_file(sysroot, fake_node, tmp_path):
+    missing = tmp_path / "no-such-dir" / "gpuops.prom"
+    rc, logs, err = run_metrics(fake_node([fakenode.gpu(G0)]), sysroot, missing)
+    assert rc == 6 and logs[-1]["event"] == "metrics_write_failed", (logs, err)
+
+
+def test_render_escapes_label_values():
+    text = gm.render([("gpuops_gpu_memory_total_bytes", {"gpu": "0", "uuid": 'a"b\\c'}, 1)], now=1)
+    assert 'gpuops_gpu_memory_total_bytes{gpu="0",uuid="a\\"b\\\\c"} 1' in text
+    assert text.endswith("gpuops_metrics_last_run_timestamp_seconds 1\n")
