@@ -7,7 +7,7 @@ set -euo pipefail
 declare -A need=(
   [gcc]=gcc [make]=make [git]=git [shellcheck]=shellcheck
   [podman]=podman [runc]=runc [debootstrap]=debootstrap [systemd-analyze]=systemd
-  [go]=golang-go [mount]=mount
+  [go]=golang-go [mount]=mount [promtool]=prometheus [prometheus-node-exporter]=prometheus-node-exporter
 )
 missing=()
 for tool in "${!need[@]}"; do
