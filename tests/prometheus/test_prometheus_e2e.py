@@ -1,0 +1,239 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""End to end with a real Prometheus (Debian's) on loopback: the gpu_monitoring role's rendered
+scrape jobs (static variant) and rules (short `for:` durations, as parameters), scraping
+
+* Debian's real node_exporter, whose textfile collector serves the file `gpuops metrics` wrote on a
+  SIMULATED node (the fake NVML's compute processes, a sysroot /proc with the pods' cgroups),
+* a SIMULATED dcgm-exporter serving dcgm-exporter's exposition format (its metric names, HELP and
+  TYPE lines from upstream's etc/default-counters.csv, the label set gpu, UUID, device, modelName,
+  Hostname, container, namespace, pod), one GPU reporting XID 79,
+* a SIMULATED kube-state-metrics (kube_pod_info, kube_pod_container_resource_limits),
+* and a dcgm-exporter target nobody listens on,
+
+until the expected alerts fire and the recording rules have values (bounded in time). Then
+gpuops.fleet.gpu_memory_report reads the same Prometheus.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+import fakenode
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BIN = os.path.join(ROOT, ".venv", "bin")
+COLLECTIONS = os.path.join(ROOT, "build", "collections")
+RUNNER = ("import sys; sys.path.insert(0, %r); from ansible_collections.gpuops.fleet.plugins.module_utils._guard import main; "
+          "sys.exit(main(sys.argv[1:]))" % COLLECTIONS)
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+GA, GB = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e"
+# pods: (namespace, name, uid, container, pid, gpu index, MiB used, limits)
+PODS = [
+    ("default", "app-3g-v1-0", "0b8e4c5a-1d2f-4a6b-8c9d-0e1f2a3b4c5d", "app-3g-v1", 4242, 0, 3482, {"nvidia_com_gpu": 1}),
+    ("ml", "app-6g-v1-0", "1c9f5d6b-2e3a-4b7c-9d0e-1f2a3b4c5d6e", "app-6g-v1", 5151, 1, 6144, {"aliyun_com_gpu_mem": 4}),
+    ("shared", "app-3g-v1-0", "2d0a6e7c-3f4b-4c8d-8e1f-2a3b4c5d6e7f", "app-3g-v1", 6161, 1, 3072, {"aliyun_com_gpu_mem": 4}),
+    ("shared", "app-3g-v1-1", "3e1b7f8d-4a5c-4d9e-9f2a-3b4c5d6e7f8a", "app-3g-v1", 7171, 1, 3072, {"aliyun_com_gpu_mem": 4}),
+]
+EXPECTED_ALERTS = {
+    ("GPUMemoryWaste", "default", "app-3g-v1-0"),
+    ("GPUMemoryOverAllocation", "ml", "app-6g-v1-0"),
+    ("GPUXidErrors", None, None),
+    ("GPUExporterDown", None, None),
+}
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Exposition(object):
+    """A loopback HTTP server answering /metrics with a text the test sets."""
+
+    def __init__(self, text):
+        self.text = text
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                body = owner.text.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = "127.0.0.1:%d" % self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+def dcgm_exposition(node, gpus):
+    """dcgm-exporter's format (upstream README and etc/default-counters.csv): SIMULATED values."""
+    help_type = {"DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
+                 "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
+                 "DCGM_FI_DEV_XID_ERRORS": ("gauge", "Value of the last XID error encountered."),
+                 "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %).")}
+    lines = []
+    for metric, (kind, text) in help_type.items():
+        lines += ["# HELP %s %s" % (metric, text), "# TYPE %s %s" % (metric, kind)]
+        for gpu in gpus:
+            labels = 'gpu="%d",UUID="%s",device="nvidia%d",modelName="Tesla V100-SXM2-16GB",Hostname="%s",container="",namespace="",pod=""' % (
+                gpu["index"], gpu["uuid"], gpu["index"], node)
+            lines.append("%s{%s} %s" % (metric, labels, gpu[metric]))
+    return "\n".join(lines) + "\n"
+
+
+def ksm_exposition(node):
+    lines = ["# HELP kube_pod_info Information about pod.", "# TYPE kube_pod_info gauge"]
+    for namespace, name, uid, container, pid, gpu, used, limits in PODS:
+        lines.append('kube_pod_info{namespace="%s",pod="%s",uid="%s",node="%s",host_ip="10.0.0.7",pod_ip="10.244.0.9",'
+                     'created_by_kind="StatefulSet",created_by_name="%s",priority_class="",host_network="false"} 1'
+                     % (namespace, name, uid, node, name.rsplit("-", 1)[0]))
+    lines += ["# HELP kube_pod_container_resource_limits The number of requested limit resource by a container.",
+              "# TYPE kube_pod_container_resource_limits gauge"]
+    for namespace, name, uid, container, pid, gpu, used, limits in PODS:
+        for resource, value in limits.items():
+            lines.append('kube_pod_container_resource_limits{namespace="%s",pod="%s",uid="%s",container="%s",node="%s",resource="%s",unit="integer"} %d'
+                         % (namespace, name, uid, container, node, resource, value))
+    return "\n".join(lines) + "\n"
+
+
+def render_role(tmp_path, **values):
+    play = tmp_path / "render.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"ansible.builtin.include_role": {"name": "gpuops.fleet.gpu_monitoring", "tasks_from": "render"}}]}]))
+    values = dict(values, gpu_monitoring_render_dir=str(tmp_path / "rendered"), ansible_python_interpreter=sys.executable)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps(values), str(play)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return tmp_path / "rendered"
+
+
+def api(base, path, **params):
+    url = "%s%s?%s" % (base, path, urllib.parse.urlencode(params))
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.loads(response.read())["data"]
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory, fake_lib_dir):
+    for tool in ("prometheus", "prometheus-node-exporter"):
+        assert shutil.which(tool), "%s is missing: apt-get install prometheus prometheus-node-exporter (hack/check-deps.sh --install)" % tool
+    tmp = tmp_path_factory.mktemp("prom")
+    # the SIMULATED node: its GPUs and processes (fake NVML), its pods' cgroups (sysroot /proc)
+    records = [fakenode.gpu(GA, minor=0, mem_mib=16384), fakenode.gpu(GB, minor=1, bus="00000000:00:08.0", mem_mib=16384)]
+    for namespace, name, uid, container, pid, gpu, used, limits in PODS:
+        records.append(fakenode.proc(gpu, pid, used))
+        cid = ("%x" % pid * 64)[:64]
+        (tmp / "root/proc" / str(pid)).mkdir(parents=True)
+        (tmp / "root/proc" / str(pid) / "cgroup").write_text(
+            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice/cri-containerd-%s.scope\n" % (uid.replace("-", "_"), cid))
+        bundle = tmp / "root/run/containerd/io.containerd.runtime.v2.task/k8s.io" / cid
+        bundle.mkdir(parents=True)
+        (bundle / "config.json").write_text(json.dumps({"annotations": {"io.kubernetes.cri.container-name": container}}))
+    env = fakenode.environ(fake_lib_dir, fakenode.write_config(str(tmp / "nvml.cfg"), records))
+    textfiles = tmp / "textfile"
+    textfiles.mkdir()
+    proc = subprocess.run([sys.executable, "-c", RUNNER, "metrics", "--root", str(tmp / "root"), "--textfile", str(textfiles / "gpuops.prom")],
+                          env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    processes = []
+    node_exporter_port = free_port()
+    processes.append(subprocess.Popen(["prometheus-node-exporter", "--web.listen-address=127.0.0.1:%d" % node_exporter_port,
+                                       "--collector.disable-defaults", "--collector.textfile",
+                                       "--collector.textfile.directory=%s" % textfiles], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+    dcgm = Exposition(dcgm_exposition("gpu-a", [
+        {"index": 0, "uuid": GA, "DCGM_FI_DEV_FB_USED": 3482, "DCGM_FI_DEV_FB_FREE": 12902, "DCGM_FI_DEV_XID_ERRORS": 0, "DCGM_FI_DEV_GPU_UTIL": 3},
+        {"index": 1, "uuid": GB, "DCGM_FI_DEV_FB_USED": 12288, "DCGM_FI_DEV_FB_FREE": 4096, "DCGM_FI_DEV_XID_ERRORS": 79, "DCGM_FI_DEV_GPU_UTIL": 41}]))
+    ksm = Exposition(ksm_exposition("gpu-a"))
+    rendered = render_role(tmp, gpu_monitoring_rule_interval="1s", gpu_monitoring_waste_for="6s", gpu_monitoring_overallocation_for="3s",
+                           gpu_monitoring_xid_for="0s", gpu_monitoring_exporter_down_for="3s",
+                           gpu_monitoring_scrape_static_targets=[
+                               {"node": "gpu-a", "dcgm": dcgm.address, "node_exporter": "127.0.0.1:%d" % node_exporter_port},
+                               # a node whose exporters do not answer
+                               {"node": "gpu-z", "dcgm": "127.0.0.1:%d" % free_port(), "node_exporter": "127.0.0.1:%d" % free_port()}])
+    jobs = yaml.safe_load((rendered / "gpuops-scrape-configs.yml").read_text())
+    jobs.append({"job_name": "kube-state-metrics", "honor_labels": True, "static_configs": [{"targets": [ksm.address]}]})
+    config = tmp / "prometheus.yml"
+    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
+                                      "rule_files": [str(rendered / "gpuops-gpu-memory.rules.yml")], "scrape_configs": jobs}))
+    port = free_port()
+    log = open(str(tmp / "prometheus.log"), "w")
+    started = time.monotonic()
+    processes.append(subprocess.Popen(["prometheus", "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp / "data"),
+                                       "--web.listen-address=127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT))
+    base = "http://127.0.0.1:%d" % port
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(base + "/-/ready", timeout=2).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, (tmp / "prometheus.log").read_text()[-3000:]
+                time.sleep(0.2)
+        yield {"base": base, "started": started, "tmp": tmp}
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(10)
+        log.close()
+        dcgm.close()
+        ksm.close()
+
+
+def firing(base):
+    return [a for a in api(base, "/api/v1/alerts")["alerts"] if a["state"] == "firing"]
+
+
+def test_alerts_fire_and_rules_record(prometheus):
+    base = prometheus["base"]
+    deadline = time.monotonic() + 90
+    while True:
+        alerts = firing(base)
+        got = set((a["labels"]["alertname"], a["labels"].get("namespace"), a["labels"].get("pod")) for a in alerts)
+        if EXPECTED_ALERTS <= got or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    elapsed = time.monotonic() - prometheus["started"]
+    print("\nPROMETHEUS E2E: the expected alerts fired %.1f s after Prometheus started" % elapsed)
+    assert got == EXPECTED_ALERTS, (got, alerts)
+    # the shared pods within their 4 GiB, and team-less duplicates, fire nothing; the down target is gpu-z's
+    down = [a for a in alerts if a["labels"]["alertname"] == "GPUExporterDown"]
+    assert [a["labels"]["node"] for a in down] == ["gpu-z"]
+    xid = [a for a in alerts if a["labels"]["alertname"] == "GPUXidErrors"][0]
+    assert (xid["labels"]["UUID"], xid["labels"]["Hostname"], xid["labels"]["modelName"]) == (GB, "gpu-a", "Tesla V100-SXM2-16GB")
+    over = [a for a in alerts if a["labels"]["alertname"] == "GPUMemoryOverAllocation"][0]
+    assert over["annotations"]["summary"] == "ml/app-6g-v1-0 uses 6GiB of GPU memory, more than it was allocated"
+
+    used = api(base, "/api/v1/query", query="namespace_pod:gpuops_gpu_memory_used_bytes:sum")["result"]
+    by_pod = dict(((r["metric"]["namespace"], r["metric"]["pod"]), float(r["value"][1])) for r in used)
+    assert by_pod == {("default", "app-3g-v1-0"): 3482 * MIB, ("ml", "app-6g-v1-0"): 6 * GIB,
+                      ("shared", "app-3g-v1-0"): 3 * GIB, ("shared", "app-3g-v1-1"): 3 * GIB}
+    per_gpu = api(base, "/api/v1/query", query="node_gpu:gpuops_gpu_memory_used_bytes:max")["result"]
+    assert sorted((r["metric"]["node"], r["metric"]["uuid"], float(r["value"][1])) for r in per_gpu) == [
+        ("gpu-a", GA, 3482 * MIB), ("gpu-a", GB, 12 * GIB)]
