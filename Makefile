@@ -8,9 +8,9 @@ SANITY_ROOT := build/sanity/ansible_collections/gpuops/fleet
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: test deps unit lab-test matrix sanity lint bench demo fakes clean venv collection-link molecule kube kube-build lab fleet-bench ee ee-context
+.PHONY: test deps unit lab-test matrix sanity lint bench demo fakes clean venv collection-link molecule kube kube-build prom lab fleet-bench ee ee-context
 
-test: deps unit lab-test matrix sanity lint kube molecule ## everything CI runs
+test: deps unit lab-test matrix sanity lint kube prom molecule ## everything CI runs
 
 deps: ## check (as root: install) the Debian packages the tests need, before anything runs
 	@if [ "$$(id -u)" = 0 ]; then hack/check-deps.sh --install; else hack/check-deps.sh; fi
@@ -62,6 +62,9 @@ kube-build:
 
 kube: venv collection-link fakes kube-build ## device_plugin role against a real API server (SIMULATED nodes)
 	$(BIN)/python -m pytest -p no:randomly tests/kube
+
+prom: venv collection-link fakes ## gpu_monitoring's rules and gpu_memory_report against a real Prometheus and node_exporter (Debian's) on loopback
+	$(BIN)/python -m pytest -p no:randomly -s tests/prometheus
 
 fakes: venv
 	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests/fakes"); import fakenode; fakenode.build_lib("build/fakes")'

@@ -17,17 +17,20 @@ gpuops.fleet.gpu_memory_report reads the same Prometheus.
 
 from __future__ import annotations
 
+import base64
 import http.server
 import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import threading
 import time
 import urllib.parse
 import urllib.request
+import warnings
 
 import fakenode
 import pytest
@@ -132,9 +135,21 @@ def render_role(tmp_path, **values):
     return tmp_path / "rendered"
 
 
-def api(base, path, **params):
-    url = "%s%s?%s" % (base, path, urllib.parse.urlencode(params))
-    with urllib.request.urlopen(url, timeout=10) as response:
+USER, PASSWORD = "gpuops", "s3cret-not-logged"
+
+
+def bcrypt_hash(password):
+    """A bcrypt hash for Prometheus' basic_auth_users, from glibc's crypt ($2b$; the module is deprecated, not gone, in 3.11)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt  # pylint: disable=deprecated-module,import-outside-toplevel
+    return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+
+
+def api(prom, path, **params):
+    request = urllib.request.Request("%s%s?%s" % (prom["base"], path, urllib.parse.urlencode(params)),
+                                     headers={"Authorization": "Basic " + base64.b64encode(("%s:%s" % (USER, PASSWORD)).encode()).decode()})
+    with urllib.request.urlopen(request, timeout=10, context=prom["tls"]) as response:
         return json.loads(response.read())["data"]
 
 
@@ -181,22 +196,31 @@ def prometheus(tmp_path_factory, fake_lib_dir):
     config = tmp / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
                                       "rule_files": [str(rendered / "gpuops-gpu-memory.rules.yml")], "scrape_configs": jobs}))
+    # TLS (a self-signed certificate for 127.0.0.1) and basic authentication, as a production Prometheus
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=prometheus",
+                    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(tmp / "tls.key"), "-out", str(tmp / "tls.crt")],
+                   check=True, capture_output=True)
+    web = tmp / "web.yml"
+    web.write_text(yaml.safe_dump({"tls_server_config": {"cert_file": str(tmp / "tls.crt"), "key_file": str(tmp / "tls.key")},
+                                   "basic_auth_users": {USER: bcrypt_hash(PASSWORD)}}))
     port = free_port()
     log = open(str(tmp / "prometheus.log"), "w")
     started = time.monotonic()
     processes.append(subprocess.Popen(["prometheus", "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp / "data"),
-                                       "--web.listen-address=127.0.0.1:%d" % port], stdout=log, stderr=subprocess.STDOUT))
-    base = "http://127.0.0.1:%d" % port
+                                       "--web.listen-address=127.0.0.1:%d" % port, "--web.config.file=%s" % web],
+                                      stdout=log, stderr=subprocess.STDOUT))
+    prom = {"base": "https://127.0.0.1:%d" % port, "started": started, "tmp": tmp, "ca": str(tmp / "tls.crt"),
+            "tls": ssl.create_default_context(cafile=str(tmp / "tls.crt"))}
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                urllib.request.urlopen(base + "/-/ready", timeout=2).read()
+                api(prom, "/api/v1/status/buildinfo")
                 break
             except OSError:
                 assert time.monotonic() < deadline, (tmp / "prometheus.log").read_text()[-3000:]
                 time.sleep(0.2)
-        yield {"base": base, "started": started, "tmp": tmp}
+        yield prom
     finally:
         for process in processes:
             process.terminate()
@@ -206,12 +230,12 @@ def prometheus(tmp_path_factory, fake_lib_dir):
         ksm.close()
 
 
-def firing(base):
-    return [a for a in api(base, "/api/v1/alerts")["alerts"] if a["state"] == "firing"]
+def firing(prom):
+    return [a for a in api(prom, "/api/v1/alerts")["alerts"] if a["state"] == "firing"]
 
 
 def test_alerts_fire_and_rules_record(prometheus):
-    base = prometheus["base"]
+    base = prometheus
     deadline = time.monotonic() + 90
     while True:
         alerts = firing(base)
@@ -237,3 +261,55 @@ def test_alerts_fire_and_rules_record(prometheus):
     per_gpu = api(base, "/api/v1/query", query="node_gpu:gpuops_gpu_memory_used_bytes:max")["result"]
     assert sorted((r["metric"]["node"], r["metric"]["uuid"], float(r["value"][1])) for r in per_gpu) == [
         ("gpu-a", GA, 3482 * MIB), ("gpu-a", GB, 12 * GIB)]
+
+
+def run_report(prometheus, tmp_path, **args):
+    """gpuops.fleet.gpu_memory_report through ansible-playbook (json callback); returns its result."""
+    values = dict({"url": prometheus["base"], "username": USER, "password": PASSWORD, "ca_path": prometheus["ca"]}, **args)
+    play = tmp_path / "report.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "report", "gpuops.fleet.gpu_memory_report": dict((k, v) for k, v in values.items() if v is not None), "ignore_errors": True}]}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", "ansible_python_interpreter=%s" % sys.executable, str(play)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = json.loads(proc.stdout)
+    return out["plays"][0]["tasks"][0]["hosts"]["localhost"], proc.stdout
+
+
+def test_gpu_memory_report_reads_the_views(prometheus, tmp_path):
+    # the recording rules have values once the alerts test ran (or within a few evaluations)
+    deadline = time.monotonic() + 60
+    while not api(prometheus, "/api/v1/query", query="namespace_pod:gpuops_gpus_allocated:sum")["result"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.5)
+    result, raw = run_report(prometheus, tmp_path)
+    assert not result.get("failed"), result
+    assert result["queries"] == 5 and PASSWORD not in raw
+    pods = dict(((p["namespace"], p["pod"]), p) for p in result["pods"])
+    assert (pods[("ml", "app-6g-v1-0")]["used_gib"], pods[("ml", "app-6g-v1-0")]["allocated_gib"], pods[("ml", "app-6g-v1-0")]["percent"],
+            pods[("ml", "app-6g-v1-0")]["over_allocated"]) == (6.0, 4.0, 150, True)
+    # the whole-GPU pod: 3482 MiB of its 16 GiB GPU (field report 003's "20%")
+    whole = pods[("default", "app-3g-v1-0")]
+    assert (whole["used_gib"], whole["whole_gpus"], whole["allocated_gib"], whole["percent"], whole["over_allocated"]) == (3.4, 1, 16.0, 21, False)
+    assert [(p["pod"], p["percent"], p["over_allocated"]) for p in result["pods"] if p["namespace"] == "shared"] == [
+        ("app-3g-v1-0", 75, False), ("app-3g-v1-1", 75, False)]
+    assert [(g["node"], g["gpu"], g["used_gib"], g["total_gib"], g["percent"]) for g in result["gpus"]] == [
+        ("gpu-a", "0", 3.4, 16.0, 21), ("gpu-a", "1", 12.0, 16.0, 75)]
+    assert result["nodes"] == [{"node": "gpu-a", "gpus": 2, "used_gib": 15.4, "total_gib": 32.0, "percent": 48}]
+    lines = result["table"].splitlines()
+    assert lines[0] == "GPU APP" and lines[1].split() == ["NAMESPACE", "POD", "NODE", "GPU", "USED(GiB)", "ALLOCATED(GiB)", "USED/ALLOCATED"]
+    assert lines[2].split() == ["default", "app-3g-v1-0", "gpu-a", "0", "3.4", "16.0", "(1", "GPU)", "21%"]
+    assert lines[3].split() == ["ml", "app-6g-v1-0", "gpu-a", "1", "6.0", "4.0", "150%", "OVER"]
+    assert "GPU Node" in lines and lines[-1].split() == ["gpu-a", "all", "(2)", "15.4", "32.0", "48%"]
+    only = run_report(prometheus, tmp_path, namespaces=["shared"])[0]
+    assert [p["namespace"] for p in only["pods"]] == ["shared", "shared"]
+
+
+def test_gpu_memory_report_refuses_an_unverified_certificate_and_bad_credentials(prometheus, tmp_path):
+    untrusted, dummy = run_report(prometheus, tmp_path, ca_path=None)
+    assert untrusted["failed"] and "CERTIFICATE_VERIFY_FAILED" in untrusted["msg"].upper().replace(" ", "_"), untrusted["msg"]
+    wrong, raw = run_report(prometheus, tmp_path, password="wrong")
+    assert wrong["failed"] and "401" in wrong["msg"] and "wrong" not in raw.replace('"password": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"', ""), wrong
+    bad_url, dummy = run_report(prometheus, tmp_path, url="prometheus:9090")
+    assert bad_url["failed"] and bad_url["msg"].startswith("url: expected Prometheus' base URL")
