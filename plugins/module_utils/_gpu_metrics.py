@@ -126,11 +126,16 @@ def read_gpus(pynvml):
     return gpus
 
 
-def attribute(gpus, root="/"):
-    """Samples ``(metric, labels, value)`` from read_gpus' result, each process mapped to its pod."""
+def attribute(gpus, root="/", node=None):
+    """Samples ``(metric, labels, value)`` from read_gpus' result, each process mapped to its pod.
+
+    ``node`` (the Kubernetes node name) becomes every series' ``node`` label, so the rules do not
+    depend on how a Prometheus labels its node_exporter targets."""
     samples = []
     for gpu in gpus:
         base = {"gpu": str(gpu["index"]), "uuid": gpu["uuid"]}
+        if node:
+            base["node"] = node
         per_container = {}
         unattributed = 0
         for pid, used in gpu["processes"]:
@@ -158,10 +163,11 @@ def _escape(value):
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def render(samples, up=True, reason=None, now=None):
+def render(samples, up=True, reason=None, now=None, node=None):
     """The Prometheus text exposition format (0.0.4) of ``samples``, with HELP and TYPE for each metric."""
-    samples = list(samples) + [("gpuops_metrics_up", {"reason": reason} if reason else {}, 1 if up else 0),
-                               ("gpuops_metrics_last_run_timestamp_seconds", {}, int(time.time() if now is None else now))]
+    own = {"node": node} if node else {}
+    samples = list(samples) + [("gpuops_metrics_up", dict(own, reason=reason) if reason else own, 1 if up else 0),
+                               ("gpuops_metrics_last_run_timestamp_seconds", own, int(time.time() if now is None else now))]
     lines = []
     for name, text in METRICS:
         rows = [(labels, value) for metric, labels, value in samples if metric == name]

@@ -303,14 +303,14 @@ def _metrics_command(args, log):
         if args.driver_root:
             inventory.load_root_nvml(args.driver_root)
         import pynvml  # pylint: disable=import-outside-toplevel
-        samples = gpu_metrics.attribute(gpu_metrics.read_gpus(pynvml), args.root)
+        samples = gpu_metrics.attribute(gpu_metrics.read_gpus(pynvml), args.root, args.node)
     except ImportError:
         up, reason = False, "the Python package nvidia-ml-py (module pynvml) is not installed"
     except GpuopsError as exc:
         up, reason = False, str(exc)
     # the file is written either way: gpuops_metrics_up 0 with its reason is what an alert needs
     try:
-        gpu_metrics.write_atomically(args.textfile, gpu_metrics.render(samples, up=up, reason=reason))
+        gpu_metrics.write_atomically(args.textfile, gpu_metrics.render(samples, up=up, reason=reason, node=args.node))
     except OSError as exc:
         log.emit("error", "metrics_write_failed", "writing %s failed: %s" % (args.textfile, exc), path=args.textfile)
         return EXIT_ACTION_FAILED
@@ -350,6 +350,7 @@ def _parser():
     met = sub.add_parser("metrics", help="write GPU memory per pod (NVML processes, /proc/<pid>/cgroup) as a node_exporter textfile")
     met.add_argument("--textfile", default=DEFAULT_TEXTFILE, help="the .prom file to write atomically (default %s)" % DEFAULT_TEXTFILE)
     met.add_argument("--driver-root", help="load NVML from a containerized driver's root (GPU Operator: /run/nvidia/driver)")
+    met.add_argument("--node", help="the Kubernetes node name, written as every series' node label")
     met.add_argument("--root", default="/", help=argparse.SUPPRESS)
     return parser
 

@@ -229,3 +229,71 @@ def test_the_dashboard_queries_only_what_the_rules_record(rendered):
                 by = set(re.findall(r"by \(([^)]*)\)", recorded["namespace_pod_gpu:gpuops_gpu_memory_used_bytes:sum"])[0].replace(" ", "").split(","))
             assert set(re.findall(r"\{\{(\w+)\}\}", target["legendFormat"])) <= by, (target, by)
             assert set(re.findall(r"(\w+)=~", target["expr"])) <= by, (target, by)
+
+
+@pytest.fixture(scope="module")
+def node_install(tmp_path_factory):
+    """The boot guard's install step (the gpuops command), then tasks_from: node, into a sysroot (no systemd)."""
+    root = tmp_path_factory.mktemp("node")
+    play = root / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"ansible.builtin.include_role": {"name": "gpuops.fleet.checkpoint_guard"},
+         "vars": {"checkpoint_guard_reconcile_now": False, "checkpoint_guard_sysroot": str(root), "checkpoint_guard_python": "/usr/bin/python3",
+                  "checkpoint_guard_checkpoint_path": "%s/kubelet_internal_checkpoint" % root}},
+        {"ansible.builtin.include_role": {"name": "gpuops.fleet.gpu_monitoring", "tasks_from": "node"},
+         "vars": {"gpu_monitoring_sysroot": str(root), "gpu_monitoring_node_name": "gpu-node-7"}}]}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_PYTHON_INTERPRETER=sys.executable)
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play)],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return root
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_the_metrics_timer_passes_systemd_analyze_and_runs_the_installed_command(node_install):
+    units = node_install / "etc/systemd/system"
+    service = (units / "gpuops-metrics.service").read_text()
+    assert ("ExecStart=/usr/local/bin/gpuops metrics --textfile /var/lib/node_exporter/textfile_collector/gpuops.prom --node gpu-node-7"
+            in service)
+    assert "ReadWritePaths=/var/lib/node_exporter/textfile_collector" in service and "ProtectSystem=strict" in service
+    assert "OnUnitActiveSec=15s" in (units / "gpuops-metrics.timer").read_text()
+    assert (node_install / "var/lib/node_exporter/textfile_collector").is_dir()
+    # verify checks that ExecStart exists on this machine: point it at the sysroot's copy (the only edit)
+    checked = node_install / "verify"
+    checked.mkdir()
+    (checked / "gpuops-metrics.service").write_text(service.replace("ExecStart=/usr/local/bin/gpuops", "ExecStart=%s/usr/local/bin/gpuops" % node_install))
+    shutil.copy(str(units / "gpuops-metrics.timer"), str(checked / "gpuops-metrics.timer"))
+    proc = subprocess.run(["systemd-analyze", "verify", "--man=no", str(checked / "gpuops-metrics.service"), str(checked / "gpuops-metrics.timer")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (proc.returncode, proc.stdout + proc.stderr) == (0, "")
+    helped = subprocess.run([str(node_install / "usr/local/bin/gpuops"), "metrics", "--help"], capture_output=True, text=True, timeout=60, check=False)
+    assert helped.returncode == 0 and "--textfile" in helped.stdout and "--node" in helped.stdout
+
+
+def test_dcgm_exporter_renders_unprivileged_with_the_socket_read_only():
+    import jinja2  # pylint: disable=import-outside-toplevel
+    defaults = role_checks.load("gpu_monitoring", "defaults", "main.yml")
+    internal = role_checks.load("gpu_monitoring", "vars", "main.yml")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "roles", "gpu_monitoring", "templates")), undefined=jinja2.StrictUndefined)
+    env.filters["to_json"] = json.dumps
+    env.filters["hash"] = lambda text, kind: __import__("hashlib").new(kind, text.encode()).hexdigest()
+    env.filters["bool"] = bool
+
+    def daemonset(**extra):
+        values = dict(defaults, ansible_managed="managed", gpu_monitoring_dcgm_image="nvcr.io/nvidia/k8s/dcgm-exporter@sha256:" + "0" * 64, **extra)
+        values.update((k, v) for k, v in internal.items() if k.startswith("__gpu_monitoring_") and "counters" in k)
+        docs = list(yaml.safe_load_all(env.get_template("dcgm-exporter.yml.j2").render(**values)))
+        return docs, [d for d in docs if d["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]
+
+    docs, spec = daemonset()
+    assert [d["kind"] for d in docs] == ["ConfigMap", "DaemonSet", "Service"]
+    counters = docs[0]["data"]["counters.csv"]
+    assert all(name in counters for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_XID_ERRORS"))
+    (ctr,) = spec["containers"]
+    assert "privileged" not in ctr["securityContext"] and ctr["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"} in ctr["env"]
+    assert {"name": "pod-resources", "mountPath": "/var/lib/kubelet/pod-resources", "readOnly": True} in ctr["volumeMounts"]
+    assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"} and spec["automountServiceAccountToken"] is False
+    docs, profiling = daemonset(gpu_monitoring_dcgm_profiling=True)
+    assert profiling["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["SYS_ADMIN"]}
+    assert "DCGM_FI_PROF_DRAM_ACTIVE" in docs[0]["data"]["counters.csv"]

@@ -82,8 +82,8 @@ def sysroot(tmp_path):
     return tmp_path
 
 
-def run_metrics(env, root, textfile):
-    proc = subprocess.run([sys.executable, "-c", RUNNER, "metrics", "--root", str(root), "--textfile", str(textfile)],
+def run_metrics(env, root, textfile, *extra):
+    proc = subprocess.run([sys.executable, "-c", RUNNER, "metrics", "--root", str(root), "--textfile", str(textfile)] + list(extra),
                           env=env, capture_output=True, text=True, timeout=60, check=False)
     return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr
 
@@ -106,11 +106,12 @@ def test_metrics_per_pod_container_and_gpu(sysroot, fake_node, tmp_path):
                fakenode.proc(1, 31337, 10)]  # exited between NVML's answer and our read of /proc
     textfile = tmp_path / "textfile" / "gpuops.prom"
     textfile.parent.mkdir()
-    rc, logs, err = run_metrics(fake_node(records), sysroot, textfile)
+    rc, logs, err = run_metrics(fake_node(records), sysroot, textfile, "--node", "gpu-a")
     assert rc == 0, (logs, err)
     assert logs[-1]["event"] == "metrics_written" and sorted(logs[-1]["pods"]) == sorted([UID_A, UID_B, UID_C])
     text = textfile.read_text()
-    got = samples(text)
+    got = samples(text.replace(',node="gpu-a"', "").replace('{node="gpu-a"}', ""))
+    assert all('node="gpu-a"' in line for line in text.splitlines() if line and not line.startswith("#"))
     mib = 1024 * 1024
     assert got['gpuops_pod_gpu_memory_used_bytes{container="app-3g-v1",gpu="0",pod_uid="%s",uuid="%s"}' % (UID_A, G0)] == 3481 * mib
     assert got['gpuops_pod_gpu_memory_used_bytes{container="infer",gpu="0",pod_uid="%s",uuid="%s"}' % (UID_B, G0)] == 3193 * mib
