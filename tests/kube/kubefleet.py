@@ -53,15 +53,15 @@ class Cluster(object):
         self.custom = client.CustomObjectsApi(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
 
-    def cluster_policy_crd(self):
-        """The GPU Operator's ClusterPolicy CRD (nvidia.com/v1, cluster-scoped, any spec), created once."""
+    def crd(self, group, version, kind, plural, scope):
+        """A CRD (any spec) created once, returned when the API serves it."""
         from kubernetes.client.rest import ApiException
         body = {
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "clusterpolicies.nvidia.com"},
-            "spec": {"group": "nvidia.com", "scope": "Cluster",
-                     "names": {"plural": "clusterpolicies", "singular": "clusterpolicy", "kind": "ClusterPolicy", "listKind": "ClusterPolicyList"},
-                     "versions": [{"name": "v1", "served": True, "storage": True,
+            "metadata": {"name": "%s.%s" % (plural, group)},
+            "spec": {"group": group, "scope": scope,
+                     "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": kind + "List"},
+                     "versions": [{"name": version, "served": True, "storage": True,
                                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
         }
         try:
@@ -72,11 +72,20 @@ class Cluster(object):
         deadline = time.time() + 30
         while time.time() < deadline:  # served once Established
             try:
-                self.custom.list_cluster_custom_object("nvidia.com", "v1", "clusterpolicies")
+                self.custom.list_cluster_custom_object(group, version, plural)
                 return
             except ApiException:
                 time.sleep(0.2)
-        raise AssertionError("the ClusterPolicy CRD was not served in time")
+        raise AssertionError("the %s CRD was not served in time" % kind)
+
+    def cluster_policy_crd(self):
+        """The GPU Operator's ClusterPolicy CRD (nvidia.com/v1, cluster-scoped, any spec)."""
+        self.crd("nvidia.com", "v1", "ClusterPolicy", "clusterpolicies", "Cluster")
+
+    def prometheus_operator_crds(self):
+        """The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs (monitoring.coreos.com/v1, any spec)."""
+        self.crd("monitoring.coreos.com", "v1", "ServiceMonitor", "servicemonitors", "Namespaced")
+        self.crd("monitoring.coreos.com", "v1", "PrometheusRule", "prometheusrules", "Namespaced")
 
     def namespace(self, name):
         self.core.create_namespace({"metadata": {"name": name}})
