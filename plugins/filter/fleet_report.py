@@ -23,6 +23,8 @@ COLUMNS = (
 WORKLOAD_COLUMN = ("workloads", "GPU workloads")
 # shown when any node shares its GPUs' memory (gpu_share_info with a cluster, else the node's checkpoint)
 SHARING_COLUMN = ("sharing", "GPU sharing")
+# shown when Prometheus was read (gpu_memory_report, gpuops_prometheus_url)
+MEMORY_COLUMN = ("gpu_memory", "GPU memory")
 NO_RESULT = "no result: the node failed or was unreachable"
 REPAIR_ACTIONS = ("removed", "pruned")
 
@@ -48,7 +50,7 @@ def _sharing(node_vars, k8s_name, result, gpu_share):
     return None
 
 
-def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None, gpu_share=None):
+def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None, gpu_share=None, gpu_memory=None):
     """One node's summary from its variables (``hostvars[node]``), or None where the node left the run.
 
     Computed once on the controller for the whole fleet, instead of one set_fact task per node.
@@ -97,6 +99,9 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
     sharing = _sharing(node_vars, k8s_name, node_vars.get("checkpoint_guard_plan") or {}, gpu_share)
     if sharing is not None:
         summary["sharing"] = sharing
+    if isinstance(gpu_memory, list):
+        found = [n for n in gpu_memory if isinstance(n, dict) and n.get("node") == k8s_name]
+        summary["gpu_memory"] = dict((k, found[0].get(k)) for k in ("used_gib", "total_gib", "percent")) if found else None
     return summary
 
 
@@ -157,7 +162,8 @@ def _stale_text(stale):
 
 def _columns(rows):
     return (COLUMNS + ((WORKLOAD_COLUMN,) if any("workloads" in r for r in rows) else ())
-            + ((SHARING_COLUMN,) if any((r.get("sharing") or {}).get("shared", True) and r.get("sharing") for r in rows) else ()))
+            + ((SHARING_COLUMN,) if any((r.get("sharing") or {}).get("shared", True) and r.get("sharing") for r in rows) else ())
+            + ((MEMORY_COLUMN,) if any("gpu_memory" in r for r in rows) else ()))
 
 
 def _sharing_text(value):
@@ -182,6 +188,8 @@ def _cell(row, key):
         return "-" if value is None else ("ok" if value == 0 else "%d finding(s)" % value)
     if key == "sharing":
         return _sharing_text(value)
+    if key == "gpu_memory":
+        return "-" if not value else "%s/%s GiB (%s%%)" % (value["used_gib"], value["total_gib"], value["percent"])
     if key == "gpus":
         if row.get("inventory_reason"):
             return "unknown"

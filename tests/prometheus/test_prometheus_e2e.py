@@ -181,14 +181,14 @@ def prometheus(tmp_path_factory, fake_lib_dir):
     processes.append(subprocess.Popen(["prometheus-node-exporter", "--web.listen-address=127.0.0.1:%d" % node_exporter_port,
                                        "--collector.disable-defaults", "--collector.textfile",
                                        "--collector.textfile.directory=%s" % textfiles], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
-    dcgm = Exposition(dcgm_exposition("gpu-a", [
+    dcgm = Exposition(dcgm_exposition("lab-healthy", [
         {"index": 0, "uuid": GA, "DCGM_FI_DEV_FB_USED": 3482, "DCGM_FI_DEV_FB_FREE": 12902, "DCGM_FI_DEV_XID_ERRORS": 0, "DCGM_FI_DEV_GPU_UTIL": 3},
         {"index": 1, "uuid": GB, "DCGM_FI_DEV_FB_USED": 12288, "DCGM_FI_DEV_FB_FREE": 4096, "DCGM_FI_DEV_XID_ERRORS": 79, "DCGM_FI_DEV_GPU_UTIL": 41}]))
-    ksm = Exposition(ksm_exposition("gpu-a"))
+    ksm = Exposition(ksm_exposition("lab-healthy"))
     rendered = render_role(tmp, gpu_monitoring_rule_interval="1s", gpu_monitoring_waste_for="6s", gpu_monitoring_overallocation_for="3s",
                            gpu_monitoring_xid_for="0s", gpu_monitoring_exporter_down_for="3s",
                            gpu_monitoring_scrape_static_targets=[
-                               {"node": "gpu-a", "dcgm": dcgm.address, "node_exporter": "127.0.0.1:%d" % node_exporter_port},
+                               {"node": "lab-healthy", "dcgm": dcgm.address, "node_exporter": "127.0.0.1:%d" % node_exporter_port},
                                # a node whose exporters do not answer
                                {"node": "gpu-z", "dcgm": "127.0.0.1:%d" % free_port(), "node_exporter": "127.0.0.1:%d" % free_port()}])
     jobs = yaml.safe_load((rendered / "gpuops-scrape-configs.yml").read_text())
@@ -250,7 +250,7 @@ def test_alerts_fire_and_rules_record(prometheus):
     down = [a for a in alerts if a["labels"]["alertname"] == "GPUExporterDown"]
     assert [a["labels"]["node"] for a in down] == ["gpu-z"]
     xid = [a for a in alerts if a["labels"]["alertname"] == "GPUXidErrors"][0]
-    assert (xid["labels"]["UUID"], xid["labels"]["Hostname"], xid["labels"]["modelName"]) == (GB, "gpu-a", "Tesla V100-SXM2-16GB")
+    assert (xid["labels"]["UUID"], xid["labels"]["Hostname"], xid["labels"]["modelName"]) == (GB, "lab-healthy", "Tesla V100-SXM2-16GB")
     over = [a for a in alerts if a["labels"]["alertname"] == "GPUMemoryOverAllocation"][0]
     assert over["annotations"]["summary"] == "ml/app-6g-v1-0 uses 6GiB of GPU memory, more than it was allocated"
 
@@ -260,7 +260,7 @@ def test_alerts_fire_and_rules_record(prometheus):
                       ("shared", "app-3g-v1-0"): 3 * GIB, ("shared", "app-3g-v1-1"): 3 * GIB}
     per_gpu = api(base, "/api/v1/query", query="node_gpu:gpuops_gpu_memory_used_bytes:max")["result"]
     assert sorted((r["metric"]["node"], r["metric"]["uuid"], float(r["value"][1])) for r in per_gpu) == [
-        ("gpu-a", GA, 3482 * MIB), ("gpu-a", GB, 12 * GIB)]
+        ("lab-healthy", GA, 3482 * MIB), ("lab-healthy", GB, 12 * GIB)]
 
 
 def run_report(prometheus, tmp_path, **args):
@@ -295,13 +295,13 @@ def test_gpu_memory_report_reads_the_views(prometheus, tmp_path):
     assert [(p["pod"], p["percent"], p["over_allocated"]) for p in result["pods"] if p["namespace"] == "shared"] == [
         ("app-3g-v1-0", 75, False), ("app-3g-v1-1", 75, False)]
     assert [(g["node"], g["gpu"], g["used_gib"], g["total_gib"], g["percent"]) for g in result["gpus"]] == [
-        ("gpu-a", "0", 3.4, 16.0, 21), ("gpu-a", "1", 12.0, 16.0, 75)]
-    assert result["nodes"] == [{"node": "gpu-a", "gpus": 2, "used_gib": 15.4, "total_gib": 32.0, "percent": 48}]
+        ("lab-healthy", "0", 3.4, 16.0, 21), ("lab-healthy", "1", 12.0, 16.0, 75)]
+    assert result["nodes"] == [{"node": "lab-healthy", "gpus": 2, "used_gib": 15.4, "total_gib": 32.0, "percent": 48}]
     lines = result["table"].splitlines()
     assert lines[0] == "GPU APP" and lines[1].split() == ["NAMESPACE", "POD", "NODE", "GPU", "USED(GiB)", "ALLOCATED(GiB)", "USED/ALLOCATED"]
-    assert lines[2].split() == ["default", "app-3g-v1-0", "gpu-a", "0", "3.4", "16.0", "(1", "GPU)", "21%"]
-    assert lines[3].split() == ["ml", "app-6g-v1-0", "gpu-a", "1", "6.0", "4.0", "150%", "OVER"]
-    assert "GPU Node" in lines and lines[-1].split() == ["gpu-a", "all", "(2)", "15.4", "32.0", "48%"]
+    assert lines[2].split() == ["default", "app-3g-v1-0", "lab-healthy", "0", "3.4", "16.0", "(1", "GPU)", "21%"]
+    assert lines[3].split() == ["ml", "app-6g-v1-0", "lab-healthy", "1", "6.0", "4.0", "150%", "OVER"]
+    assert "GPU Node" in lines and lines[-1].split() == ["lab-healthy", "all", "(2)", "15.4", "32.0", "48%"]
     only = run_report(prometheus, tmp_path, namespaces=["shared"])[0]
     assert [p["namespace"] for p in only["pods"]] == ["shared", "shared"]
 
@@ -313,3 +313,22 @@ def test_gpu_memory_report_refuses_an_unverified_certificate_and_bad_credentials
     assert wrong["failed"] and "401" in wrong["msg"] and "wrong" not in raw.replace('"password": "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER"', ""), wrong
     bad_url, dummy = run_report(prometheus, tmp_path, url="prometheus:9090")
     assert bad_url["failed"] and bad_url["msg"].startswith("url: expected Prometheus' base URL")
+
+
+def test_site_yml_adds_the_gpu_memory_column(prometheus, tmp_path):
+    """site.yml's summary (tags summary: no node is touched) on the lab inventory, with gpuops_prometheus_url:
+    Prometheus knows lab-healthy (the SIMULATED node above), not the others."""
+    extra = {"gpuops_prometheus_url": prometheus["base"], "gpuops_prometheus_username": USER, "gpuops_prometheus_password": PASSWORD,
+             "gpuops_prometheus_ca_path": prometheus["ca"], "gpuops_report_dir": str(tmp_path / "report"),
+             "ansible_python_interpreter": sys.executable}
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"))
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", os.path.join(ROOT, "lab", "inventory.yml"), "--tags", "summary",
+                           "-e", json.dumps(extra), os.path.join(ROOT, "playbooks", "site.yml")],
+                          cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert PASSWORD not in proc.stdout
+    report = json.loads((tmp_path / "report" / "fleet-summary.json").read_text())
+    memory = dict((n["node"], n.get("gpu_memory")) for n in report["nodes"])
+    assert memory["lab-healthy"] == {"used_gib": 15.4, "total_gib": 32.0, "percent": 48} and memory["lab-corrupt"] is None
+    assert sorted(p["pod"] for p in report["gpu_memory"]) == ["app-3g-v1-0", "app-3g-v1-0", "app-3g-v1-1", "app-6g-v1-0"]
+    assert "GPU memory" in (tmp_path / "report" / "fleet-summary.md").read_text()

@@ -197,3 +197,13 @@ def test_the_gpu_sharing_column_from_the_cluster_or_else_the_checkpoint():
     # a cluster without any sharing node: no column
     assert "GPU sharing" not in fr.fleet_table([whole])
     assert "| GPU sharing |" in fr.fleet_markdown([cluster])
+
+
+def test_the_gpu_memory_column_when_prometheus_was_read():
+    nodes = [{"node": "k8s-gpu-a", "gpus": 2, "used_gib": 15.4, "total_gib": 32.0, "percent": 48}]
+    read = fr.fleet_node_summary(_node_vars("gpu-a", gpuops_k8s_node_name="k8s-gpu-a"), ["gpu-a"], gpu_memory=nodes)
+    unknown = fr.fleet_node_summary(_node_vars("gpu-b"), ["gpu-b"], gpu_memory=nodes)
+    assert read["gpu_memory"] == {"used_gib": 15.4, "total_gib": 32.0, "percent": 48} and unknown["gpu_memory"] is None
+    table = fr.fleet_table([read, unknown]).splitlines()
+    assert table[0].endswith("GPU memory") and table[2].endswith("15.4/32.0 GiB (48%)") and table[3].endswith(" -")
+    assert "GPU memory" not in fr.fleet_table([fr.fleet_node_summary(_node_vars("gpu-a"), ["gpu-a"])])
