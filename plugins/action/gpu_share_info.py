@@ -17,7 +17,7 @@ def node_truth(hostvars, hosts):
     for host in hosts:
         found = hostvars.get(host) or {}
         gpus = ((found.get("ansible_facts") or {}).get("gpuops_gpus") or {})
-        info = found.get("gpuops_checkpoint_info") or {}
+        info = found.get("gpu_sharing_checkpoint_info") or {}
         # a node whose GPUs could not be read, or whose checkpoint did not decode, is not compared
         if gpus.get("available") is False or not gpus.get("gpus") or info.get("error") or not info.get("exists"):
             continue

@@ -117,6 +117,10 @@ def _num(value):
     return "-" if value is None else ("%.1f" % value)
 
 
+def _pct(value):
+    return "-" if value is None else "%d%%" % value
+
+
 def table(doc):
     """The two views, as aligned text: GPU APP (per pod) and GPU Node (per GPU, then per node)."""
     buf = ["GPU APP\n", "NAMESPACE\tPOD\tNODE\tGPU\tUSED(GiB)\tALLOCATED(GiB)\tUSED/ALLOCATED\t\n"]
@@ -125,14 +129,15 @@ def table(doc):
         if row["shared_allocated_gib"] is None and row["whole_gpus"]:
             given += " (%d GPU%s)" % (row["whole_gpus"], "" if row["whole_gpus"] == 1 else "s")
         share = "-" if row["percent"] is None else "%d%%%s" % (row["percent"], " OVER" if row["over_allocated"] else "")
-        buf.append("%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n" % (row["namespace"], row["pod"], row["node"] or "-",
-                                                     ",".join(g["gpu"] for g in row["gpus"]) or "-", _num(row["used_gib"]), given, share))
+        gpus = ",".join(g["gpu"] for g in row["gpus"]) or "-"
+        cells = (row["namespace"], row["pod"], row["node"] or "-", gpus, _num(row["used_gib"]), given, share)
+        buf.append("\t".join(cells) + "\t\n")
     buf.append("\nGPU Node\n")
     buf.append("NODE\tGPU\tUUID\tUSED(GiB)\tTOTAL(GiB)\tUSED%\t\n")
     for gpu in doc["gpus"]:
-        buf.append("%s\t%s\t%s\t%s\t%s\t%s\t\n" % (gpu["node"], gpu["gpu"], gpu["uuid"], _num(gpu["used_gib"]), _num(gpu["total_gib"]),
-                                                "-" if gpu["percent"] is None else "%d%%" % gpu["percent"]))
+        cells = (gpu["node"], gpu["gpu"], gpu["uuid"], _num(gpu["used_gib"]), _num(gpu["total_gib"]), _pct(gpu["percent"]))
+        buf.append("\t".join(cells) + "\t\n")
     for node in doc["nodes"]:
-        buf.append("%s\tall (%d)\t\t%s\t%s\t%s\t\n" % (node["node"], node["gpus"], _num(node["used_gib"]), _num(node["total_gib"]),
-                                                     "-" if node["percent"] is None else "%d%%" % node["percent"]))
+        cells = (node["node"], "all (%d)" % node["gpus"], "", _num(node["used_gib"]), _num(node["total_gib"]), _pct(node["percent"]))
+        buf.append("\t".join(cells) + "\t\n")
     return tabwrite("".join(buf)).rstrip("\n")

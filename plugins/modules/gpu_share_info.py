@@ -51,7 +51,7 @@ options:
         M(gpuops.fleet.gpu_uuid_facts), with C(index) and C(uuid)) and C(pod_device_entries) (of
         M(gpuops.fleet.kubelet_checkpoint_info)).
       - When omitted, the action plugin builds it from the hosts of O(hosts_group) that have C(ansible_facts.gpuops_gpus)
-        and a registered C(gpuops_checkpoint_info); their Kubernetes node name is C(gpuops_node_name), else the
+        and a registered C(gpu_sharing_checkpoint_info); their Kubernetes node name is C(gpuops_node_name), else the
         inventory name.
     type: list
     elements: dict

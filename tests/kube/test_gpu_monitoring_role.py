@@ -30,7 +30,7 @@ def test_exporter_rules_and_dashboard_with_and_without_the_operator(fleet, tmp_p
 
     rc, run = f.play(monitoring_vars(f, tmp_path), playbook="gpu_monitoring.yml")
     assert rc == 0, run.failure()
-    pods = [p for p in f.cluster.core.list_namespaced_pod(f.namespace, label_selector="app.kubernetes.io/name=dcgm-exporter").items]
+    pods = f.cluster.core.list_namespaced_pod(f.namespace, label_selector="app.kubernetes.io/name=dcgm-exporter").items
     assert sorted(p.spec.node_name for p in pods) == sorted(n["name"] for n in f.nodes)
     assert all(p.status.phase == "Running" for p in pods)
     report = run.localhost("Keep the report (gpu_monitoring_report)")["ansible_facts"]["gpu_monitoring_report"]

@@ -18,15 +18,12 @@ gpuops.fleet.gpu_memory_report reads the same Prometheus.
 from __future__ import annotations
 
 import base64
-import http.server
 import json
 import os
 import shutil
-import socket
 import ssl
 import subprocess
 import sys
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -35,10 +32,9 @@ import warnings
 import fakenode
 import pytest
 import yaml
+from promrig import COLLECTIONS, BIN, Exposition, free_port, render_role, start_prometheus  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BIN = os.path.join(ROOT, ".venv", "bin")
-COLLECTIONS = os.path.join(ROOT, "build", "collections")
 RUNNER = ("import sys; sys.path.insert(0, %r); from ansible_collections.gpuops.fleet.plugins.module_utils._guard import main; "
           "sys.exit(main(sys.argv[1:]))" % COLLECTIONS)
 GIB = 1024 ** 3
@@ -57,39 +53,6 @@ EXPECTED_ALERTS = {
     ("GPUXidErrors", None, None),
     ("GPUExporterDown", None, None),
 }
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Exposition(object):
-    """A loopback HTTP server answering /metrics with a text the test sets."""
-
-    def __init__(self, text):
-        self.text = text
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's name)
-                body = owner.text.encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = "127.0.0.1:%d" % self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
 
 
 def dcgm_exposition(node, gpus):
@@ -121,18 +84,6 @@ def ksm_exposition(node):
             lines.append('kube_pod_container_resource_limits{namespace="%s",pod="%s",uid="%s",container="%s",node="%s",resource="%s",unit="integer"} %d'
                          % (namespace, name, uid, container, node, resource, value))
     return "\n".join(lines) + "\n"
-
-
-def render_role(tmp_path, **values):
-    play = tmp_path / "render.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
-        {"ansible.builtin.include_role": {"name": "gpuops.fleet.gpu_monitoring", "tasks_from": "render"}}]}]))
-    values = dict(values, gpu_monitoring_render_dir=str(tmp_path / "rendered"), ansible_python_interpreter=sys.executable)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps(values), str(play)],
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    return tmp_path / "rendered"
 
 
 USER, PASSWORD = "gpuops", "s3cret-not-logged"
@@ -203,23 +154,15 @@ def prometheus(tmp_path_factory, fake_lib_dir):
     web = tmp / "web.yml"
     web.write_text(yaml.safe_dump({"tls_server_config": {"cert_file": str(tmp / "tls.crt"), "key_file": str(tmp / "tls.key")},
                                    "basic_auth_users": {USER: bcrypt_hash(PASSWORD)}}))
-    port = free_port()
-    log = open(str(tmp / "prometheus.log"), "w")
-    started = time.monotonic()
-    processes.append(subprocess.Popen(["prometheus", "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp / "data"),
-                                       "--web.listen-address=127.0.0.1:%d" % port, "--web.config.file=%s" % web],
-                                      stdout=log, stderr=subprocess.STDOUT))
-    prom = {"base": "https://127.0.0.1:%d" % port, "started": started, "tmp": tmp, "ca": str(tmp / "tls.crt"),
-            "tls": ssl.create_default_context(cafile=str(tmp / "tls.crt"))}
+    prom = {"started": time.monotonic(), "tmp": tmp, "ca": str(tmp / "tls.crt"), "tls": ssl.create_default_context(cafile=str(tmp / "tls.crt"))}
+
+    def ready(port):
+        prom["base"] = "https://127.0.0.1:%d" % port
+        api(prom, "/api/v1/status/buildinfo")
+
+    process, dummy, log = start_prometheus(tmp, config, web, ready)
+    processes.append(process)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                api(prom, "/api/v1/status/buildinfo")
-                break
-            except OSError:
-                assert time.monotonic() < deadline, (tmp / "prometheus.log").read_text()[-3000:]
-                time.sleep(0.2)
         yield prom
     finally:
         for process in processes:

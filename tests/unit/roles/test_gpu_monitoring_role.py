@@ -67,8 +67,8 @@ def test_promtool_checks_the_rules(rendered):
 def test_promtool_checks_a_prometheus_config_with_the_scrape_jobs(rendered, tmp_path, static):
     out = rendered
     if static:
-        out = render(tmp_path, gpu_monitoring_scrape_static_targets=[{"node": "gpu-a", "address": "10.0.0.7"},
-                                                                      {"node": "gpu-b", "dcgm": "10.0.0.8:9401", "node_exporter": "10.0.0.8:9101"}])
+        targets = [{"node": "gpu-a", "address": "10.0.0.7"}, {"node": "gpu-b", "dcgm": "10.0.0.8:9401", "node_exporter": "10.0.0.8:9101"}]
+        out = render(tmp_path, gpu_monitoring_scrape_static_targets=targets)
     jobs = yaml.safe_load((out / "gpuops-scrape-configs.yml").read_text())
     assert [j["job_name"] for j in jobs] == ["dcgm-exporter", "node-exporter"]
     if not static:
@@ -129,12 +129,13 @@ INPUT = (
     + pod("ml", "train-0", "u-train", "gpu-c", {"nvidia_com_gpu": 1}, used=14 * GIB, gpu=("1", GA[:-1] + "1"))
     + gpu("gpu-c", "0", GC, 3 * GIB) + gpu("gpu-c", "1", GA[:-1] + "1", 14 * GIB)
     + [series("DCGM_FI_DEV_XID_ERRORS", {"gpu": "1", "UUID": GA[:-1] + "1", "device": "nvidia1", "modelName": "Tesla V100-SXM2-16GB",
-                                          "Hostname": "gpu-c", "job": "dcgm-exporter", "node": "gpu-c"}, "0x60 79x119"),
+                                         "Hostname": "gpu-c", "job": "dcgm-exporter", "node": "gpu-c"}, "0x60 79x119"),
        series("up", {"job": "dcgm-exporter", "instance": "10.0.0.7:9400", "node": "gpu-a"}, "1x60 0x119"),
        series("gpuops_metrics_up", {"job": "node-exporter", "node": "gpu-c"}, 1),
        series("gpuops_metrics_up", {"job": "node-exporter", "node": "gpu-b", "reason": "NVIDIA driver is not loaded (NVML: Driver Not Loaded)"},
               "1x60 0x119")]
 )
+
 
 def expand(text, labels):
     """An annotation as Prometheus would expand it, for the {{ $labels.x }} it uses (the summaries are written out)."""
@@ -164,8 +165,9 @@ def test_the_rules_on_the_field_reports_numbers(rendered, tmp_path):
              "exp_samples": [{"labels": 'namespace_pod:gpuops_gpu_memory_used_bytes:sum{namespace="ml",node="gpu-b",pod="app-6g-v1-0"}',
                               "value": 6 * GIB}]},
             {"expr": "namespace_pod:gpuops_gpu_memory_allocated_bytes:sum{pod=\"app-6g-v1-0\"}", "eval_time": "10m",
-             "exp_samples": [{"labels": 'namespace_pod:gpuops_gpu_memory_allocated_bytes:sum{namespace="ml",node="gpu-b",pod="app-6g-v1-0"}', "value": 4 * GIB},
-                             {"labels": 'namespace_pod:gpuops_gpu_memory_allocated_bytes:sum{namespace="team-b",node="gpu-c",pod="app-6g-v1-0"}', "value": 4 * GIB}]},
+             "exp_samples": [
+                 {"labels": 'namespace_pod:gpuops_gpu_memory_allocated_bytes:sum{namespace="ml",node="gpu-b",pod="app-6g-v1-0"}', "value": 4 * GIB},
+                 {"labels": 'namespace_pod:gpuops_gpu_memory_allocated_bytes:sum{namespace="team-b",node="gpu-c",pod="app-6g-v1-0"}', "value": 4 * GIB}]},
             # 3.4 GiB (truncated to whole bytes) of 16 GiB: 21.25 %, just under
             {"expr": "round(namespace_pod_gpu:gpuops_gpu_memory_used:ratio{pod=\"app-3g-v1-0\", namespace=\"default\"} * 1000)", "eval_time": "10m",
              "exp_samples": [{"labels": '{gpu="0",namespace="default",node="gpu-a",pod="app-3g-v1-0",uuid="%s"}' % GA, "value": 212}]},

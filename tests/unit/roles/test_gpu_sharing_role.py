@@ -89,9 +89,9 @@ def test_node_truth_only_from_nodes_that_read_both_their_gpus_and_checkpoint():
     gpus = {"available": True, "gpus": [{"index": 0, "uuid": "GPU-a", "name": "x"}]}
     info = {"exists": True, "error": None, "pod_device_entries": [{"pod_uid": "u"}]}
     hostvars = {
-        "ok": {"ansible_facts": {"gpuops_gpus": gpus}, "gpuops_checkpoint_info": info, "gpuops_node_name": "k8s-ok"},
-        "no-driver": {"ansible_facts": {"gpuops_gpus": {"available": False, "gpus": []}}, "gpuops_checkpoint_info": info},
-        "corrupt": {"ansible_facts": {"gpuops_gpus": gpus}, "gpuops_checkpoint_info": dict(info, error="checksum mismatch")},
+        "ok": {"ansible_facts": {"gpuops_gpus": gpus}, "gpu_sharing_checkpoint_info": info, "gpuops_node_name": "k8s-ok"},
+        "no-driver": {"ansible_facts": {"gpuops_gpus": {"available": False, "gpus": []}}, "gpu_sharing_checkpoint_info": info},
+        "corrupt": {"ansible_facts": {"gpuops_gpus": gpus}, "gpu_sharing_checkpoint_info": dict(info, error="checksum mismatch")},
         "unread": {"ansible_facts": {"gpuops_gpus": gpus}},
     }
     assert node_truth(hostvars, list(hostvars)) == [{"node": "k8s-ok", "gpus": [{"index": 0, "uuid": "GPU-a"}], "pod_device_entries": [{"pod_uid": "u"}]}]
