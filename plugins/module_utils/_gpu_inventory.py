@@ -121,11 +121,8 @@ def _text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
-def _gather_nvml():
-    try:
-        import pynvml  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        raise BackendUnavailable("the Python package nvidia-ml-py (module pynvml) is not installed")
+def nvml_init(pynvml):
+    """``nvmlInit`` with typed errors: BackendUnavailable (no library), InventoryError (no driver, other failures)."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError_LibraryNotFound:
@@ -134,6 +131,22 @@ def _gather_nvml():
         raise InventoryError("NVIDIA driver is not loaded (NVML: Driver Not Loaded)", "nvml")
     except pynvml.NVMLError as exc:
         raise InventoryError("NVML initialisation failed: %s" % exc, "nvml")
+
+
+def nvml_shutdown(pynvml):
+    """``nvmlShutdown``, its failure ignored (the answers are in hand)."""
+    try:
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError:
+        pass
+
+
+def _gather_nvml():
+    try:
+        import pynvml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise BackendUnavailable("the Python package nvidia-ml-py (module pynvml) is not installed")
+    nvml_init(pynvml)
     try:
         facts = empty_facts("nvml")
         facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
@@ -168,10 +181,7 @@ def _gather_nvml():
     except pynvml.NVMLError as exc:
         raise InventoryError("NVML query failed: %s" % exc, "nvml")
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
+        nvml_shutdown(pynvml)
     facts["available"] = True
     facts["count"] = len(facts["gpus"])
     return facts

@@ -37,7 +37,8 @@ import re
 import tempfile
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import BackendUnavailable, InventoryError
+from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError
 
 _UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
 _POD = re.compile(r"(?:^|[/-])pod(%s)(?:\.slice)?(?:/|$)" % _UID)
@@ -98,14 +99,7 @@ def container_name(root, container_id, runtime=None):
 
 def read_gpus(pynvml):
     """Per GPU: index, uuid, total and used bytes, and its compute processes ``[(pid, bytes)]``."""
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError_LibraryNotFound:
-        raise BackendUnavailable("libnvidia-ml.so.1 (NVML, shipped with the NVIDIA driver) was not found")
-    except pynvml.NVMLError_DriverNotLoaded:
-        raise InventoryError("NVIDIA driver is not loaded (NVML: Driver Not Loaded)", "nvml")
-    except pynvml.NVMLError as exc:
-        raise InventoryError("NVML initialisation failed: %s" % exc, "nvml")
+    inventory.nvml_init(pynvml)
     gpus = []
     try:
         for index in range(pynvml.nvmlDeviceGetCount()):
@@ -119,10 +113,7 @@ def read_gpus(pynvml):
     except pynvml.NVMLError as exc:
         raise InventoryError("NVML query failed: %s" % exc, "nvml")
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
+        inventory.nvml_shutdown(pynvml)
     return gpus
 
 
