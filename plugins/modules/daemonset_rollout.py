@@ -265,17 +265,11 @@ msg:
   type: str
 """
 
-import copy
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _rollout as rollout
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher, failure
-from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher
 
 try:
     from kubernetes.client.api import apps_v1_api, core_v1_api
@@ -470,8 +464,7 @@ def verify(cluster, daemonset, pending, rows):
 
 
 def main():
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
-    argument_spec.update(
+    module = k8s_module(dict(
         namespace=dict(type="str", required=True),
         name=dict(type="str", required=True),
         nodes=dict(type="list", elements="str"),
@@ -494,23 +487,20 @@ def main():
         check_only=dict(type="bool", default=False),
         planned_template=dict(type="dict"),
         describe_container=dict(type="str"),
-    )
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec, supports_check_mode=True)
+    ))
     p = module.params
-    cluster = None
-    try:
+    made = []
+
+    def work():
         rollout.check_int("max_failed_nodes", p["max_failed_nodes"], 0)
         for field in ("pod_timeout", "resource_timeout", "observe_timeout", "crashloop_restarts"):
             rollout.check_int(field, p[field], 1)
         if p["log_check"]:
             rollout.check_pattern("log_check.pattern", p["log_check"]["pattern"], p["log_check"]["expect"])
-        cluster = Rollout(get_api_client(module=module).client.client, p, module.check_mode)
-        result = roll(cluster, p, module.check_mode)
-    except (GpuopsError, ApiException) as exc:
-        module.fail_json(api_calls=cluster.api_calls if cluster else 0, **failure(exc))
-    except CoreException as exc:
-        module.fail_from_exception(exc)
-    module.exit_json(**result)
+        made.append(Rollout(api_client(module), p, module.check_mode))
+        return roll(made[0], p, module.check_mode)
+
+    module.exit_json(**run(module, work, extra=lambda: {"api_calls": made[0].api_calls if made else 0}))
 
 
 def roll(cluster, p, check_mode):

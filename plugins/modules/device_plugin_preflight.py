@@ -124,16 +124,9 @@ msg:
   type: str
 """
 
-import copy
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _device_plugin as dp
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import failure
-from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
 
 try:
     from kubernetes.client.api import apps_v1_api, core_v1_api, custom_objects_api
@@ -160,8 +153,7 @@ def read_cluster(client, namespace, name):
 
 
 def main():
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
-    argument_spec.update(
+    module = k8s_module(dict(
         version=dict(type="str", required=True),
         image=dict(type="str", required=True),
         options=dict(type="dict", default={}),
@@ -172,20 +164,18 @@ def main():
         hosts_group=dict(type="str", default="gpu_nodes"),
         kubelet_facts=dict(type="dict"),
         take_over=dict(type="bool", default=False),
-    )
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec, supports_check_mode=True)
+    ))
     p = module.params
-    try:
+
+    def work():
         version = dp.parse_version(p["version"])
         settings = {"version": version.as_dict(), "image": dp.image_reference(p["image"], p["version"]),
                     "container": dp.container_config(version, p["options"]), "options": dp.normalize_options(p["options"])}
-        nodes, policies, daemonsets, existing = read_cluster(get_api_client(module=module).client.client, p["namespace"], p["name"])
-        result = dp.full_preflight(version, settings, nodes, p["node_selector"], p["kubelet_facts"] or {}, policies, daemonsets,
-                                   p["namespace"], p["name"], p["selector_labels"], existing, p["take_over"])
-    except (GpuopsError, ApiException) as exc:
-        module.fail_json(**failure(exc))
-    except CoreException as exc:
-        module.fail_from_exception(exc)
+        nodes, policies, daemonsets, existing = read_cluster(api_client(module), p["namespace"], p["name"])
+        return settings, dp.full_preflight(version, settings, nodes, p["node_selector"], p["kubelet_facts"] or {}, policies, daemonsets,
+                                           p["namespace"], p["name"], p["selector_labels"], existing, p["take_over"])
+
+    settings, result = run(module, work)
     for line in result["taken_over"]:
         module.warn("device_plugin_take_over: proceeding past %s" % line)
     module.exit_json(changed=False, settings=settings, **result)

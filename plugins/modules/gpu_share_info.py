@@ -163,20 +163,12 @@ msg:
   type: str
 """
 
-import copy
-
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_share as share
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import failure
-from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
 
 try:
     from kubernetes.client.api import core_v1_api
-    from kubernetes.client.exceptions import ApiException
 except ImportError:
     # AnsibleK8SModule reports a missing kubernetes library itself
     pass
@@ -192,19 +184,18 @@ def _truth(items):
 
 
 def main():
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
-    argument_spec.update(
+    module = k8s_module(dict(
         nodes=dict(type="list", elements="str"),
         details=dict(type="bool", default=False),
         label=dict(type="str", default="cgpu"),
         node_truth=dict(type="list", elements="dict"),
         hosts_group=dict(type="str", default="gpu_nodes"),
-    )
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec, supports_check_mode=True)
+    ))
     p = module.params
-    try:
+
+    def work():
         truth = _truth(p["node_truth"])
-        client = get_api_client(module=module).client.client
+        client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
         nodes = [client.sanitize_for_serialization(n) for n in api.list_node().items]
         pods = [client.sanitize_for_serialization(n) for n in api.list_pod_for_all_namespaces().items]
@@ -215,10 +206,9 @@ def main():
                 checked.append(node["name"])
                 item = truth[node["name"]]
                 findings.extend(share.cross_check(node["name"], node["pods"], item.get("gpus"), item.get("pod_device_entries")))
-    except (GpuopsError, ApiException) as exc:
-        module.fail_json(**failure(exc))
-    except CoreException as exc:
-        module.fail_from_exception(exc)
+        return report, findings, checked
+
+    report, findings, checked = run(module, work)
     table = share.details_table(report) if p["details"] else share.summary_table(report)
     cluster = report["cluster"]
     msg = "%d/%d GiB of shared GPU memory allocated (%d%%) on %d node%s" % (

@@ -126,18 +126,13 @@ msg:
   type: str
 """
 
-import copy
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_share as share
 from ansible_collections.gpuops.fleet.plugins.module_utils._checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher, failure
-from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher
 
 try:
     from kubernetes.client.api import core_v1_api
@@ -215,8 +210,7 @@ def _label(api, row, p):
 
 
 def main():
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
-    argument_spec.update(
+    module = k8s_module(dict(
         nodes=dict(type="dict"),
         hosts_group=dict(type="str", default="gpu_nodes"),
         sharing_group=dict(type="str", default="gpu_sharing"),
@@ -225,13 +219,13 @@ def main():
         false_value=dict(type="str", default="false"),
         drain=dict(type="bool", default=False),
         drain_timeout=dict(type="int", default=300),
-    )
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec, supports_check_mode=True)
+    ))
     p = module.params
-    try:
+
+    def work():
         share.check_mode_params(p["label"], p["true_value"], p["false_value"])
         desired = dict((name, as_bool("nodes.%s" % name, value)) for name, value in (p["nodes"] or {}).items())
-        client = get_api_client(module=module).client.client
+        client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
         nodes = [client.sanitize_for_serialization(n) for n in api.list_node().items]
         pods = [client.sanitize_for_serialization(x) for x in api.list_pod_for_all_namespaces().items]
@@ -244,10 +238,9 @@ def main():
             evicted = [pod for row in rows for pod in row["blocking_pods"]]
         elif any(r["change"] for r in rows):
             evicted = drain_and_switch(client, api, rows, dict((n["metadata"]["name"], n) for n in nodes), p)
-    except (GpuopsError, ApiException) as exc:
-        module.fail_json(**failure(exc))
-    except CoreException as exc:
-        module.fail_from_exception(exc)
+        return rows, evicted
+
+    rows, evicted = run(module, work)
     changes = [r for r in rows if r["change"]]
     switched = [{"node": r["node"], "retired": r["removes"]} for r in changes if r["removes"]]
     diff = {"before": "".join("%s: %s=%s\n" % (r["node"], p["label"], r["current"] if r["current"] is not None else "(unset)") for r in changes),

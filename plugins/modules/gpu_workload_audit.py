@@ -102,36 +102,28 @@ msg:
 import copy
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _workload_audit as audit
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import failure
-from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
 
 try:
     from kubernetes.client.api import core_v1_api
-    from kubernetes.client.exceptions import ApiException
 except ImportError:
     # AnsibleK8SModule reports a missing kubernetes library itself
     pass
 
 
 def main():
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
-    argument_spec.update(
+    module = k8s_module(dict(
         namespaces=dict(type="list", elements="str"),
         install_dir=dict(type="str", default="/home/kubernetes/bin/nvidia"),
         container_dir=dict(type="str", default="/usr/local/nvidia"),
         resource_prefixes=dict(type="list", elements="str", default=["nvidia.com/"]),
         ignore_pods_with_labels=dict(type="list", elements="dict", default=copy.deepcopy(audit.DEFAULT_IGNORE)),
-    )
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec, supports_check_mode=True)
+    ))
     p = module.params
-    try:
+
+    def work():
         audit.check_params(p["install_dir"], p["container_dir"], p["resource_prefixes"], p["ignore_pods_with_labels"])
-        client = get_api_client(module=module).client.client
+        client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
         listed = []
         if p["namespaces"]:
@@ -140,12 +132,9 @@ def main():
         else:
             listed = api.list_pod_for_all_namespaces().items
         pods = [client.sanitize_for_serialization(pod) for pod in listed]
-        result = audit.audit(pods, p["install_dir"], p["container_dir"], p["resource_prefixes"], p["ignore_pods_with_labels"])
-    except (GpuopsError, ApiException) as exc:
-        module.fail_json(**failure(exc))
-    except CoreException as exc:
-        module.fail_from_exception(exc)
-    module.exit_json(changed=False, **result)
+        return audit.audit(pods, p["install_dir"], p["container_dir"], p["resource_prefixes"], p["ignore_pods_with_labels"])
+
+    module.exit_json(changed=False, **run(module, work))
 
 
 if __name__ == "__main__":

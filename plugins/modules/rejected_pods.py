@@ -115,16 +115,9 @@ msg:
   type: str
 """
 
-import copy
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _rejected_pods as rejected
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import failure
-from ansible_collections.kubernetes.core.plugins.module_utils.ansiblemodule import AnsibleModule
-from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.core import AnsibleK8SModule
-from ansible_collections.kubernetes.core.plugins.module_utils.k8s.exceptions import CoreException
+from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
 
 try:
     from kubernetes.client.api import core_v1_api
@@ -136,17 +129,16 @@ except ImportError:
 
 
 def main():
-    argument_spec = copy.deepcopy(AUTH_ARG_SPEC)
-    argument_spec.update(
+    module = k8s_module(dict(
         nodes=dict(type="list", elements="str", required=True),
         reasons=dict(type="list", elements="str", default=list(rejected.DEFAULT_REASONS)),
         bare_pods=dict(type="str", default="report", choices=list(rejected.BARE_POD_ACTIONS)),
-    )
-    module = AnsibleK8SModule(module_class=AnsibleModule, argument_spec=argument_spec, supports_check_mode=True)
+    ))
     params = module.params
-    try:
+
+    def work():
         rejected.validate(params["nodes"], params["reasons"], params["bare_pods"])
-        api = core_v1_api.CoreV1Api(get_api_client(module=module).client.client)
+        api = core_v1_api.CoreV1Api(api_client(module))
         pods = []
         for node in sorted(set(params["nodes"])):
             listed = api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s,status.phase=Failed" % node)
@@ -166,10 +158,9 @@ def main():
                     row["action"] = "gone"
                     continue
                 deleted.append("%s/%s" % (row["namespace"], row["name"]))
-    except (GpuopsError, ApiException) as exc:
-        module.fail_json(**failure(exc))
-    except CoreException as exc:
-        module.fail_from_exception(exc)
+        return rows, deleted
+
+    rows, deleted = run(module, work)
     module.exit_json(**rejected.summary(rows, deleted, module.check_mode))
 
 

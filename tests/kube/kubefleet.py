@@ -212,8 +212,9 @@ class Fleet(object):
         pods = self.cluster.core.list_namespaced_pod(self.namespace, label_selector="name=nvidia-device-plugin-ds").items
         return sorted((p for p in pods if p.metadata.deletion_timestamp is None), key=lambda p: p.spec.node_name or "")  # unbound pods (nodeName unset) first
 
-    def install_old_plugin(self, image="nvidia/k8s-device-plugin:1.0.0-beta4"):
-        """A hand-made upstream-style DaemonSet (RollingUpdate, no --pass-device-specs), as in field report 002."""
+    def install_old_plugin(self, image="nvidia/k8s-device-plugin:1.0.0-beta4", affinity=None):
+        """A hand-made upstream-style DaemonSet (RollingUpdate, no --pass-device-specs), as in field report 002;
+        ``affinity`` (a pod affinity) keeps it off some nodes."""
         body = {
             "apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": self.namespace},
@@ -224,6 +225,8 @@ class Fleet(object):
                                            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                                            "containers": [{"name": "nvidia-device-plugin-ctr", "image": image}]}}},
         }
+        if affinity:
+            body["spec"]["template"]["spec"]["affinity"] = affinity
         self.cluster.apps.create_namespaced_daemon_set(self.namespace, body)
         self.wait(lambda: len([p for p in self.plugin_pods() if p.status.phase == "Running"]) == len(self.nodes)
                   and all(self.allocatable(n["name"]) == len(n["gpus"]) for n in self.nodes), "the old plugin on every node")

@@ -24,20 +24,10 @@ def sharing_vars(f, label, **extra):
     return values
 
 
-def install_nvidia_plugin(f, label):
-    """The NVIDIA device plugin as role device_plugin renders its affinity: never on label=true nodes."""
-    body = {
-        "apiVersion": "apps/v1", "kind": "DaemonSet",
-        "metadata": {"name": "nvidia-device-plugin-daemonset", "namespace": f.namespace},
-        "spec": {"selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}},
-                 "updateStrategy": {"type": "OnDelete"},
-                 "template": {"metadata": {"labels": {"name": "nvidia-device-plugin-ds"}},
-                              "spec": {"nodeSelector": f.label,
-                                       "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                                           {"matchExpressions": [{"key": label, "operator": "NotIn", "values": ["true"]}]}]}}},
-                                       "containers": [{"name": "nvidia-device-plugin-ctr", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"}]}}},
-    }
-    f.cluster.apps.create_namespaced_daemon_set(f.namespace, body)
+def not_sharing(label):
+    """The NVIDIA device plugin's affinity as role device_plugin renders it: never on label=true nodes."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": label, "operator": "NotIn", "values": ["true"]}]}]}}}
 
 
 def pods_of(f, selector):
@@ -71,9 +61,7 @@ def test_switch_both_ways_components_and_inspect_tables(fleet):
     ])
     a, b, c = (n["name"] for n in f.nodes)
     label = "gpuops.test/cgpu-%s" % f.prefix.strip("-")
-    install_nvidia_plugin(f, label)
-    f.wait(lambda: all(resources(f, n).get("nvidia.com/gpu") == len(x["gpus"]) for n, x in ((n["name"], n) for n in f.nodes)),
-           "the NVIDIA plugin on every node")
+    f.install_old_plugin("nvcr.io/nvidia/k8s-device-plugin:v0.17.1", affinity=not_sharing(label))
     # a training pod holds a whole GPU on a
     pod(f, "train-0", a, {"nvidia.com/gpu": "1"})
     f.wait(lambda: f.cluster.core.read_namespaced_pod("train-0", f.namespace).status.phase == "Running", "train-0 running")
