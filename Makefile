@@ -98,6 +98,6 @@ clean:
 # Molecule on real systemd (podman). Needs podman, runc, debootstrap (.ci/run installs them).
 SCENARIO ?= --all
 MOLECULE_ENV := CONTAINERS_CONF=$(CURDIR)/tests/molecule/containers.conf PATH=$(CURDIR)/$(BIN):$$PATH
-molecule: venv collection-link fakes ## Molecule scenarios: healthy, replaced_gpu, replaced_gpu_live, operator_driver, corrupt, no_driver
+molecule: venv collection-link fakes ## Molecule scenarios: healthy, replaced_gpu, replaced_gpu_live, operator_driver, corrupt, no_driver, metrics
 	$(MOLECULE_ENV) hack/molecule-image.sh
 	$(MOLECULE_ENV) $(BIN)/molecule test $(if $(filter --all,$(SCENARIO)),--all,-s $(SCENARIO))

@@ -243,7 +243,8 @@ def node_install(tmp_path_factory):
          "vars": {"checkpoint_guard_reconcile_now": False, "checkpoint_guard_sysroot": str(root), "checkpoint_guard_python": "/usr/bin/python3",
                   "checkpoint_guard_checkpoint_path": "%s/kubelet_internal_checkpoint" % root}},
         {"ansible.builtin.include_role": {"name": "gpuops.fleet.gpu_monitoring", "tasks_from": "node"},
-         "vars": {"gpu_monitoring_sysroot": str(root), "gpu_monitoring_node_name": "gpu-node-7"}}]}]))
+         "vars": {"gpu_monitoring_sysroot": str(root), "gpu_monitoring_node_name": "gpu-node-7",
+                  "gpu_monitoring_environment": {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}}}]}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_PYTHON_INTERPRETER=sys.executable)
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", str(play)],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
@@ -258,6 +259,7 @@ def test_the_metrics_timer_passes_systemd_analyze_and_runs_the_installed_command
     assert ("ExecStart=/usr/local/bin/gpuops metrics --textfile /var/lib/node_exporter/textfile_collector/gpuops.prom --node gpu-node-7"
             in service)
     assert "ReadWritePaths=/var/lib/node_exporter/textfile_collector" in service and "ProtectSystem=strict" in service
+    assert 'Environment="LD_LIBRARY_PATH=/usr/local/nvidia/lib64"' in service
     assert "OnUnitActiveSec=15s" in (units / "gpuops-metrics.timer").read_text()
     assert (node_install / "var/lib/node_exporter/textfile_collector").is_dir()
     # verify checks that ExecStart exists on this machine: point it at the sysroot's copy (the only edit)
