@@ -42,3 +42,25 @@ def as_bool(field, value):
     if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
         return value.strip().lower() in _TRUE
     raise ParameterError(field, "expected true or false, got %r" % (value,))
+
+
+# resource.Quantity suffixes (k8s.io/apimachinery/pkg/api/resource/suffix.go)
+_SUFFIX = {"": 1, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18,
+           "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
+_QUANTITY = re.compile(r"\A\s*(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<suffix>[KMGTPE]i|[kMGTPE]|m|)\s*\Z")
+
+
+def whole_quantity(value):
+    """A resource quantity as a whole number, rounded up as resource.Quantity.Value() does; 0 when absent or unreadable."""
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _QUANTITY.match(str(value))
+    if not match:
+        return 0
+    whole_part, dummy, frac = match.group("num").partition(".")
+    suffix = match.group("suffix")
+    numerator = (int(whole_part or "0") * 10 ** len(frac) + int(frac or "0")) * (1 if suffix == "m" else _SUFFIX[suffix])
+    denominator = 10 ** len(frac) * (1000 if suffix == "m" else 1)
+    return -(-numerator // denominator)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID, whole_quantity as whole
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 MEM = "aliyun.com/gpu-mem"
@@ -55,27 +55,6 @@ ANN_ASSIGNED = "ALIYUN_COM_GPU_MEM_ASSIGNED"
 ANN_ASSUME_TIME = "ALIYUN_COM_GPU_MEM_ASSUME_TIME"
 BUCKETS = ("assigned", "assumed", "pending", "unknown_gpu")
 _GPUSHARE_ID = re.compile(r"\A(?P<uuid>GPU-%s)-_-[0-9]+\Z" % UUID)
-
-# resource.Quantity suffixes (k8s.io/apimachinery/pkg/api/resource/suffix.go)
-_SUFFIX = {"": 1, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18,
-           "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60}
-_QUANTITY = re.compile(r"\A\s*(?P<num>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?P<suffix>[KMGTPE]i|[kMGTPE]|m|)\s*\Z")
-
-
-def whole(value):
-    """A resource quantity as a whole number, rounded up as resource.Quantity.Value() does; 0 when absent or unreadable."""
-    if value is None:
-        return 0
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    match = _QUANTITY.match(str(value))
-    if not match:
-        return 0
-    whole_part, dummy, frac = match.group("num").partition(".")
-    suffix = match.group("suffix")
-    numerator = (int(whole_part or "0") * 10 ** len(frac) + int(frac or "0")) * (1 if suffix == "m" else _SUFFIX[suffix])
-    denominator = 10 ** len(frac) * (1000 if suffix == "m" else 1)
-    return -(-numerator // denominator)
 
 
 def _meta(obj):

@@ -66,6 +66,11 @@ def entry_dict(entry):
     return out
 
 
+def entry_with_envs(entry):
+    """entry_dict plus ``alloc_envs``: the device plugin's envs from the entry's AllocResp (see _checkpoint.alloc_envs)."""
+    return dict(entry_dict(entry), alloc_envs=codec.alloc_envs(entry.alloc_resp))
+
+
 def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
     """Read-only report of a checkpoint file (the ``kubelet_checkpoint_info`` result)."""
     result = {
@@ -102,7 +107,7 @@ def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
         result["computed_checksum"] = cp.computed_checksum()
         result["boot_id"] = cp.boot_id or None
         result["registered_devices"] = dict((k, list(v or ())) for k, v in (cp.registered or {}).items())
-        result["pod_device_entries"] = [dict(entry_dict(e), alloc_envs=codec.alloc_envs(e.alloc_resp)) for e in cp.entries or ()]
+        result["pod_device_entries"] = [entry_with_envs(e) for e in cp.entries or ()]
     return result
 
 
@@ -387,7 +392,7 @@ def _decide(result, facts, available, reason, nf, decoded, options, check_mode, 
         result["registered_gpu_ids"] = the_plan.registered_ids
         result["pod_gpu_ids"] = the_plan.pod_ids
         if (cp.registered or {}).get(share.MEM):
-            entries = [dict(entry_dict(e), alloc_envs=codec.alloc_envs(e.alloc_resp)) for e in cp.entries or ()]
+            entries = [entry_with_envs(e) for e in cp.entries or ()]
             result["shared_memory"] = share.from_checkpoint(entries, cp.registered, facts.get("gpus"))
     if inventory.gpu_count == 0:
         if cp is None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import re
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID, is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UUID, is_int, whole_quantity
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError
 
 REVISION_LABEL = "controller-revision-hash"
@@ -233,18 +233,11 @@ def plan_lines(the_plan, container=None, check_mode=False):
 
 # -- checks -----------------------------------------------------------------------------------------
 
-def _quantity(value):
-    try:
-        return int(str(value))
-    except (TypeError, ValueError):
-        return 0
-
-
 def node_resource(node_obj, resource, before=None):
     """``resource`` allocatable vs capacity of a Node, against its capacity ``before`` the rollout."""
     status = _status(node_obj)
-    capacity = _quantity((status.get("capacity") or {}).get(resource))
-    allocatable = _quantity((status.get("allocatable") or {}).get(resource))
+    capacity = whole_quantity((status.get("capacity") or {}).get(resource))
+    allocatable = whole_quantity((status.get("allocatable") or {}).get(resource))
     ok = capacity > 0 and allocatable == capacity and (not before or capacity >= before)
     reason = None
     if not ok:
@@ -260,7 +253,7 @@ def node_resource(node_obj, resource, before=None):
 
 def capacity_before(nodes, resource):
     """node name -> capacity of ``resource`` now (0 when absent)."""
-    return dict((_meta(n).get("name"), _quantity((_status(n).get("capacity") or {}).get(resource))) for n in nodes or ())
+    return dict((_meta(n).get("name"), whole_quantity((_status(n).get("capacity") or {}).get(resource))) for n in nodes or ())
 
 
 def log_check(text, pattern, expect=None):

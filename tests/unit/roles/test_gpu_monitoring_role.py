@@ -19,6 +19,9 @@ import yaml
 
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 
+sys.path.insert(0, os.path.join(role_checks.ROOT, "tests", "prometheus"))
+import promrig  # noqa: E402  pylint: disable=import-error,wrong-import-position
+
 ROOT = role_checks.ROOT
 BIN = os.path.join(ROOT, ".venv", "bin")
 GIB = 1024 ** 3
@@ -26,16 +29,8 @@ PROMTOOL = shutil.which("promtool")
 
 
 def render(out_dir, **extra):
-    """tasks_from: render into ``out_dir`` through ansible-playbook (the role's own code path)."""
-    play = out_dir / "render.yml"
-    play.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
-        {"ansible.builtin.include_role": {"name": "gpuops.fleet.gpu_monitoring", "tasks_from": "render"}}]}]))
-    values = dict({"gpu_monitoring_render_dir": str(out_dir / "out"), "ansible_python_interpreter": sys.executable}, **extra)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps(values), str(play)],
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out_dir / "out"
+    """tasks_from: render into ``out_dir`` through ansible-playbook (the role's own code path; tests/prometheus' rig)."""
+    return promrig.render_role(out_dir, **extra)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_share as gs
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import whole_quantity
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
@@ -142,7 +143,7 @@ def test_nodes_with_different_gpu_counts_and_a_node_filter():
     ("4", 4), (4, 4), ("1k", 1000), ("1Ki", 1024), ("1.5", 2), ("500m", 1), ("0", 0), (None, 0), ("bogus", 0), ("1K", 0),
 ])
 def test_whole_rounds_quantities_up_as_kubernetes_does(value, expected):
-    assert gs.whole(value) == expected
+    assert whole_quantity(value) == expected
 
 
 def test_pod_gib_sums_containers_not_init_containers():
