@@ -11,9 +11,8 @@ API and keeps only ``nvidia.com/gpu``, ``nvidia.com/mig-*`` and configured NVIDI
 GPUs (``KubernetesVirtualGPUs``, ``toDeviceToSharingPods``) every container on the GPU gets a deep
 copy of the GPU's metric, i.e. the whole GPU's framebuffer figure. Neither says what ONE pod uses.
 
-So, per GPU, NVML's compute processes (``nvmlDeviceGetComputeRunningProcesses``; pynvml calls
-the versioned symbol ``nvmlDeviceGetComputeRunningProcesses_v3``) with the memory each uses, and
-per process its pod from ``/proc/<pid>/cgroup``:
+So, per GPU, NVML's compute processes with the memory each uses (``compute_processes``), and per
+process its pod from ``/proc/<pid>/cgroup``:
 
 * cgroup v2: one line ``0::<path>``; v1: ``<id>:<controllers>:<path>`` lines (the ``memory`` or
   ``name=systemd`` one names the container's cgroup).
@@ -97,6 +96,35 @@ def container_name(root, container_id, runtime=None):
     return None
 
 
+# NVML's compute-process call by symbol, newest first. pynvml's unversioned
+# nvmlDeviceGetComputeRunningProcesses is _v3 and, where the driver's library lacks that symbol,
+# raises NVMLLibraryMismatchError, which is not an NVMLError. _v3 came with driver 510 and some 535
+# builds dropped it again (NVML header history in XuehaiPan/nvitop#89); 440 and older lack _v2 too
+# (gpuopenanalytics/pynvml#43, NVIDIA/k8s-device-plugin#331). Both take pynvml's
+# c_nvmlProcessInfo_v2_t, so each is called through pynvml's own wrapper.
+PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2")
+
+
+def compute_processes(pynvml, handle):
+    """``[(pid, bytes)]`` of a GPU's compute processes, through the newest call this driver has.
+
+    Raises InventoryError when the driver has none of PROCESS_CALLS; NVML's other errors propagate.
+    """
+    for name in PROCESS_CALLS:
+        call = getattr(pynvml, name, None)
+        if call is None:  # an older nvidia-ml-py without this wrapper
+            continue
+        try:
+            procs = call(handle)
+        except pynvml.NVMLError_FunctionNotFound:
+            continue
+        return [(p.pid, p.usedGpuMemory) for p in procs if p.usedGpuMemory is not None]
+    raise InventoryError(
+        "this driver's NVML has none of %s, which per-process GPU memory needs (drivers 440 and older have neither): "
+        "upgrade the NVIDIA driver on this node" % ", ".join(PROCESS_CALLS), "nvml"
+    )
+
+
 def read_gpus(pynvml):
     """Per GPU: index, uuid, total and used bytes, and its compute processes ``[(pid, bytes)]``."""
     inventory.nvml_init(pynvml)
@@ -106,8 +134,7 @@ def read_gpus(pynvml):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             uuid = pynvml.nvmlDeviceGetUUID(handle)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
-            procs = [(p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-                     if p.usedGpuMemory is not None]
+            procs = compute_processes(pynvml, handle)
             gpus.append({"index": index, "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
                          "total": memory.total, "used": memory.used, "processes": procs})
     except pynvml.NVMLError as exc:

@@ -11,9 +11,12 @@
  *   uuid_error|<gpu index>|<code>     (nvmlDeviceGetUUID fails for that GPU)
  *   gpu|<uuid>|<name>|<bus id>|<memory MiB>|<minor>|<mig current>|<mig pending>   (mig -1: not supported)
  *   mig|<gpu index>|<slot>|<uuid>|<profile>|<gi>|<ci>|<memory MiB>
- *   proc|<gpu index>|<pid>|<used MiB>  (a compute process: nvmlDeviceGetComputeRunningProcesses_v3,
- *                                        and the GPU's used memory in nvmlDeviceGetMemoryInfo)
+ *   proc|<gpu index>|<pid>|<used MiB>  (a compute process: nvmlDeviceGetComputeRunningProcesses_v3
+ *                                        and _v2, and the GPU's used memory in nvmlDeviceGetMemoryInfo)
  * Build: gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o libnvidia-ml.so.1 fake_nvml.c
+ * Older drivers, by the symbols their library lacks (tests/fakes/fakenode.py DRIVERS):
+ *   -DFAKE_NVML_NO_PROCS_V3   no nvmlDeviceGetComputeRunningProcesses_v3 (drivers before 510)
+ *   -DFAKE_NVML_NO_PROCS_V2   no nvmlDeviceGetComputeRunningProcesses_v2 (440 and older, with the above)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,7 +166,7 @@ int nvmlDeviceGetMemoryInfo(dev_t_ *d, nvmlMemory_t *m) {
 
 /* As NVML: with *count too small (pynvml first passes 0 and NULL) it sets *count and returns
  * NVML_ERROR_INSUFFICIENT_SIZE (7); no process is success with *count 0. MIG instances: not supported (3). */
-int nvmlDeviceGetComputeRunningProcesses_v3(dev_t_ *d, unsigned *count, nvmlProcessInfo_t *infos) {
+__attribute__((unused)) static int compute_procs(dev_t_ *d, unsigned *count, nvmlProcessInfo_t *infos) {
     unsigned n = 0, k = 0; int i;
     CHECK_INIT(); CHECK_DEV(d);
     if (!count) return 2;
@@ -181,6 +184,14 @@ int nvmlDeviceGetComputeRunningProcesses_v3(dev_t_ *d, unsigned *count, nvmlProc
     *count = n;
     return 0;
 }
+
+#ifndef FAKE_NVML_NO_PROCS_V3
+int nvmlDeviceGetComputeRunningProcesses_v3(dev_t_ *d, unsigned *count, nvmlProcessInfo_t *infos) { return compute_procs(d, count, infos); }
+#endif
+#ifndef FAKE_NVML_NO_PROCS_V2
+/* same layout: pynvml's c_nvmlProcessInfo_v2_t */
+int nvmlDeviceGetComputeRunningProcesses_v2(dev_t_ *d, unsigned *count, nvmlProcessInfo_t *infos) { return compute_procs(d, count, infos); }
+#endif
 
 int nvmlDeviceGetMigMode(dev_t_ *d, unsigned *cur, unsigned *pend) {
     CHECK_INIT(); CHECK_DEV(d);

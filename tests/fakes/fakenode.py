@@ -19,13 +19,24 @@ T4 = "Tesla T4 (simulated)"
 A100 = "NVIDIA A100-SXM4-40GB (simulated)"
 
 
-def build_lib(out_dir):
-    """Compile libnvidia-ml.so.1 into ``out_dir`` (skipped when up to date); returns the directory."""
+# Older drivers' libraries, by the symbols they lack (see fake_nvml.c): build_lib(dir, DRIVERS[name])
+DRIVERS = {
+    "r470": ("FAKE_NVML_NO_PROCS_V3",),
+    "r440": ("FAKE_NVML_NO_PROCS_V3", "FAKE_NVML_NO_PROCS_V2"),
+}
+
+
+def build_lib(out_dir, defines=()):
+    """Compile libnvidia-ml.so.1 into ``out_dir`` (skipped when up to date); returns the directory.
+
+    ``defines``: preprocessor names of an older driver's library (DRIVERS); give each its own directory.
+    """
     os.makedirs(out_dir, exist_ok=True)
     lib = os.path.join(out_dir, "libnvidia-ml.so.1")
     if not os.path.exists(lib) or os.path.getmtime(lib) < os.path.getmtime(SOURCE):
         subprocess.check_call(
-            ["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1", "-o", lib + ".tmp", SOURCE]
+            ["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1"]
+            + ["-D%s" % name for name in defines] + ["-o", lib + ".tmp", SOURCE]
         )
         os.replace(lib + ".tmp", lib)
     # The fake CLIs run with this interpreter; written with a shebang at build time.

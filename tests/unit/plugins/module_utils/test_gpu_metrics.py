@@ -138,6 +138,41 @@ def test_metrics_without_a_driver_says_so_in_the_file(sysroot, fake_node, tmp_pa
     assert not [k for k in got if k.startswith("gpuops_pod_")]
 
 
+def older_driver(tmp_path, name, records):
+    """Environment of a node whose NVML library is an older driver's (fakenode.DRIVERS: symbols it lacks)."""
+    lib_dir = fakenode.build_lib(os.path.join(ROOT, "build", "fakes", name), fakenode.DRIVERS[name])
+    driver = {"r470": "470.256.02", "r440": "440.33.01"}[name]
+    return fakenode.environ(lib_dir, fakenode.write_config(str(tmp_path / "node.cfg"), records, driver=driver))
+
+
+def test_metrics_on_a_driver_without_the_v3_call_read_processes_through_v2(sysroot, tmp_path):
+    # pynvml's unversioned call is _v3 and raises NVMLLibraryMismatchError (not an NVMLError) on such a driver
+    env = older_driver(tmp_path, "r470", [fakenode.gpu(G0, mem_mib=16384), fakenode.proc(0, 4242, 3000), fakenode.proc(0, 900, 64)])
+    check = subprocess.run([sys.executable, "-c", "import pynvml; pynvml.nvmlInit(); h = pynvml.nvmlDeviceGetHandleByIndex(0)\n"
+                            "try:\n    pynvml.nvmlDeviceGetComputeRunningProcesses(h)\nexcept pynvml.NVMLLibraryMismatchError:\n    print('mismatch')"],
+                           env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert check.stdout.strip() == "mismatch", check  # the stand-in really is such a driver
+    textfile = tmp_path / "gpuops.prom"
+    rc, logs, err = run_metrics(env, sysroot, textfile, "--node", "old")
+    assert rc == 0 and err == "", (logs, err)
+    got = samples(textfile.read_text().replace(',node="old"', "").replace('{node="old"}', ""))
+    assert got['gpuops_pod_gpu_memory_used_bytes{container="app-3g-v1",gpu="0",pod_uid="%s",uuid="%s"}' % (UID_A, G0)] == 3000 * 1024 * 1024
+    assert got['gpuops_gpu_process_memory_unattributed_bytes{gpu="0",uuid="%s"}' % G0] == 64 * 1024 * 1024
+    assert got["gpuops_metrics_up"] == 1
+
+
+def test_metrics_on_a_driver_without_any_process_call_say_so_in_the_file_without_a_traceback(sysroot, tmp_path):
+    textfile = tmp_path / "gpuops.prom"
+    rc, logs, err = run_metrics(older_driver(tmp_path, "r440", [fakenode.gpu(G0), fakenode.proc(0, 4242, 3000)]), sysroot, textfile)
+    assert rc == 3 and err == "", (logs, err)
+    reason = logs[-1]["reason"]
+    assert logs[-1]["event"] == "metrics_inventory_unknown"
+    assert "nvmlDeviceGetComputeRunningProcesses_v3, nvmlDeviceGetComputeRunningProcesses_v2" in reason and "upgrade the NVIDIA driver" in reason
+    got = samples(textfile.read_text())
+    assert [value for key, value in got.items() if key.startswith("gpuops_metrics_up{")] == [0]
+    assert not [k for k in got if k.startswith("gpuops_pod_")]
+
+
 def test_metrics_write_failure_is_exit_6_and_leaves_no_temp_file(sysroot, fake_node, tmp_path):
     missing = tmp_path / "no-such-dir" / "gpuops.prom"
     rc, logs, err = run_metrics(fake_node([fakenode.gpu(G0)]), sysroot, missing)
