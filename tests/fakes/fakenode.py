@@ -8,6 +8,7 @@ pynvml) and the fake ``nvidia-smi``; the GPU names carry "(simulated)".
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -33,12 +34,23 @@ def build_lib(out_dir, defines=()):
     """
     os.makedirs(out_dir, exist_ok=True)
     lib = os.path.join(out_dir, "libnvidia-ml.so.1")
-    if not os.path.exists(lib) or os.path.getmtime(lib) < os.path.getmtime(SOURCE):
-        subprocess.check_call(
-            ["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1"]
-            + ["-D%s" % name for name in defines] + ["-o", lib + ".tmp", SOURCE]
-        )
+    command = (["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1"]
+               + ["-D%s" % name for name in defines] + ["-o", lib + ".tmp", SOURCE])
+    # up to date means built from this very source with these flags (a stamp beside the library), not
+    # "newer than the source": another checkout sharing build/ can have an older source with a newer mtime
+    with open(SOURCE, "rb") as handle:
+        digest = hashlib.sha256(handle.read() + b"\0" + " ".join(command).encode()).hexdigest()
+    stamp = lib + ".sha256"
+    try:
+        with open(stamp) as handle:
+            current = os.path.exists(lib) and handle.read() == digest
+    except OSError:
+        current = False
+    if not current:
+        subprocess.check_call(command)
         os.replace(lib + ".tmp", lib)
+        with open(stamp, "w") as handle:
+            handle.write(digest)
     # The fake CLIs run with this interpreter; written with a shebang at build time.
     for name, source in (("nvidia-smi", "fake_nvidia_smi.py"), ("systemctl", "fake_systemctl.py")):
         path = os.path.join(out_dir, name)
