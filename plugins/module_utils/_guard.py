@@ -120,7 +120,9 @@ def _kubelet(config, run):
         return None
     # --no-block start: gpuops.service is ordered before kubelet, so a blocking start
     # from inside it would wait for the guard itself to finish
-    return repair.Kubelet(config["kubelet_unit"], restart=config["restart_kubelet"], block_start=False, run=run)
+    return repair.Kubelet(
+        config["kubelet_unit"], restart=config["restart_kubelet"], block_start=False, run=run, rescue_seconds=config["kubelet_rescue_seconds"]
+    )
 
 
 def _restarted(result):
@@ -173,6 +175,10 @@ def check(config, log, report_only=False, run=systemd.run, sleep=time.sleep, now
         if event == "reconciled":  # kubelet is stopped: tell the repair before it starts again
             told.append(_story(log, facts, fields["result"], report_only))
             return
+        if event == "rescue_armed":
+            log.emit("info", event, "%s armed: starts %s within %ds should this run die while it is stopped"
+                     % (fields["rescue_unit"], fields["unit"], fields["rescue_seconds"]), **fields)
+            return
         level = "error" if event.endswith("failed") else "info"
         log.emit(level, event, "%s: %s" % (fields.get("unit"), event.split("_", 1)[1].replace("_", " ")), **fields)
 
@@ -198,6 +204,15 @@ def _story(log, facts, result, report_only):
     """Log what was found and done; returns the exit code."""
     status = result["status"]
     common = {"checkpoint_path": result["checkpoint_path"], "status": status}
+    if result.get("recovered"):
+        log.emit(
+            "warning",
+            "recovered",
+            "%s what a killed run left: %s" % ("would undo" if report_only else "undid",
+                                               ", ".join("%s %s" % (s["action"], s["path"]) for s in result["recovered"])),
+            steps=result["recovered"],
+            checkpoint_path=result["checkpoint_path"],
+        )
     if status == rec.STATE_INVENTORY_UNKNOWN:
         log.emit("error", "inventory_unknown", result["msg"], reason=facts.get("reason"), **common)
         return EXIT_INVENTORY_UNKNOWN

@@ -19,6 +19,7 @@ import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
+from ansible_collections.gpuops.fleet.plugins.module_utils import _repair as repair
 from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UNIT_NAME, as_bool, as_int, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
@@ -32,6 +33,8 @@ GUARD_DEFAULTS = {
     "driver_wait_seconds": 0,
     "restart_kubelet": True,
     "kubelet_unit": "kubelet.service",
+    # the bound on how long kubelet stays down when the run that stopped it is killed
+    "kubelet_rescue_seconds": repair.DEFAULT_RESCUE_SECONDS,
     # a containerized driver (GPU Operator): where its root is, the file its validator
     # writes once the driver works, and the late check that waits for it after kubelet
     "driver_root": None,
@@ -45,7 +48,7 @@ CONFIG_FIELDS = dict((k, rec.OPTION_DEFAULTS[k]) for k in RECONCILE_KEYS)
 CONFIG_FIELDS.update(GUARD_DEFAULTS)
 CONFIG_FIELDS["resources"] = list(CONFIG_FIELDS["resources"])
 
-INT_FIELDS = ("max_bytes", "driver_wait_seconds", "backup_keep", "lock_timeout", "late_wait_seconds")
+INT_FIELDS = ("max_bytes", "driver_wait_seconds", "backup_keep", "lock_timeout", "late_wait_seconds", "kubelet_rescue_seconds")
 BOOL_FIELDS = ("restart_kubelet", "late_check")
 OPTIONAL_PATHS = ("nvidia_smi", "driver_root", "driver_ready_file")
 
@@ -72,6 +75,8 @@ def _check_field(name, value):
         return "must be a whole number of seconds from 0 to 3600"
     if name == "driver_wait_seconds" and (not is_int(value) or not 0 <= value <= 600):
         return "must be a whole number of seconds from 0 to 600"
+    if name == "kubelet_rescue_seconds" and (not is_int(value) or not repair.RESCUE_SECONDS_RANGE[0] <= value <= repair.RESCUE_SECONDS_RANGE[1]):
+        return "must be a whole number of seconds from %d to %d" % repair.RESCUE_SECONDS_RANGE
     if name in BOOL_FIELDS and not isinstance(value, bool):
         return "must be true or false"
     return None

@@ -10,13 +10,28 @@
 * a backup is written like the checkpoint itself: a temp name in the backup
   directory, fsync, rename, directory fsync, mode 0600; on any failure the temp
   file is removed and nothing with a backup's name exists; old backups are rotated;
-* the change itself first *claims* the checkpoint: an atomic rename to a temp name
-  in its own directory, then a byte comparison with what was read. If kubelet wrote
-  a newer file in between, that file is put back (never over an even newer one)
-  and ChangedWhileWorkingError says nothing was changed or lost. Only then is the
-  backup written and the file removed or the new content linked into place
-  (``link`` does not replace a file kubelet may have written meanwhile);
-* every ``OSError`` becomes a NodeFileError naming errno, operation and path.
+* **a kill at any instant leaves the old file or the new one at the checkpoint's path,
+  never none.** The order of a change (each step an atomic filesystem operation):
+
+  replace: backup written and fsynced -> new content written and fsynced under a temp
+  name -> the checkpoint *claimed* as a hard link and compared with what was read ->
+  the new file swapped in (``renameat2(RENAME_EXCHANGE)``, else ``rename``) -> the
+  displaced file checked to be the claimed one -> temp names removed.
+
+  remove (the strategy's end state is no file): backup written -> the checkpoint
+  renamed to a claim name and compared -> the claim removed.
+
+  If kubelet wrote a newer file in between, that file is kept at the checkpoint's
+  path and ChangedWhileWorkingError says nothing was changed or lost;
+* ``recover`` runs first on every change, under the lock: a claim left by a killed
+  ``remove`` is put back when the checkpoint is missing (the run then redoes the
+  change), and every other ``gpuops-*`` temp file of this checkpoint is removed (a
+  claim whose bytes are neither the checkpoint's nor a backup's is saved as a backup
+  first). kubelet (1.20's ``removeContents``) deletes unknown files in its directory
+  when it starts, so a claim must never be the only copy there;
+* every ``OSError`` becomes a NodeFileError naming errno, operation and path;
+* ``failpoint(step)`` is where a test stops a run at an exact step boundary
+  (``GPUOPS_FAILPOINT=<step>`` in the environment: SIGKILL there; see ``STEPS``).
 
 This does its own atomic writes instead of ``AnsibleModule.atomic_move`` because the
 node-side ``gpuops`` command uses it without Ansible.
@@ -25,11 +40,13 @@ node-side ``gpuops`` command uses it without Ansible.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import hashlib
 import os
 import re
+import signal
 import stat
 import time
 
@@ -289,8 +306,74 @@ def rotate_backups(backup_dir, path, keep):
 
 
 # ---------------------------------------------------------------------------
+# Failpoints: where a test stops a run at an exact step boundary
+# ---------------------------------------------------------------------------
+
+# Every step boundary of a change, in order (the repair adds the kubelet ones).
+STEPS = (
+    "backup_written",  # the backup is durable; the checkpoint untouched
+    "new_written",  # replace: the new content is durable under a temp name
+    "claimed",  # the checkpoint is claimed (replace: a hard link; remove: renamed away) and compared
+    "swapped",  # replace: the new file is at the checkpoint's path, the old one under a temp name
+    "removed",  # remove: the claimed file is unlinked
+    "rescue_armed",  # repair: the kubelet rescue timer is armed, kubelet still runs
+    "kubelet_stopped",  # repair: kubelet is stopped, the checkpoint untouched
+    "reconciled",  # repair: the checkpoint is changed, kubelet still stopped
+)
+FAILPOINT_ENV = "GPUOPS_FAILPOINT"
+# tests in this process set a callable(step); the environment variable serves child processes
+STEP_HOOK = None
+
+
+def failpoint(step):
+    """Called at each step boundary: a no-op unless a test asked to stop here."""
+    if STEP_HOOK is not None:
+        STEP_HOOK(step)
+    elif os.environ.get(FAILPOINT_ENV) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# ---------------------------------------------------------------------------
 # Changing the checkpoint without racing kubelet
 # ---------------------------------------------------------------------------
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+_renameat2 = None
+
+
+def _exchange(a, b):
+    """Atomically swap the names ``a`` and ``b`` (Linux renameat2 RENAME_EXCHANGE, glibc 2.28+).
+
+    Returns False where the C library or the filesystem cannot (the caller then renames).
+    """
+    global _renameat2  # pylint: disable=global-statement
+    if _renameat2 is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)  # the C library python itself runs on
+            func = libc.renameat2
+            func.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+            func.restype = ctypes.c_int
+            _renameat2 = func
+        except (AttributeError, OSError, TypeError):
+            _renameat2 = False
+    if not _renameat2:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP)):
+        return False
+    raise OSError(err, os.strerror(err), a)
+
+
+def _same_file(st, path):
+    try:
+        other = os.lstat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (other.st_dev, other.st_ino)
+
 
 def _install_noclobber(src, dst):
     """Give ``src`` the name ``dst`` unless ``dst`` exists; True when installed."""
@@ -309,30 +392,43 @@ def _install_noclobber(src, dst):
     return True
 
 
-def _claim(original):
-    """Atomically take the checkpoint away under a temp name and make sure it is the file we read.
+def _holds(path, original):
+    """Whether ``path`` holds exactly the bytes that were read."""
+    try:
+        current = read(path, len(original.data))
+    except UnsafeFileError:
+        return False
+    return current is not None and current.data == original.data
 
-    Returns the temp path. When kubelet wrote a newer file since our read, that file
-    is put back and ChangedWhileWorkingError is raised: nothing changed, nothing lost.
+
+def _drop_backup(backup):
+    """A backup of bytes that were not changed after all (kubelet wrote first) is not kept."""
+    _unlink_quietly(backup)
+
+
+def _claim_link(original, backup):
+    """A hard link to the checkpoint under a temp name, checked to hold what was read; returns (claim, its stat).
+
+    The checkpoint's path keeps the file all along. When kubelet wrote a newer file since our
+    read, the link is dropped and ChangedWhileWorkingError raised: nothing changed, nothing lost.
     """
     path = original.path
     directory = os.path.dirname(path) or "."
-    claimed = _temp_name(directory, os.path.basename(path), "claim")
+    claim = _temp_name(directory, os.path.basename(path), "claim")
     try:
-        os.rename(path, claimed)
+        os.link(path, claim)
     except OSError as exc:
         if exc.errno == errno.ENOENT:
+            _drop_backup(backup)
             raise ChangedWhileWorkingError("%s disappeared while we worked (kubelet removed or replaced it); nothing was changed, run again" % path)
-        raise NodeFileError("moving aside", path, exc)
-    try:
-        current = read(claimed, len(original.data))
-        same = current is not None and current.data == original.data
-    except UnsafeFileError:
-        same = False
-    if not same:
-        _put_back(claimed, path)
-        raise ChangedWhileWorkingError("%s changed while we worked (kubelet wrote it): put back, nothing lost; run again" % path)
-    return claimed
+        if exc.errno not in _NO_HARDLINKS:
+            raise NodeFileError("linking", path, exc)
+        return None, None  # no hard links here: compare the path itself, then rename over it
+    if not _holds(claim, original):
+        _unlink_quietly(claim)
+        _drop_backup(backup)
+        raise ChangedWhileWorkingError("%s changed while we worked (kubelet wrote it): left as kubelet wrote it, nothing lost; run again" % path)
+    return claim, os.lstat(claim)
 
 
 def _put_back(claimed, path):
@@ -345,56 +441,172 @@ def _put_back(claimed, path):
         raise NodeFileError("putting back (the file is at %s)" % claimed, path, exc)
 
 
-def _backup_or_put_back(original, claimed, backup_dir, now):
-    try:
-        return write_backup(original, backup_dir, now)
-    except BaseException:
-        _put_back(claimed, original.path)
-        raise
-
-
 def remove(original, backup_dir, now=None):
-    """Move ``original.path`` aside: claim it, back it up, remove it. Returns the backup path."""
-    claimed = _claim(original)
-    backup = _backup_or_put_back(original, claimed, backup_dir, now)
+    """Move ``original.path`` aside: back it up, claim it (rename), remove it. Returns the backup path.
+
+    A kill after the claim leaves no file at the path and the claim beside it, with its
+    backup written: ``recover`` puts the claim back and the next run removes it again.
+    """
+    path = original.path
+    backup = write_backup(original, backup_dir, now)
+    failpoint("backup_written")
+    claimed = _temp_name(os.path.dirname(path) or ".", os.path.basename(path), "claim")
+    try:
+        os.rename(path, claimed)
+    except OSError as exc:
+        _drop_backup(backup)
+        if exc.errno == errno.ENOENT:
+            raise ChangedWhileWorkingError("%s disappeared while we worked (kubelet removed or replaced it); nothing was changed, run again" % path)
+        raise NodeFileError("moving aside", path, exc)
+    if not _holds(claimed, original):
+        _drop_backup(backup)
+        _put_back(claimed, path)
+        raise ChangedWhileWorkingError("%s changed while we worked (kubelet wrote it): put back, nothing lost; run again" % path)
+    failpoint("claimed")
     try:
         os.unlink(claimed)
-        _fsync_dir(os.path.dirname(original.path) or ".")
+        _fsync_dir(os.path.dirname(path) or ".")
     except OSError as exc:
         raise NodeFileError("removing", claimed, exc)
+    failpoint("removed")
     return backup
 
 
 def replace(original, data, backup_dir, now=None):
     """Replace ``original.path`` with ``data`` (mode and owner kept). Returns the backup path.
 
-    The new file is written and fsynced first, so a failure there changes nothing.
+    The checkpoint's path holds the old file or the new one at every instant: the backup and
+    the new file are durable before the checkpoint is touched, and the swap is one atomic call.
     """
-    directory = os.path.dirname(original.path) or "."
-    new = _temp_name(directory, os.path.basename(original.path), "new")
+    path = original.path
+    directory = os.path.dirname(path) or "."
+    backup = write_backup(original, backup_dir, now)
+    failpoint("backup_written")
+    new = _temp_name(directory, os.path.basename(path), "new")
+    claim = None
     try:
-        _write_new(new, data, original.st)
-    except OSError as exc:
-        _unlink_quietly(new)
-        raise NodeFileError("writing new checkpoint", new, exc)
-    try:
-        claimed = _claim(original)
-        backup = _backup_or_put_back(original, claimed, backup_dir, now)
         try:
-            installed = _install_noclobber(new, original.path)
+            _write_new(new, data, original.st)
+            ours = os.lstat(new)
         except OSError as exc:
-            _put_back(claimed, original.path)
-            raise NodeFileError("renaming the new checkpoint into place at", original.path, exc)
+            _drop_backup(backup)
+            raise NodeFileError("writing new checkpoint", new, exc)
+        failpoint("new_written")
+        claim, claimed = _claim_link(original, backup)
+        failpoint("claimed")
         try:
-            os.unlink(claimed)
+            if claim is not None and _exchange(new, path):
+                failpoint("swapped")
+                # ``new`` now names what was at the path: the claimed file, unless kubelet
+                # wrote between the claim and the swap (then its file must go back)
+                if not _same_file(claimed, new):
+                    _give_back_after_swap(new, path, ours, backup)
+            else:
+                if claim is None and not _holds(path, original):
+                    _drop_backup(backup)
+                    raise ChangedWhileWorkingError("%s changed while we worked (kubelet wrote it): left as kubelet wrote it, nothing lost; run again" % path)
+                os.rename(new, path)
+                failpoint("swapped")
             _fsync_dir(directory)
         except OSError as exc:
-            raise NodeFileError("removing", claimed, exc)
+            raise NodeFileError("swapping the new checkpoint into place at", path, exc)
     finally:
         _unlink_quietly(new)
-    if not installed:
-        raise ChangedWhileWorkingError(
-            "%s was written by kubelet while we worked: kept kubelet's file, nothing lost (the file we read is saved at %s); run again"
-            % (original.path, backup)
-        )
+        if claim is not None:
+            _unlink_quietly(claim)
     return backup
+
+
+def _give_back_after_swap(new, path, ours, backup):
+    """kubelet wrote between our claim and our swap: its file (now at ``new``) goes back to the path."""
+    _exchange(new, path)  # kubelet's file back at the path, ours (normally) at ``new``
+    if not _same_file(ours, new):
+        # kubelet wrote once more, over ours: that newest file is now at ``new``, swap it back in;
+        # the one left at ``new`` is kubelet's older write, which kubelet itself superseded
+        _exchange(new, path)
+    raise ChangedWhileWorkingError(
+        "%s was written by kubelet while we worked: kept kubelet's file, nothing lost (the file we read is saved at %s); run again" % (path, backup)
+    )
+
+
+# ---------------------------------------------------------------------------
+# Recovery from a run that was killed
+# ---------------------------------------------------------------------------
+
+def _temp_pattern(path, tags):
+    return re.compile(r"\A\.%s\.gpuops-(%s)-\d+-[0-9a-f]{8}\.tmp\Z" % (re.escape(os.path.basename(path)), "|".join(tags)))
+
+
+def _listdir(directory):
+    try:
+        return sorted(os.listdir(directory))
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return []
+        raise NodeFileError("listing", directory, exc)
+
+
+def _in_a_backup(data, path, backup_dir):
+    pattern = _backup_pattern(path)
+    for name in _listdir(backup_dir):
+        if pattern.match(name):
+            try:
+                kept = read(os.path.join(backup_dir, name), len(data))
+            except UnsafeFileError:
+                continue
+            if kept is not None and kept.data == data:
+                return True
+    return False
+
+
+def recover(path, backup_dir, dry_run=False, max_bytes=DEFAULT_MAX_BYTES, now=None):
+    """Undo what a killed run left; the caller holds the checkpoint's lock. Returns (steps, restore_from).
+
+    ``steps`` is a list of ``{"action": restored|removed|rescued, "path": ..., "backup_path": ...}``
+    (done, or with ``dry_run`` what would be done); ``restore_from`` is the claim that is (or
+    would be) put back at ``path``, else None. Only this checkpoint's ``gpuops-*`` temp files
+    are touched: the lock guarantees that no run of ours still owns them.
+    """
+    directory = os.path.dirname(path) or "."
+    steps = []
+    restore_from = None
+    claims, others = [], []
+    pattern = _temp_pattern(path, ("claim", "new"))
+    for name in _listdir(directory):
+        match = pattern.match(name)
+        if match:
+            (claims if match.group(1) == "claim" else others).append(os.path.join(directory, name))
+    try:
+        if claims and not os.path.lexists(path):
+            # the newest claim is the last state the checkpoint had (a run is killed once)
+            claims.sort(key=lambda p: os.lstat(p).st_mtime_ns)
+            restore_from = claims.pop()
+            steps.append({"action": "restored", "path": restore_from, "backup_path": None})
+            if not dry_run:
+                _put_back(restore_from, path)
+        current = read(path, max_bytes) if not dry_run or restore_from is None else read(restore_from, max_bytes)
+        for claim in claims:
+            step = {"action": "removed", "path": claim, "backup_path": None}
+            kept = read(claim, max_bytes)
+            if kept is not None and (current is None or kept.data != current.data) and not _in_a_backup(kept.data, path, backup_dir):
+                step["action"] = "rescued"  # bytes found nowhere else: saved before the temp name goes
+                if not dry_run:
+                    step["backup_path"] = write_backup(NodeFile(path, kept.data, kept.st), backup_dir, now)
+            steps.append(step)
+            if not dry_run:
+                os.unlink(claim)
+        for other in others:
+            steps.append({"action": "removed", "path": other, "backup_path": None})
+            if not dry_run:
+                os.unlink(other)
+        backup_temps = _temp_pattern(path, ("backup",))
+        for name in _listdir(backup_dir):
+            if backup_temps.match(name):
+                steps.append({"action": "removed", "path": os.path.join(backup_dir, name), "backup_path": None})
+                if not dry_run:
+                    os.unlink(os.path.join(backup_dir, name))
+        if steps and not dry_run:
+            _fsync_dir(directory)
+    except OSError as exc:
+        raise NodeFileError("recovering leftovers of a killed run beside", path, exc)
+    return steps, restore_from

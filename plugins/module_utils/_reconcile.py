@@ -316,6 +316,7 @@ def _base_result(path):
         "backups_removed": [],
         "strategy": None,
         "strategy_reason": None,
+        "recovered": [],
         "msg": "",
     }
 
@@ -348,7 +349,13 @@ def reconcile(facts, options, check_mode=False, diff=False, now=None, lock=True)
 
 def _reconcile(facts, options, available, reason, check_mode, diff, now):
     result = _base_result(options.checkpoint_path)
-    nf = nodefile.read(options.checkpoint_path, options.max_bytes)
+    # what a killed run left comes first (in check mode: what would be done, and the plan is
+    # made on the file that would be put back)
+    steps, restore_from = nodefile.recover(options.checkpoint_path, options.backup_dir, check_mode, options.max_bytes, now)
+    result["recovered"] = steps
+    nf = nodefile.read(restore_from if check_mode and restore_from else options.checkpoint_path, options.max_bytes)
+    if nf is not None and nf.path != options.checkpoint_path:
+        nf = nodefile.NodeFile(options.checkpoint_path, nf.data, nf.st)
     cp = new_cp = None
     if nf is None:
         result["status"] = STATE_MISSING
@@ -357,9 +364,21 @@ def _reconcile(facts, options, available, reason, check_mode, diff, now):
         decoded = codec.decode(nf.data)
         cp = decoded.checkpoint
         new_cp = _decide(result, facts, available, reason, nf, decoded, options, check_mode, now)
+    if steps:
+        result["changed"] = True
+        result["msg"] = "%s; %s" % (_recovery_msg(steps, check_mode), result["msg"])
     if diff:
         result["diff"] = _diff(result, nf, cp, new_cp)
     return result
+
+
+def _recovery_msg(steps, check_mode):
+    counts = {}
+    for step in steps:
+        counts[step["action"]] = counts.get(step["action"], 0) + 1
+    words = {"restored": "put back the checkpoint it had moved aside", "removed": "removed %d temp file(s)", "rescued": "saved %d temp file(s) as backups"}
+    parts = [words[a] if a == "restored" else words[a] % counts[a] for a in ("restored", "rescued", "removed") if a in counts]
+    return "%sa run that was killed left files behind: %s" % ("would recover: " if check_mode else "", ", ".join(parts))
 
 
 def _diff(result, nf, cp, new_cp):

@@ -13,7 +13,16 @@ come after that write. So on a node where kubelet runs, one call does, under the
 checkpoint's lock::
 
     plan (read-only) -> nothing to change: kubelet is never touched
-                     -> stop kubelet (wait for it) -> reconcile -> start kubelet (always)
+                     -> mark "kubelet stopped by us" -> arm the rescue timer -> stop kubelet
+                        -> reconcile -> start kubelet (always) -> disarm the rescue -> unmark
+
+A run killed while kubelet is stopped (SIGKILL, OOM, an Ansible timeout) cannot start it
+again itself. The rescue, a transient systemd timer armed before the stop
+(``_systemd.arm_rescue``), starts kubelet ``rescue_seconds`` after it was armed once the
+checkpoint's lock is free, i.e. at once when the run is dead and never before a live run
+has finished; the bound is ``rescue_seconds`` past the kill. The mark (a file beside the
+lock, under ``/run``: gone at reboot) tells the next run that a killed run left kubelet
+stopped: it repairs, then starts kubelet and disarms the rescue.
 
 Containers keep running while kubelet is stopped: the runtime owns them, and kubelet on
 its next start adopts running pods instead of admitting them again (kubernetes#123980;
@@ -22,6 +31,9 @@ the device manager skips allocation for running pods, kubernetes#118559 and its 
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
@@ -30,23 +42,33 @@ from ansible_collections.gpuops.fleet.plugins.module_utils import _systemd as sy
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import KubeletControlError, KubeletRunningError
 
 
+# kubelet is started again at most this long after a run that stopped it was killed
+DEFAULT_RESCUE_SECONDS = 60
+RESCUE_SECONDS_RANGE = (1, 3600)
+# what reconcile() does to the checkpoint itself (restoring a killed run's claim is recovery)
+ACTIONS = ("removed", "pruned")
+
+
 class Kubelet(object):
     """How to handle the kubelet unit around a repair.
 
     ``restart``: whether a running kubelet may be stopped and started again (else the
     repair is refused while it runs). ``block_start``: wait for the start job; the boot
     guard, ordered before kubelet, must only queue it (a blocking start would wait for
-    the guard itself).
+    the guard itself). ``rescue_seconds``: the rescue timer's delay, the bound on how long
+    kubelet stays down after this run is killed.
     """
 
-    __slots__ = ("unit", "restart", "block_start", "run", "clock")
+    __slots__ = ("unit", "restart", "block_start", "run", "clock", "rescue_seconds", "which")
 
-    def __init__(self, unit, restart=True, block_start=True, run=systemd.run, clock=time.monotonic):
+    def __init__(self, unit, restart=True, block_start=True, run=systemd.run, clock=time.monotonic, rescue_seconds=DEFAULT_RESCUE_SECONDS, which=shutil.which):
         self.unit = unit
         self.restart = restart
         self.block_start = block_start
         self.run = run
         self.clock = clock
+        self.rescue_seconds = rescue_seconds
+        self.which = which  # finds systemd-run, flock and sh for the rescue
 
 
 def _kubelet_result(unit, state=None):
@@ -59,6 +81,8 @@ def _kubelet_result(unit, state=None):
         "would_restart": False,
         "stop_seconds": None,
         "down_seconds": None,
+        "left_stopped_by_killed_run": False,
+        "rescue_seconds": None,
     }
 
 
@@ -82,7 +106,8 @@ def repair(facts, options, kubelet=None, check_mode=False, diff=False, now=None,
     if check_mode:
         result = rec.reconcile(facts, options, check_mode=True, diff=diff, now=now)
         result["kubelet"] = info = _kubelet_result(kubelet.unit)
-        if result["changed"]:  # as in a real run, kubelet is asked only when the file would change
+        info["left_stopped_by_killed_run"] = _read_mark(_mark_path(options)) is not None
+        if result["action"] in ACTIONS:  # as in a real run, kubelet is asked only when the file would change
             info["state_before"] = systemd.state(kubelet.unit, kubelet.run)
             info["would_restart"] = info["state_before"] in systemd.RUNNING_STATES
         return result
@@ -90,17 +115,79 @@ def repair(facts, options, kubelet=None, check_mode=False, diff=False, now=None,
         return _repair_locked(facts, options, kubelet, diff, now, notify)
 
 
+def _mark_path(options):
+    """The file that says "kubelet was stopped by a repair": beside the lock, under /run (gone at reboot)."""
+    return nodefile.lock_path(options.lock_dir, options.checkpoint_path)[: -len(".lock")] + ".kubelet-stopped"
+
+
+def _read_mark(path):
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(4096)
+    except (IOError, OSError):
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return {}
+
+
+def _write_mark(path, unit):
+    data = json.dumps({"unit": unit, "pid": os.getpid(), "time": time.time()}).encode("utf-8")
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(tmp, path)
+    except OSError as exc:
+        raise KubeletControlError("writing %s failed (%s): kubelet was not stopped and the checkpoint was left alone" % (path, exc))
+
+
+def _clear_mark(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _after_killed_run(kubelet, info, mark, notify):
+    """A run killed while kubelet was stopped left its mark: start kubelet if it is down, disarm the rescue."""
+    info["left_stopped_by_killed_run"] = True
+    if not systemd.is_active(kubelet.unit, kubelet.run):
+        ok, err = systemd.start(kubelet.unit, kubelet.run, block=kubelet.block_start)
+        notify("kubelet_started" if ok else "kubelet_start_failed", unit=kubelet.unit, error=err or None, after_killed_run=True)
+        if not ok:
+            raise KubeletControlError(
+                "an earlier run was killed while %s was stopped, and starting it failed (%s): start it by hand (systemctl start %s)"
+                % (kubelet.unit, err or "no message", kubelet.unit)
+            )
+        info["started"] = True
+    systemd.disarm_rescue(kubelet.unit, kubelet.run)
+    _clear_mark(mark)
+    return info["started"]
+
+
 def _repair_locked(facts, options, kubelet, diff, now, notify):
-    plan = rec.reconcile(facts, options, check_mode=True, diff=diff, now=now, lock=False)
     unit = kubelet.unit
     info = _kubelet_result(unit)
-    if not plan["changed"]:
-        plan["kubelet"] = info  # nothing to change: kubelet is not even asked
-        return plan
+    mark = _mark_path(options)
+    left = _read_mark(mark) is not None
+    plan = rec.reconcile(facts, options, check_mode=True, diff=diff, now=now, lock=False)
+    if plan["action"] not in ACTIONS:
+        # nothing to change in the checkpoint: kubelet is not even asked (a killed run's leftovers are still cleared)
+        result = rec.reconcile(facts, options, diff=diff, now=now, lock=False) if plan["recovered"] else plan
+        result["kubelet"] = info
+        if left and _after_killed_run(kubelet, info, mark, notify):
+            result["changed"] = True
+        return result
     info["state_before"] = systemd.state(unit, kubelet.run)
     if info["state_before"] not in systemd.RUNNING_STATES:
         result = rec.reconcile(facts, options, diff=diff, now=now, lock=False)
         result["kubelet"] = info
+        if left and _after_killed_run(kubelet, info, mark, notify):
+            result["changed"] = True
         return result
     if not kubelet.restart:
         _untouched(plan, info)
@@ -110,6 +197,21 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
             % (unit, info["state_before"]),
             plan,
         )
+    if left:
+        systemd.disarm_rescue(unit, kubelet.run)  # the killed run's timer, if it has not fired: this run takes over
+    _write_mark(mark, unit)
+    ok, err = systemd.arm_rescue(unit, kubelet.rescue_seconds, nodefile.lock_path(options.lock_dir, options.checkpoint_path), kubelet.run, kubelet.which)
+    if not ok:
+        _clear_mark(mark)
+        _untouched(plan, info)
+        raise KubeletControlError(
+            "arming the rescue timer that starts %s again if this run dies failed (%s): kubelet was not stopped and the "
+            "checkpoint was left alone; install systemd-run (systemd) or repair while kubelet is stopped" % (unit, err or "no message"),
+            plan,
+        )
+    info["rescue_seconds"] = kubelet.rescue_seconds
+    notify("rescue_armed", unit=unit, rescue_unit=systemd.rescue_unit(unit) + ".timer", rescue_seconds=kubelet.rescue_seconds)
+    nodefile.failpoint("rescue_armed")
     began = kubelet.clock()
     notify("kubelet_stopping", unit=unit, state=info["state_before"])
     ok, err = systemd.stop(unit, kubelet.run)
@@ -118,6 +220,8 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
         # a failed stop may still have stopped it: make sure it runs, then say so
         started, start_err = _start_if_down(kubelet)
         info["started"] = started
+        if start_err is None:
+            _disarm(kubelet, mark)
         _untouched(plan, info)
         raise KubeletControlError(
             "stopping %s failed (%s): the checkpoint was left alone%s"
@@ -126,28 +230,39 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
         )
     info["stopped"] = True
     notify("kubelet_stopped", unit=unit, stop_seconds=info["stop_seconds"])
+    nodefile.failpoint("kubelet_stopped")
     try:
         result = rec.reconcile(facts, options, diff=diff, now=now, lock=False)
+        nodefile.failpoint("reconciled")
     except BaseException as exc:
         ok, err = systemd.start(unit, kubelet.run, block=kubelet.block_start)
         info["started"] = ok
         notify("kubelet_started" if ok else "kubelet_start_failed", unit=unit, error=err or None)
         if not ok:
             raise KubeletControlError("%s; and starting %s again failed (%s): start it by hand" % (exc, unit, err or "no message"), None)
+        _disarm(kubelet, mark)
         raise
     result["kubelet"] = info
+    info["left_stopped_by_killed_run"] = left
     notify("reconciled", result=result)
     ok, err = systemd.start(unit, kubelet.run, block=kubelet.block_start)
     info["down_seconds"] = round(kubelet.clock() - began, 3)
     if not ok:
+        # the rescue stays armed: it tries once more, and the mark makes the next run try too
         notify("kubelet_start_failed", unit=unit, error=err or None)
         raise KubeletControlError(
             "%s, but starting %s again failed (%s): start it by hand (systemctl start %s)" % (result["msg"], unit, err or "no message", unit),
             result,
         )
+    _disarm(kubelet, mark)
     info["started"] = info["restarted"] = True
     notify("kubelet_started", unit=unit, down_seconds=info["down_seconds"], queued=not kubelet.block_start)
     return result
+
+
+def _disarm(kubelet, mark):
+    systemd.disarm_rescue(kubelet.unit, kubelet.run)
+    _clear_mark(mark)
 
 
 def _start_if_down(kubelet):

@@ -50,3 +50,71 @@ def start(unit, run=run, block=True):
     """Start the unit; ``block=False`` only queues the job (a unit ordered before it is running). Returns (ok, stderr)."""
     rc, dummy, err = run(["systemctl", "start"] + ([] if block else ["--no-block"]) + [unit])
     return rc == 0, err.strip()
+
+
+# ---------------------------------------------------------------------------
+# The kubelet rescue: kubelet runs again even when the run that stopped it dies
+# ---------------------------------------------------------------------------
+
+# How long a rescue that fired waits for a live run's lock before it starts kubelet anyway.
+RESCUE_LOCK_WAIT = 300
+_RESCUE_SCRIPT = 'flock -w "$1" "$2" true; exec "$3" start --no-block "$4"'
+_RESCUE_SCRIPT_NO_FLOCK = 'exec "$3" start --no-block "$4"'
+
+
+def rescue_unit(unit):
+    """The transient unit's base name for ``unit``: ``kubelet.service`` -> ``gpuops-rescue-kubelet``."""
+    base = unit.rsplit(".", 1)[0]
+    return "gpuops-rescue-" + "".join(c if c.isalnum() or c in "_.:-" else "-" for c in base)
+
+
+def _tool(name, which=shutil.which):
+    return which(name) or which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
+
+
+def arm_rescue(unit, seconds, lock_path, run=run, which=shutil.which):
+    """Arm a transient timer that starts ``unit`` ``seconds`` from now. Returns (ok, error).
+
+    The timer's service waits for the checkpoint's lock first (``flock``, at most
+    RESCUE_LOCK_WAIT seconds): while the run that armed it is alive it holds that lock
+    and starts kubelet itself, then disarms the timer; a run that was killed released
+    the lock with its last file descriptor, so kubelet is started at once. Arguments are
+    passed as argv, never through a shell line.
+    """
+    systemd_run = _tool("systemd-run", which)
+    if systemd_run is None:
+        return False, "systemd-run is not installed"
+    shell = _tool("sh", which) or "/bin/sh"
+    flock = _tool("flock", which)
+    systemctl = _tool("systemctl", which) or "systemctl"
+    argv = [
+        systemd_run,
+        "--unit=" + rescue_unit(unit),
+        "--on-active=%ds" % seconds,
+        "--timer-property=AccuracySec=1s",
+        "--description=gpuops: start %s if the checkpoint repair that stopped it died" % unit,
+        "--",
+        shell,
+        "-c",
+        _RESCUE_SCRIPT if flock else _RESCUE_SCRIPT_NO_FLOCK,
+        "gpuops-rescue",
+        str(RESCUE_LOCK_WAIT),
+        lock_path,
+        systemctl,
+        unit,
+    ]
+    rc, dummy, err = run(argv)
+    return rc == 0, err.strip()
+
+
+def rescue_armed(unit, run=run):
+    """Whether a rescue for ``unit`` is still armed or running (a run that armed it died)."""
+    name = rescue_unit(unit)
+    return state(name + ".timer", run) in RUNNING_STATES or state(name + ".service", run) in RUNNING_STATES
+
+
+def disarm_rescue(unit, run=run):
+    """Stop the rescue's timer and service (transient units then vanish); errors of units already gone are ignored."""
+    name = rescue_unit(unit)
+    for suffix in (".timer", ".service"):
+        run(["systemctl", "stop", name + suffix])

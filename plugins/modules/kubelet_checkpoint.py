@@ -22,9 +22,13 @@ description:
     otherwise, so a running pod's allocation is never thrown away.
   - A timestamped backup (mode C(0600)) is always written before the file is removed or rewritten, itself atomically
     (temp file, fsync, rename); old backups are rotated (O(backup_keep)). Rewrites are atomic and keep mode and owner.
-  - The change first renames the checkpoint to a temp name in its own directory and compares it with what was read;
-    if kubelet wrote a newer file in between, that file is put back and the task fails with "changed while we
-    worked", nothing lost. One run at a time holds a lock per checkpoint (O(lock_dir)).
+  - A kill at any instant (SIGKILL, OOM, power loss) leaves the old checkpoint or the new one, never none. The backup
+    and the new content are written and fsynced first, then the checkpoint is claimed under a temp name in its own
+    directory (a hard link), compared with what was read, and the new file swapped in with one atomic call
+    (C(renameat2) C(RENAME_EXCHANGE), else C(rename)). If kubelet wrote a newer file in between, kubelet's file is kept
+    and the task fails with "changed while we worked", nothing lost. Every run first puts back a checkpoint that a
+    killed run had moved aside and removes the temp files it left (RV(recovered)). One run at a time holds a lock per
+    checkpoint (O(lock_dir)).
   - Every filesystem error (disk full, read-only, permissions) fails the task with the errno, the operation and the
     path; the checkpoint is then untouched or replaced whole.
   - Nothing is changed when the GPU inventory is unknown (driver not loaded, NVML or C(nvidia-smi) error, or zero
@@ -32,7 +36,8 @@ description:
   - kubelet keeps its device state in memory and writes it over the file at its next allocation change, so a
     checkpoint must never be repaired under a running kubelet. When O(kubelet_unit) is running and the checkpoint
     must change, the module stops kubelet (and waits), reconciles, and starts kubelet again, all under the
-    checkpoint's lock; kubelet is started again even when the repair fails. Containers keep running while kubelet is
+    checkpoint's lock; kubelet is started again even when the repair fails, and by a timer armed before the stop
+    when the run itself is killed (O(kubelet_rescue_seconds)). Containers keep running while kubelet is
     stopped. A node where nothing changes is never touched, and kubelet is not even asked.
   - Restart kubelet on a few nodes at a time; the C(gpuops.fleet.site) playbook throttles with
     C(gpuops_kubelet_restart_batch).
@@ -127,6 +132,18 @@ options:
     type: bool
     version_added: 0.2.0
     default: true
+  kubelet_rescue_seconds:
+    description:
+      - Before a running O(kubelet_unit) is stopped, a transient systemd timer (C(systemd-run --on-active)) is armed
+        that starts kubelet this many seconds later, once this run's lock on the checkpoint is free. A run killed while
+        kubelet is stopped (SIGKILL, OOM, an Ansible timeout, a lost connection) leaves kubelet down at most this long;
+        a live run starts kubelet itself and disarms the timer, so the timer never starts kubelet under a repair.
+      - When the timer cannot be armed (no C(systemd-run)), kubelet is not stopped and the task fails, nothing changed.
+      - The next run finishes what a killed run left. It starts kubelet when that run had stopped it, and disarms the
+        timer. 1 to 3600.
+    type: int
+    version_added: 0.3.0
+    default: 60
   resources:
     description:
       - Device-plugin resource names (shell globs) whose IDs name GPUs. Other resources are left untouched.
@@ -289,7 +306,8 @@ kubelet:
     - C(unit) the unit (V(null) when kubelet is not looked at); C(state_before) its state when asked (V(null) when
       nothing had to change and kubelet was not asked); C(stopped), C(started), C(restarted) what was done;
       C(would_restart) in check mode; C(stop_seconds) the time to stop it and C(down_seconds) from the stop request to
-      the end of the start.
+      the end of the start; C(rescue_seconds) the rescue timer's delay when one was armed; C(left_stopped_by_killed_run)
+      when an earlier run was killed while kubelet was stopped (this run then started it).
   returned: always
   type: dict
   sample:
@@ -301,6 +319,22 @@ kubelet:
     would_restart: false
     stop_seconds: 0.41
     down_seconds: 0.52
+    rescue_seconds: 60
+    left_stopped_by_killed_run: false
+recovered:
+  description:
+    - What a run that was killed had left and this run undid, before anything else (in check mode, what it would
+      undo). C(action) is V(restored) (a checkpoint moved aside by a killed removal put back; the run then decides
+      again), V(removed) (a temp file), or V(rescued) (a temp file whose bytes were found nowhere else, saved to
+      C(backup_path) first).
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.3.0
+  sample:
+    - action: removed
+      path: /var/lib/kubelet/device-plugins/.kubelet_internal_checkpoint.gpuops-new-4242-0a1b2c3d.tmp
+      backup_path: null
 backups_removed:
   description: Older backups removed by the rotation (O(backup_keep)) after this change.
   returned: always
@@ -345,7 +379,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import (
     STRATEGIES,
     validate_options,
 )
-from ansible_collections.gpuops.fleet.plugins.module_utils._repair import Kubelet, repair
+from ansible_collections.gpuops.fleet.plugins.module_utils._repair import DEFAULT_RESCUE_SECONDS, RESCUE_SECONDS_RANGE, Kubelet, repair
 
 
 def _kubelet(module):
@@ -356,7 +390,10 @@ def _kubelet(module):
         module.fail_json(msg="kubelet_unit: %r is not a systemd unit name; use e.g. kubelet.service, or an empty string to leave kubelet alone" % unit)
     if module.get_bin_path("systemctl") is None:
         return None
-    return Kubelet(unit, restart=module.params["restart_kubelet"], run=module.run_command)
+    seconds = module.params["kubelet_rescue_seconds"]
+    if not RESCUE_SECONDS_RANGE[0] <= seconds <= RESCUE_SECONDS_RANGE[1]:
+        module.fail_json(msg="kubelet_rescue_seconds: %d must be from %d to %d seconds" % ((seconds,) + RESCUE_SECONDS_RANGE))
+    return Kubelet(unit, restart=module.params["restart_kubelet"], run=module.run_command, rescue_seconds=seconds)
 
 
 def main():
@@ -374,6 +411,7 @@ def main():
         lock_timeout=dict(type="int", default=DEFAULT_LOCK_TIMEOUT),
         kubelet_unit=dict(type="str", default="kubelet.service"),
         restart_kubelet=dict(type="bool", default=True),
+        kubelet_rescue_seconds=dict(type="int", default=DEFAULT_RESCUE_SECONDS),
     )
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params

@@ -58,6 +58,13 @@ def main(argv):
         return 0
     if verb == "stop":
         for unit in units:
+            pid_file = os.path.join(root, unit + ".pid")
+            if os.path.exists(pid_file):  # a service of the fake systemd-run: stopping it kills it
+                try:
+                    with open(pid_file) as handle:
+                        os.killpg(int(handle.read()), 15)
+                except (OSError, ValueError):
+                    pass
             if state(unit) in RUNNING:
                 set_state(unit, "inactive")
         return 0

@@ -266,3 +266,58 @@ def test_a_checkpoint_of_max_bytes_is_read_and_judged_one_byte_more_is_refused(n
         handle.write(b" ")
     with pytest.raises(UnsafeFileError, match="over the %d-byte limit" % limit):
         run(node)
+
+
+# --------------------------------------------------------------------------- what a killed run leaves
+
+
+def _leftover(node, tag, data):
+    path = os.path.join(os.path.dirname(node["path"]), ".kubelet_internal_checkpoint.gpuops-%s-4242-0a1b2c3d.tmp" % tag)
+    with open(path, "wb") as handle:
+        handle.write(data)
+    return path
+
+
+def test_a_claim_left_by_a_killed_removal_is_put_back_and_the_removal_redone(node):
+    # the state a removal killed between its claim and its unlink leaves: no checkpoint, the claim beside it
+    claim = _leftover(node, "claim", node["data"])
+    os.unlink(node["path"])
+    settings = {"checkpoint_path": node["path"], "backup_dir": node["backup_dir"], "lock_dir": node["lock_dir"], "strategy": "remove"}
+    planned = rc.reconcile(FACTS, rc.validate_options(**settings), check_mode=True)
+    assert [s["action"] for s in planned["recovered"]] == ["restored"] and planned["action"] == "removed"
+    assert not os.path.exists(node["path"]) and os.path.exists(claim), "check mode put nothing back"
+    result = run(node, "remove")
+    assert result["recovered"] == [{"action": "restored", "path": claim, "backup_path": None}]
+    assert result["action"] == "removed" and result["msg"].startswith("a run that was killed left files behind: put back the checkpoint")
+    assert os.listdir(os.path.dirname(node["path"])) == []
+
+
+def test_leftover_temp_files_are_removed_and_unique_bytes_rescued_first(node):
+    new = _leftover(node, "new", b"half of a new file")
+    same = _leftover(node, "claim", node["data"])
+    os.makedirs(node["backup_dir"], 0o700)
+    backup_tmp = os.path.join(node["backup_dir"], ".kubelet_internal_checkpoint.gpuops-backup-4242-0a1b2c3d.tmp")
+    with open(backup_tmp, "wb") as handle:
+        handle.write(b"partial")
+    steps, restore_from = nodefile.recover(node["path"], node["backup_dir"])
+    assert restore_from is None
+    assert sorted((s["action"], s["path"]) for s in steps) == sorted([("removed", same), ("removed", new), ("removed", backup_tmp)])
+    assert os.listdir(os.path.dirname(node["path"])) == ["kubelet_internal_checkpoint"] and os.listdir(node["backup_dir"]) == []
+    # a claim whose bytes are neither the checkpoint's nor any backup's is saved before it goes
+    unique = _leftover(node, "claim", b'{"Data":{},"Checksum":1}')
+    (step,), dummy = nodefile.recover(node["path"], node["backup_dir"])
+    assert step["action"] == "rescued" and step["path"] == unique
+    with open(step["backup_path"], "rb") as handle:
+        assert handle.read() == b'{"Data":{},"Checksum":1}'
+    assert os.listdir(os.path.dirname(node["path"])) == ["kubelet_internal_checkpoint"]
+
+
+def test_other_files_and_other_checkpoints_temp_files_are_not_touched(node):
+    plugins = os.path.dirname(node["path"])
+    keep = [os.path.join(plugins, n) for n in ("nvidia-gpu.sock", ".other_checkpoint.gpuops-new-1-0a1b2c3d.tmp", ".kubelet_internal_checkpoint.gpuops-new-x.tmp")]
+    for path in keep:
+        with open(path, "wb") as handle:
+            handle.write(b"x")
+    steps, dummy = nodefile.recover(node["path"], node["backup_dir"])
+    assert steps == [] and all(os.path.exists(p) for p in keep)
+    assert not run(node, "prune", backup_keep=0)["recovered"]

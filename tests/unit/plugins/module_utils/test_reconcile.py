@@ -229,16 +229,24 @@ NEWER = b'{"Data":{"PodDeviceEntries":null,"RegisteredDevices":{}},"Checksum":1}
 
 @pytest.mark.parametrize("strategy", ["remove", "prune"])
 def test_kubelet_write_just_before_the_claim_is_put_back_nothing_lost(sysroot, monkeypatch, strategy):
-    # The exact window: after the last look at the file, before our atomic rename of it.
+    # The exact window: after the last look at the file, before our claim of it (a rename for
+    # remove, a hard link for prune).
     write(sysroot["path"], STALE_CP)
+    real_link = os.link
 
     def rename(src, dst):
         if src == sysroot["path"]:
             kubelet_write(sysroot["path"], NEWER)
         return REAL_RENAME(src, dst)
 
+    def link(src, dst):
+        if src == sysroot["path"]:
+            kubelet_write(sysroot["path"], NEWER)
+        return real_link(src, dst)
+
     monkeypatch.setattr(nodefile.os, "rename", rename)
-    with pytest.raises(ChangedWhileWorkingError, match="changed while we worked .*put back, nothing lost"):
+    monkeypatch.setattr(nodefile.os, "link", link)
+    with pytest.raises(ChangedWhileWorkingError, match="changed while we worked .*(put back|left as kubelet wrote it), nothing lost"):
         run(sysroot, strategy=strategy)
     monkeypatch.undo()
     with open(sysroot["path"], "rb") as handle:
@@ -248,16 +256,34 @@ def test_kubelet_write_just_before_the_claim_is_put_back_nothing_lost(sysroot, m
 
 
 @pytest.mark.parametrize("strategy", ["remove", "prune"])
+def test_kubelet_write_after_the_backup_before_the_claim_changes_nothing(sysroot, monkeypatch, strategy):
+    # the backup is written first now: a kubelet write right after it is found at the claim
+    write(sysroot["path"], STALE_CP)
+
+    def hook(step):
+        if step == "backup_written":
+            kubelet_write(sysroot["path"], NEWER)
+
+    monkeypatch.setattr(nodefile, "STEP_HOOK", hook)
+    with pytest.raises(ChangedWhileWorkingError, match="changed while we worked .*nothing lost"):
+        run(sysroot, strategy=strategy)
+    with open(sysroot["path"], "rb") as handle:
+        assert handle.read() == NEWER
+    assert sorted(os.listdir(os.path.dirname(sysroot["path"]))) == ["kubelet_internal_checkpoint"]
+    assert os.listdir(sysroot["backup_dir"]) == [], "a backup of bytes that were not changed is not kept"
+
+
+@pytest.mark.parametrize("strategy", ["remove", "prune"])
 def test_kubelet_write_after_the_claim_wins_and_our_backup_holds_what_we_read(sysroot, monkeypatch, strategy):
+    # the narrowest window: the file is claimed and compared, the swap (prune) or the unlink
+    # (remove) comes next; RENAME_EXCHANGE hands kubelet's file back to it
     original = write(sysroot["path"], STALE_CP)
-    real_backup = nodefile.write_backup
 
-    def backup_then_kubelet_writes(nf, backup_dir, now=None):
-        path = real_backup(nf, backup_dir, now)
-        kubelet_write(nf.path, NEWER)
-        return path
+    def hook(step):
+        if step == "claimed":
+            kubelet_write(sysroot["path"], NEWER)
 
-    monkeypatch.setattr(nodefile, "write_backup", backup_then_kubelet_writes)
+    monkeypatch.setattr(nodefile, "STEP_HOOK", hook)
     if strategy == "prune":
         with pytest.raises(ChangedWhileWorkingError, match="written by kubelet while we worked: kept kubelet's file, nothing lost"):
             run(sysroot, strategy=strategy)
@@ -270,6 +296,47 @@ def test_kubelet_write_after_the_claim_wins_and_our_backup_holds_what_we_read(sy
     (backup,) = os.listdir(sysroot["backup_dir"])
     with open(os.path.join(sysroot["backup_dir"], backup), "rb") as handle:
         assert handle.read() == original
+
+
+def test_kubelet_writing_twice_during_the_swap_keeps_its_newest_file(sysroot, monkeypatch):
+    write(sysroot["path"], STALE_CP)
+    newest = NEWER.replace(b"1}", b"2}")
+
+    def hook(step):
+        if step == "claimed":
+            kubelet_write(sysroot["path"], NEWER)
+        elif step == "swapped":
+            kubelet_write(sysroot["path"], newest)  # over our swapped-in file
+
+    monkeypatch.setattr(nodefile, "STEP_HOOK", hook)
+    with pytest.raises(ChangedWhileWorkingError, match="kept kubelet's file"):
+        run(sysroot, strategy="prune")
+    with open(sysroot["path"], "rb") as handle:
+        assert handle.read() == newest
+    assert sorted(os.listdir(os.path.dirname(sysroot["path"]))) == ["kubelet_internal_checkpoint"]
+
+
+def test_without_rename_exchange_the_swap_is_a_rename(sysroot, monkeypatch):
+    # a C library or filesystem without renameat2(RENAME_EXCHANGE): the claim-and-compare
+    # still guards the change, the swap is a plain atomic rename
+    write(sysroot["path"], STALE_CP)
+    monkeypatch.setattr(nodefile, "_exchange", lambda a, b: False)
+    result = run(sysroot, strategy="prune")
+    assert result["action"] == "pruned"
+    with open(sysroot["path"], "rb") as handle:
+        assert codec.decode(handle.read()).valid
+    assert sorted(os.listdir(os.path.dirname(sysroot["path"]))) == ["kubelet_internal_checkpoint"]
+
+
+def test_rename_exchange_is_used_here(sysroot):
+    # this machine's glibc and filesystem swap atomically: the tests above exercise that path
+    a, b = os.path.join(os.path.dirname(sysroot["path"]), "a"), os.path.join(os.path.dirname(sysroot["path"]), "b")
+    for name, text in ((a, b"A"), (b, b"B")):
+        with open(name, "wb") as handle:
+            handle.write(text)
+    assert nodefile._exchange(a, b)
+    with open(a, "rb") as handle:
+        assert handle.read() == b"B"
 
 
 @pytest.mark.parametrize(

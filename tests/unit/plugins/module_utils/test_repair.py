@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
+import subprocess
+import time
 
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils import _guard as guard
+from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rc
 from ansible_collections.gpuops.fleet.plugins.module_utils import _repair as repair
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import KubeletControlError, KubeletRunningError, NodeFileError
@@ -42,6 +47,8 @@ class FakeKubelet(object):
         self.state = state
         self.fail = set(fail)
         self.calls = []
+        self.rescue_calls = []
+        self.rescue_state = "inactive"
         self.memory = self._read() if state == "active" else None
         self.clock_value = 0.0
 
@@ -54,6 +61,8 @@ class FakeKubelet(object):
         return self.clock_value
 
     def __call__(self, argv):
+        if argv[0].endswith("systemd-run") or any(a.startswith("gpuops-rescue-") for a in argv[1:]):
+            return self.rescue(argv)
         self.calls.append(argv[1:])
         if self.state == "active":
             with open(self.path, "wb") as handle:
@@ -69,6 +78,24 @@ class FakeKubelet(object):
             self.state, self.memory = "active", self._read()
         return 0, "", ""
 
+    def rescue(self, argv):
+        """The rescue timer's calls (systemd-run, and systemctl on gpuops-rescue-*), kept apart from kubelet's."""
+        self.rescue_calls.append(argv)
+        if argv[0].endswith("systemd-run"):
+            if "systemd-run" in self.fail:
+                return 1, "", "Failed to start transient timer unit"
+            self.rescue_state = "active"
+            return 0, "", ""
+        if argv[1] == "stop":
+            self.rescue_state = "inactive"
+            return 0, "", ""
+        return (0 if self.rescue_state == "active" else 3), self.rescue_state + "\n", ""
+
+
+def which(name, path=None):
+    """The node's tools as the rescue looks them up (this machine's own are not used)."""
+    return "/usr/bin/" + name
+
 
 @pytest.fixture()
 def node(tmp_path):
@@ -80,7 +107,7 @@ def node(tmp_path):
     def make(cp=MIXED, state="active", fail=(), restart=True):
         path.write_bytes(codec.encode(cp)[0])
         fake = FakeKubelet(str(path), state, fail)
-        kubelet = repair.Kubelet("kubelet.service", restart=restart, run=fake, clock=fake.clock)
+        kubelet = repair.Kubelet("kubelet.service", restart=restart, run=fake, clock=fake.clock, which=which)
         return fake, kubelet
 
     make.path = path
@@ -99,7 +126,18 @@ def test_running_kubelet_is_stopped_the_file_pruned_then_kubelet_started(node):
     events = []
     result = repair.repair(FACTS, node.options, kubelet, notify=lambda event, **f: events.append(event))
     assert fake.calls == [["is-active", "kubelet.service"], ["stop", "kubelet.service"], ["start", "kubelet.service"]]
-    assert events == ["kubelet_stopping", "kubelet_stopped", "reconciled", "kubelet_started"]
+    assert events == ["rescue_armed", "kubelet_stopping", "kubelet_stopped", "reconciled", "kubelet_started"]
+    # the rescue: armed before the stop, waiting for this run's lock, then disarmed after our own start
+    armed, stop_timer, stop_service = fake.rescue_calls
+    assert armed == [
+        "/usr/bin/systemd-run", "--unit=gpuops-rescue-kubelet", "--on-active=60s", "--timer-property=AccuracySec=1s",
+        "--description=gpuops: start kubelet.service if the checkpoint repair that stopped it died", "--",
+        "/usr/bin/sh", "-c", 'flock -w "$1" "$2" true; exec "$3" start --no-block "$4"', "gpuops-rescue",
+        "300", nodefile.lock_path(node.options.lock_dir, node.options.checkpoint_path), "/usr/bin/systemctl", "kubelet.service",
+    ]
+    assert (stop_timer, stop_service) == (["systemctl", "stop", "gpuops-rescue-kubelet.timer"], ["systemctl", "stop", "gpuops-rescue-kubelet.service"])
+    assert fake.rescue_state == "inactive" and result["kubelet"]["rescue_seconds"] == 60
+    assert not os.path.exists(repair._mark_path(node.options))
     assert (result["action"], result["strategy"]) == ("pruned", "prune")
     assert result["kubelet"]["restarted"] and result["kubelet"]["state_before"] == "active"
     assert result["kubelet"]["down_seconds"] == 1.0 and result["kubelet"]["stop_seconds"] == 0.5
@@ -107,6 +145,71 @@ def test_running_kubelet_is_stopped_the_file_pruned_then_kubelet_started(node):
     # and the restarted kubelet read the repaired file
     assert entries(node.path) == [("valid-pod", {0: [NEW]}, b"keep-env")]
     assert fake.state == "active" and codec.decode(fake.memory).checkpoint.registered == {"nvidia.com/gpu": [NEW]}
+
+
+def test_no_rescue_no_stop_kubelet_and_the_file_untouched(node):
+    # without a way to start kubelet again should this run die, kubelet is not stopped at all
+    fake, kubelet = node(fail=["systemd-run"])
+    before = node.path.read_bytes()
+    with pytest.raises(KubeletControlError, match="arming the rescue timer .* failed .*kubelet was not stopped and the checkpoint was left alone"):
+        repair.repair(FACTS, node.options, kubelet)
+    assert fake.calls == [["is-active", "kubelet.service"]] and fake.state == "active"
+    assert node.path.read_bytes() == before and not os.path.exists(repair._mark_path(node.options))
+
+
+def test_a_rescue_that_fires_while_the_run_lives_waits_for_its_lock(tmp_path):
+    # the real flock(1) against the run's own lock: the rescue's command does not get past
+    # it while the run holds the lock, and goes on at once when the lock is free
+    lock_dir, checkpoint = str(tmp_path / "run"), str(tmp_path / "cp")
+    argv = _rescue_argv(lock_dir, checkpoint)
+    shell_part = argv[argv.index("--") + 1:]
+    shell_part[-2] = "echo"  # "systemctl" -> echo: prints "start --no-block kubelet.service"
+    with nodefile.run_lock(lock_dir, checkpoint):
+        proc = subprocess.Popen(shell_part, stdout=subprocess.PIPE, text=True)
+        time.sleep(1.0)
+        assert proc.poll() is None, "the rescue went on while the run held its lock"
+    out, dummy = proc.communicate(timeout=10)
+    assert out.strip() == "start --no-block kubelet.service"
+
+
+def _rescue_argv(lock_dir, checkpoint):
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, "", ""
+
+    ok, dummy = repair.systemd.arm_rescue("kubelet.service", 5, nodefile.lock_path(lock_dir, checkpoint), run, shutil.which)
+    assert ok
+    return calls[0]
+
+
+def test_the_next_run_starts_kubelet_that_a_killed_run_left_stopped(node):
+    # what a run killed after stopping kubelet leaves: its mark, its armed rescue, kubelet down
+    fake, kubelet = node(state="inactive")
+    os.makedirs(node.options.lock_dir, exist_ok=True)
+    repair._write_mark(repair._mark_path(node.options), "kubelet.service")
+    fake.rescue_state = "active"
+    events = []
+    result = repair.repair(FACTS, node.options, kubelet, notify=lambda event, **f: events.append(event))
+    assert result["action"] == "pruned" and result["kubelet"]["left_stopped_by_killed_run"]
+    assert fake.state == "active" and result["kubelet"]["started"], "kubelet runs again, after the repair"
+    assert fake.calls[-1] == ["start", "kubelet.service"] and events == ["kubelet_started"]
+    assert fake.rescue_state == "inactive" and not os.path.exists(repair._mark_path(node.options))
+    # nothing left to finish: the third run asks nobody
+    fake.calls[:] = []
+    again = repair.repair(FACTS, node.options, kubelet)
+    assert not again["changed"] and fake.calls == [] and not again["kubelet"]["left_stopped_by_killed_run"]
+
+
+def test_a_killed_run_on_a_healthy_checkpoint_still_gets_kubelet_started(node):
+    fake, kubelet = node(UP_TO_DATE, state="inactive")
+    os.makedirs(node.options.lock_dir, exist_ok=True)
+    repair._write_mark(repair._mark_path(node.options), "kubelet.service")
+    result = repair.repair(FACTS, node.options, kubelet)
+    # the checkpoint needs nothing, but starting kubelet is a change
+    assert result["action"] == "none" and result["changed"] and result["kubelet"]["started"] and fake.state == "active"
+    assert not os.path.exists(repair._mark_path(node.options))
 
 
 def test_the_old_order_loses_the_repair_to_a_running_kubelet(node):
