@@ -16,14 +16,24 @@ process its pod from ``/proc/<pid>/cgroup``:
 
 * cgroup v2: one line ``0::<path>``; v1: ``<id>:<controllers>:<path>`` lines (the ``memory`` or
   ``name=systemd`` one names the container's cgroup).
-* kubelet's cgroup driver ``systemd``: ``.../kubepods-<qos>-pod<uid with _>.slice/cri-containerd-<id>.scope``
-  (containerd) or ``.../crio-<id>.scope`` (CRI-O); ``cgroupfs``: ``/kubepods/<qos>/pod<uid>/<id>``
-  (Guaranteed pods have no QoS level).
+* Only kubelet's own pod hierarchy counts, from the cgroup root: cgroup driver ``systemd``
+  ``/kubepods.slice[/kubepods-<qos>.slice]/kubepods[-<qos>]-pod<uid with _>.slice/<container>``,
+  with ``cri-containerd-<id>.scope`` (containerd), ``crio-<id>.scope`` (CRI-O) or
+  ``docker-<id>.scope``; driver ``cgroupfs`` ``/kubepods[/<qos>]/pod<uid>/<id>`` (Guaranteed pods
+  have no QoS level; kubelet's ``pkg/kubelet/cm/cgroup_manager_linux.go`` and ``qos_container_manager_linux.go``).
+  A ``pod<uid>`` segment anywhere else (a user's systemd slice, a nested container) is
+  anyone's to create and is never taken for a pod: such processes stay unattributed. A
+  process in a sub-cgroup of its container (``.../cri-containerd-<id>.scope/init.scope``)
+  keeps its container.
 * The container's name is in its OCI bundle's ``config.json`` annotations, where the runtime
   keeps it: containerd ``/run/containerd/io.containerd.runtime.v2.task/k8s.io/<id>/config.json``
   (``io.kubernetes.cri.container-name``), CRI-O
   ``/run/containers/storage/overlay-containers/<id>/userdata/config.json``
-  (``io.kubernetes.container.name``). When it cannot be read, the container ID stands in.
+  (``io.kubernetes.container.name``). When no bundle exists, the container ID stands in.
+* Everything read per process is untrusted: a ``/proc/<pid>/cgroup`` that is not UTF-8, a
+  bundle that is not a JSON object, annotations that are not one, a name that is not a
+  Kubernetes container name (a DNS-1123 label) leave that process unattributed; nothing a
+  pod writes can end the run or add a series. Only NVML failing sets ``gpuops_metrics_up 0``.
 
 The result is a node_exporter textfile-collector file, written atomically.
 """
@@ -40,12 +50,25 @@ from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError
 
 _UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
-_POD = re.compile(r"(?:^|[/-])pod(%s)(?:\.slice)?(?:/|$)" % _UID)
-_CONTAINER = re.compile(r"/(?:(cri-containerd|crio|docker)-)?([0-9a-f]{64})(?:\.scope)?$")
+_ID = r"[0-9a-f]{64}"
+# kubelet's pod cgroups from the hierarchy's root, per cgroup driver; group "rest" is the container's
+# own cgroup and anything below it (a sub-cgroup such as init.scope)
+_KUBEPODS = (
+    re.compile(
+        r"\A/kubepods\.slice(?:/kubepods-(?P<qos>besteffort|burstable)\.slice)?"
+        r"/kubepods(?:-(?P=qos))?-pod(?P<uid>%s)\.slice(?:/(?P<rest>.*))?\Z" % _UID
+    ),
+    re.compile(r"\A/kubepods(?:/(?:besteffort|burstable))?/pod(?P<uid>%s)(?:/(?P<rest>.*))?\Z" % _UID),
+)
+_CONTAINER = re.compile(r"\A(?:(?P<runtime>cri-containerd|crio|docker)-)?(?P<id>%s)(?:\.scope)?\Z" % _ID)
+_RUNTIMES = {"cri-containerd": "containerd", "crio": "cri-o", "docker": "docker"}
+# a Kubernetes container name is a DNS-1123 label (k8s.io/apimachinery validation.IsDNS1123Label)
+_CONTAINER_NAME = re.compile(r"\A[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
 BUNDLES = (
     ("containerd", "run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json", "io.kubernetes.cri.container-name"),
     ("cri-o", "run/containers/storage/overlay-containers/{id}/userdata/config.json", "io.kubernetes.container.name"),
 )
+BUNDLE_MAX_BYTES = 4 * 1024 * 1024
 METRICS = (
     ("gpuops_pod_gpu_memory_used_bytes", "GPU memory used by a pod's processes on one GPU (NVML compute processes)."),
     ("gpuops_gpu_memory_used_bytes", "GPU memory used on one GPU (NVML), every process included."),
@@ -54,6 +77,10 @@ METRICS = (
     ("gpuops_metrics_up", "1 when gpuops metrics read the GPUs, 0 when it could not (reason label)."),
     ("gpuops_metrics_last_run_timestamp_seconds", "When gpuops metrics last wrote this file."),
 )
+
+
+class Unattributable(Exception):
+    """What was read for one process cannot be trusted: the process stays unattributed."""
 
 
 def pod_of_cgroup(text):
@@ -69,17 +96,32 @@ def pod_of_cgroup(text):
         elif "memory" in controllers.split(",") or controllers == "name=systemd":
             paths.append(path)
     for path in paths:
-        pod = _POD.search(path)
-        if not pod:
+        for pattern in _KUBEPODS:
+            pod = pattern.match(path)
+            if pod:
+                break
+        else:
             continue
-        container = _CONTAINER.search(path)
-        runtime = {"cri-containerd": "containerd", "crio": "cri-o", "docker": "docker"}.get(container.group(1)) if container and container.group(1) else None
-        return pod.group(1).replace("_", "-"), container.group(2) if container else None, runtime
+        container = _CONTAINER.match((pod.group("rest") or "").split("/", 1)[0])
+        runtime = _RUNTIMES.get(container.group("runtime")) if container and container.group("runtime") else None
+        return pod.group("uid").replace("_", "-"), container.group("id") if container else None, runtime
     return None
 
 
+def _read_limited(path, limit):
+    with open(path, "rb") as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise Unattributable("%s is over %d bytes" % (path, limit))
+    return data
+
+
 def container_name(root, container_id, runtime=None):
-    """The container's name from its OCI bundle's annotations (see the module docstring), or None."""
+    """The container's name from its OCI bundle's annotations (see the module docstring), or None.
+
+    None when no bundle exists (the container ID then stands in); Unattributable when a
+    bundle exists but is not what a runtime writes.
+    """
     if not container_id:
         return None
     for name, template, key in BUNDLES:
@@ -87,12 +129,22 @@ def container_name(root, container_id, runtime=None):
             continue
         path = os.path.join(root, template.format(id=container_id))
         try:
-            with open(path) as handle:
-                annotations = (json.load(handle) or {}).get("annotations") or {}
-        except (OSError, ValueError):
+            raw = _read_limited(path, BUNDLE_MAX_BYTES)
+        except OSError:
             continue
-        if annotations.get(key):
-            return annotations[key]
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except ValueError as exc:  # not UTF-8, not JSON
+            raise Unattributable("%s: %s" % (path, exc))
+        annotations = doc.get("annotations") if isinstance(doc, dict) else None
+        if not isinstance(doc, dict) or not isinstance(annotations, (dict, type(None))):
+            raise Unattributable("%s is not an OCI config (an object with an annotations object)" % path)
+        value = (annotations or {}).get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not _CONTAINER_NAME.match(value):
+            raise Unattributable("%s: %s is not a container name" % (path, key))
+        return value
     return None
 
 
@@ -157,24 +209,31 @@ def attribute(gpus, root="/", node=None):
         per_container = {}
         unattributed = 0
         for pid, used in gpu["processes"]:
-            try:
-                with open(os.path.join(root, "proc", str(pid), "cgroup")) as handle:
-                    found = pod_of_cgroup(handle.read())
-            except OSError:
-                found = None  # the process is gone, or not ours to read
-            if not found:
+            found = _attribute_process(root, pid)
+            if found is None:
                 unattributed += used
                 continue
-            pod_uid, container_id, runtime = found
-            name = container_name(root, container_id, runtime) or (container_id or "")[:12]
-            key = (pod_uid, name)
-            per_container[key] = per_container.get(key, 0) + used
+            per_container[found] = per_container.get(found, 0) + used
         for (pod_uid, name), used in sorted(per_container.items()):
             samples.append(("gpuops_pod_gpu_memory_used_bytes", dict(base, pod_uid=pod_uid, container=name), used))
         samples.append(("gpuops_gpu_memory_used_bytes", base, gpu["used"]))
         samples.append(("gpuops_gpu_memory_total_bytes", base, gpu["total"]))
         samples.append(("gpuops_gpu_process_memory_unattributed_bytes", base, unattributed))
     return samples
+
+
+def _attribute_process(root, pid):
+    """``(pod_uid, container)`` of one process, or None: gone, not a pod's, or nothing trustworthy to go by."""
+    try:
+        raw = _read_limited(os.path.join(root, "proc", str(pid), "cgroup"), 1 << 20)
+        found = pod_of_cgroup(raw.decode("utf-8"))
+        if not found:
+            return None
+        pod_uid, container_id, runtime = found
+        return pod_uid, container_name(root, container_id, runtime) or (container_id or "")[:12]
+    except (OSError, ValueError, Unattributable):
+        # gone, not ours to read, not UTF-8 (a ValueError), or a bundle that is not what a runtime writes
+        return None
 
 
 def _escape(value):

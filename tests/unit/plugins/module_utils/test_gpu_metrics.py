@@ -183,3 +183,82 @@ def test_render_escapes_label_values():
     text = gm.render([("gpuops_gpu_memory_total_bytes", {"gpu": "0", "uuid": 'a"b\\c'}, 1)], now=1)
     assert 'gpuops_gpu_memory_total_bytes{gpu="0",uuid="a\\"b\\\\c"} 1' in text
     assert text.endswith("gpuops_metrics_last_run_timestamp_seconds 1\n")
+
+
+# ---------------------------------------------------------------------------- untrusted input per process
+
+SYSTEMD_POD = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod%s.slice" % UID_A.replace("-", "_")
+
+
+@pytest.mark.parametrize("path", [
+    # a pod<uid> segment anywhere but under kubelet's own root is anyone's to make: a user's systemd slice,
+    "/user.slice/user-1000.slice/user@1000.service/app.slice/kubepods-burstable-pod%s.slice/cri-containerd-%s.scope" % (UID_A.replace("-", "_"), CID["a"]),
+    # a system service's own sub-cgroup,
+    "/system.slice/evil.service/pod%s/%s" % (UID_A, CID["a"]),
+    # a container engine's tree,
+    "/docker/%s/kubepods/pod%s/%s" % (CID["e"], UID_A, CID["a"]),
+    # kubelet's names below another root,
+    "/foo/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope" % (UID_A.replace("-", "_"), CID["a"]),
+    # a QoS slice whose pod slice names another QoS (kubelet never nests them so),
+    "/kubepods.slice/kubepods-besteffort.slice/kubepods-burstable-pod%s.slice/cri-containerd-%s.scope" % (UID_A.replace("-", "_"), CID["a"]),
+    # and a name that only starts like kubelet's root
+    "/kubepods.slice-evil/kubepods-pod%s.slice/cri-containerd-%s.scope" % (UID_A.replace("-", "_"), CID["a"]),
+])
+def test_a_pod_segment_outside_kubelets_hierarchy_is_not_a_pod(path):
+    assert gm.pod_of_cgroup("0::%s\n" % path) is None
+
+
+def test_a_process_in_a_sub_cgroup_of_its_container_keeps_its_container(tmp_path):
+    cgroup = "0::%s/cri-containerd-%s.scope/init.scope\n" % (SYSTEMD_POD, CID["a"])
+    assert gm.pod_of_cgroup(cgroup) == (UID_A, CID["a"], "containerd")
+    assert gm.pod_of_cgroup("0::/kubepods/burstable/pod%s/%s/sub\n" % (UID_C, CID["c"])) == (UID_C, CID["c"], None)
+    bundle(tmp_path, "containerd", CID["a"], "app-3g-v1")
+    (tmp_path / "proc" / "77").mkdir(parents=True)
+    (tmp_path / "proc" / "77" / "cgroup").write_text(cgroup)
+    assert gm._attribute_process(str(tmp_path), 77) == (UID_A, "app-3g-v1")
+
+
+def hostile_bundle(root, cid, raw):
+    template = dict((r, t) for r, t, dummy in gm.BUNDLES)["containerd"]
+    path = os.path.join(str(root), template.format(id=cid))
+    os.makedirs(os.path.dirname(path))
+    with open(path, "wb") as handle:
+        handle.write(raw)
+
+
+KEY = "io.kubernetes.cri.container-name"
+HOSTILE = {
+    "config.json is a list": b'[{"annotations": {}}]',
+    "annotations are a list": b'{"annotations": ["io.kubernetes.cri.container-name", "x"]}',
+    "the name is an object": b'{"annotations": {"%s": {"a": 1}}}' % KEY.encode(),
+    "the name holds a lone surrogate": b'{"annotations": {"%s": "app\\udc80"}}' % KEY.encode(),
+    "the name is a whole label set": b'{"annotations": {"%s": "x\\",pod_uid=\\"0"}}' % KEY.encode(),
+    "config.json is not UTF-8": b'{"annotations": {"%s": "caf\xe9"}}' % KEY.encode(),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE) + ["non-UTF-8 byte in /proc/<pid>/cgroup"])
+def test_what_a_pod_writes_cannot_crash_metrics_or_add_a_series(sysroot, fake_node, tmp_path, case):
+    # one hostile process beside the honest ones: it is unattributed, the rest are as before, and
+    # the file is rewritten with gpuops_metrics_up 1 (not left stale), with nothing on stderr
+    pid = 8888
+    (sysroot / "proc" / str(pid)).mkdir()
+    cgroup = ("0::%s/cri-containerd-%s.scope\n" % (SYSTEMD_POD, CID["f"])).encode()
+    if case in HOSTILE:
+        hostile_bundle(sysroot, CID["f"], HOSTILE[case])
+    else:
+        cgroup = cgroup.replace(b"kubepods.slice/", b"kubepods.slice\xff/", 1)
+    (sysroot / "proc" / str(pid) / "cgroup").write_bytes(cgroup)
+    textfile = tmp_path / "gpuops.prom"
+    textfile.write_text("gpuops_metrics_up 1\n# stale\n")
+    records = [fakenode.gpu(G0, mem_mib=16384), fakenode.proc(0, 4242, 3000), fakenode.proc(0, pid, 512)]
+    rc, logs, err = run_metrics(fake_node(records), sysroot, textfile)
+    assert rc == 0 and err == "", (logs, err)
+    text = textfile.read_text()
+    assert "# stale" not in text
+    got = samples(text)
+    mib = 1024 * 1024
+    assert got['gpuops_gpu_process_memory_unattributed_bytes{gpu="0",uuid="%s"}' % G0] == 512 * mib
+    pods = [k for k in got if k.startswith("gpuops_pod_gpu_memory_used_bytes")]
+    assert pods == ['gpuops_pod_gpu_memory_used_bytes{container="app-3g-v1",gpu="0",pod_uid="%s",uuid="%s"}' % (UID_A, G0)]
+    assert got["gpuops_metrics_up"] == 1
