@@ -64,3 +64,39 @@ def whole_quantity(value):
     numerator = (int(whole_part or "0") * 10 ** len(frac) + int(frac or "0")) * (1 if suffix == "m" else _SUFFIX[suffix])
     denominator = 10 ** len(frac) * (1000 if suffix == "m" else 1)
     return -(-numerator // denominator)
+
+
+# What a value that reaches a manifest, a Prometheus rule or a systemd unit may be, by kind. Kubernetes'
+# own rules come from k8s.io/apimachinery/pkg/util/validation (IsDNS1123Label, IsDNS1123Subdomain,
+# IsQualifiedName for label keys and resource names, IsValidLabelValue); Prometheus durations from
+# prometheus/common model.ParseDuration; systemd time spans from systemd.time(7).
+_LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+_SUBDOMAIN = r"%s(?:\.%s)*" % (_LABEL, _LABEL)
+_QUALIFIED = r"(?:%s/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?" % _SUBDOMAIN
+# absolute paths that go unquoted into a unit line (ExecStart=, ReadWritePaths=): no white space,
+# quotes, backslashes, specifiers (%) or control characters
+UNIT_PATH = re.compile(r"\A/[A-Za-z0-9._@+:,=/-]*\Z")
+CHECKS = {
+    "dns_label": (r"\A%s\Z" % _LABEL, 63, "a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit"),
+    "dns_subdomain": (r"\A%s\Z" % _SUBDOMAIN, 253, "a DNS-1123 subdomain: DNS-1123 labels joined by '.'"),
+    "label_key": (r"\A%s\Z" % _QUALIFIED, 316, "a label key: an optional DNS-1123 prefix and '/', then letters, digits, '-', '_', '.'"),
+    "label_value": (r"\A(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?\Z", 63, "a label value: letters, digits, '-', '_', '.'"),
+    "resource_name": (r"\A%s\Z" % _QUALIFIED, 316, "an extended resource name such as nvidia.com/gpu"),
+    "duration": (r"\A(?:[0-9]+(?:ms|s|m|h|d|w|y))+\Z", 64, "a Prometheus duration such as 30s, 5m, 1h30m"),
+    "timespan": (r"\A(?:[0-9]+(?:us|ms|s|sec|m|min|h|hr|d))+\Z", 64, "a systemd time span such as 15s, 1min, 1h30min"),
+    "prometheus_name": (r"\A[A-Za-z_:][A-Za-z0-9_.:-]*\Z", 128, "letters, digits and _.:- (a Prometheus job name)"),
+    "url": (r"\Ahttps?://[^\s\"'<>\\`{}|^]+\Z", 2048, "an http(s) URL without white space or quotes"),
+    "unit_path": (UNIT_PATH.pattern, 4096, "an absolute path of letters, digits and ._@+:,=/- only (it is written into a systemd unit)"),
+    "pull_policy": (r"\A(?:Always|IfNotPresent|Never)\Z", 12, "Always, IfNotPresent or Never"),
+}
+_COMPILED = dict((kind, re.compile(pattern)) for kind, (pattern, dummy, dummy2) in CHECKS.items())
+
+
+def check_value(field, value, kind, empty_ok=False):
+    """``value`` when it is of ``kind`` (CHECKS) and its length; else ParameterError naming ``field`` and what it must be."""
+    if empty_ok and value in ("", None):
+        return value
+    dummy, limit, rule = CHECKS[kind]
+    if not isinstance(value, str) or len(value) > limit or not _COMPILED[kind].match(value):
+        raise ParameterError(field, "%r is not %s (at most %d characters)" % (value, rule, limit))
+    return value

@@ -20,7 +20,7 @@ import re
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
 from ansible_collections.gpuops.fleet.plugins.module_utils import _repair as repair
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UNIT_NAME, as_bool, as_int, is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UNIT_NAME, UNIT_PATH, as_bool, as_int, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 DEFAULT_CONFIG = "/etc/gpuops/gpuops.json"
@@ -52,9 +52,6 @@ INT_FIELDS = ("max_bytes", "driver_wait_seconds", "backup_keep", "lock_timeout",
 BOOL_FIELDS = ("restart_kubelet", "late_check")
 OPTIONAL_PATHS = ("nvidia_smi", "driver_root", "driver_ready_file")
 
-# What may be written unquoted into a unit line (ExecStart=, RequiresMountsFor=): no
-# white space, quotes, backslashes, specifiers (%) or control characters.
-UNIT_PATH = re.compile(r"\A/[A-Za-z0-9._@+:,=/-]*\Z")
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _CONTROL = re.compile(u"[\x00-\x1f\x7f]")
 

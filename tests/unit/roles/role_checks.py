@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import os
 
+import jinja2
 import yaml
+from ansible.plugins.filter.core import FilterModule as CoreFilters
+
+from ansible_collections.gpuops.fleet.plugins.filter.checked_values import FilterModule as OurFilters
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
@@ -40,3 +44,49 @@ def undocumented_vars(role):
     with open(os.path.join(ROOT, "roles", role, "README.md")) as handle:
         readme = handle.read()
     return [name for name in load(role, "defaults", "main.yml") if "`%s`" % name not in readme]
+
+
+# --------------------------------------------------------------------------- rendering a role's templates
+
+
+def template_source(role, name):
+    """The template's text as Ansible templates it: a ``#jinja2:`` header line is settings, not text."""
+    path = os.path.join(ROOT, "roles", role, "templates", name)
+    with open(path) as handle:
+        text = handle.read()
+    if text.startswith("#jinja2:"):
+        text = text.split("\n", 1)[1]
+    return text, path, lambda: True
+
+
+def template_delimiters(role, name):
+    with open(os.path.join(ROOT, "roles", role, "templates", name)) as handle:
+        first = handle.readline()
+    if not first.startswith("#jinja2:"):
+        return {}
+    return dict((k.strip(), v.strip()) for k, v in (item.split(":", 1) for item in first[len("#jinja2:"):].strip().replace("'", "").split(",")))
+
+
+def jinja_env(role, delimiters=None):
+    """Jinja with Ansible's core filters and this collection's template filters, strict about undefined names."""
+    env = jinja2.Environment(loader=jinja2.FunctionLoader(lambda name: template_source(role, name)), undefined=jinja2.StrictUndefined,
+                             **(delimiters or {}))
+    env.filters.update(CoreFilters().filters())
+    env.filters.update(("gpuops.fleet." + name, f) for name, f in OurFilters().filters().items())
+    return env
+
+
+def render_text(role, name, values):
+    env = jinja_env(role, template_delimiters(role, name))
+
+    def lookup(kind, template):
+        assert kind == "ansible.builtin.template"
+        return jinja_env(role, template_delimiters(role, template)).get_template(template).render(**values)
+
+    env.globals["lookup"] = lookup
+    return env.get_template(name).render(**values)
+
+
+def render_docs(role, name, values):
+    """A manifest template rendered as Ansible's filters render it, loaded as YAML documents."""
+    return list(yaml.safe_load_all(render_text(role, name, values)))

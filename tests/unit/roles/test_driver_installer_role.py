@@ -5,10 +5,7 @@ variable; the templates render the installer privileged and nothing else (the pa
 
 from __future__ import annotations
 
-import os
 
-import jinja2
-import yaml
 
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 
@@ -19,10 +16,8 @@ def render(name, **extra):
     values = dict(defaults, ansible_managed="managed", driver_installer_image="r/i@sha256:" + "0" * 64,
                   driver_installer_version="535.104.05", **internal)
     values.update(extra)
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(role_checks.ROOT, "roles", "driver_installer", "templates")),
-                             undefined=jinja2.StrictUndefined)
-    env.filters["to_json"] = lambda v: __import__("json").dumps(v)
-    return yaml.safe_load(env.get_template(name).render(**values))
+    (doc,) = role_checks.render_docs("driver_installer", name, values)
+    return doc
 
 
 def test_argument_specs_match_defaults_keys_and_values():

@@ -270,18 +270,13 @@ def test_the_metrics_timer_passes_systemd_analyze_and_runs_the_installed_command
 
 
 def test_dcgm_exporter_renders_unprivileged_with_the_socket_read_only():
-    import jinja2  # pylint: disable=import-outside-toplevel
     defaults = role_checks.load("gpu_monitoring", "defaults", "main.yml")
     internal = role_checks.load("gpu_monitoring", "vars", "main.yml")
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "roles", "gpu_monitoring", "templates")), undefined=jinja2.StrictUndefined)
-    env.filters["to_json"] = json.dumps
-    env.filters["hash"] = lambda text, kind: __import__("hashlib").new(kind, text.encode()).hexdigest()
-    env.filters["bool"] = bool
 
     def daemonset(**extra):
         values = dict(defaults, ansible_managed="managed", gpu_monitoring_dcgm_image="nvcr.io/nvidia/k8s/dcgm-exporter@sha256:" + "0" * 64, **extra)
         values.update((k, v) for k, v in internal.items() if k.startswith("__gpu_monitoring_") and "counters" in k)
-        docs = list(yaml.safe_load_all(env.get_template("dcgm-exporter.yml.j2").render(**values)))
+        docs = role_checks.render_docs("gpu_monitoring", "dcgm-exporter.yml.j2", values)
         return docs, [d for d in docs if d["kind"] == "DaemonSet"][0]["spec"]["template"]["spec"]
 
     docs, spec = daemonset()

@@ -6,11 +6,7 @@ the action plugins read modes and node truth from the inventory."""
 
 from __future__ import annotations
 
-import json
-import os
 
-import jinja2
-import yaml
 
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 from ansible_collections.gpuops.fleet.plugins.action.gpu_share_info import node_truth
@@ -18,10 +14,7 @@ from ansible_collections.gpuops.fleet.plugins.action.gpu_sharing_mode import des
 
 
 def render(role, name, values):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(role_checks.ROOT, "roles", role, "templates")),
-                             undefined=jinja2.StrictUndefined)
-    env.filters["to_json"] = json.dumps
-    return list(yaml.safe_load_all(env.get_template(name).render(**values)))
+    return role_checks.render_docs(role, name, values)
 
 
 def sharing_values(**extra):
