@@ -68,7 +68,8 @@ NAMES = {
     "fail_on_init_error": ("device_plugin_fail_on_init_error", "--fail-on-init-error", "FAIL_ON_INIT_ERROR"),
 }
 
-_VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.\-]+))?$")
+# \A...\Z: "$" would also match before a trailing newline, which then reached the image reference
+_VERSION_RE = re.compile(r"\Av?(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.\-]+))?\Z")
 _SAFE_SUGGESTION = "v0.17.1"
 
 
@@ -107,7 +108,7 @@ def parse_version(text, field="device_plugin_version"):
     """Parse a device-plugin image tag: v0.17.1, 0.14.0, v0.7.0-rc.8, v0.14.1-ubi8, 1.0.0-beta6, 1.11."""
     if not isinstance(text, str) or not text.strip():
         raise ParameterError(field, "expected the plugin's image tag, such as %s, got %r" % (_SAFE_SUGGESTION, text))
-    raw = text.strip()
+    raw = text
     match = _VERSION_RE.match(raw)
     if not match:
         raise ParameterError(field, "%r is not a device-plugin version (expected a tag such as %s, v0.9.0, "
@@ -115,7 +116,7 @@ def parse_version(text, field="device_plugin_version"):
     major, minor = int(match.group(1)), int(match.group(2))
     patch = int(match.group(3) or 0)
     suffix = match.group(4) or ""
-    beta = re.match(r"^beta(\d*)$", suffix)
+    beta = re.match(r"\Abeta(\d*)\Z", suffix)
     if (major, minor, patch) == (1, 0, 0) and beta:
         number = int(beta.group(1) or 0)
         # 1.0.0-beta (and beta1) = v0.0.0 ... beta6 = v0.5.0
@@ -130,7 +131,7 @@ def parse_version(text, field="device_plugin_version"):
     if major >= 1:
         raise ParameterError(field, "%r: NVIDIA device-plugin releases are v0.x.y (after 1.0.0-beta6, which is v0.5.0); "
                                     "did you mean %s?" % (raw, _SAFE_SUGGESTION))
-    rc = re.match(r"^rc\.?(\d+)$", suffix)
+    rc = re.match(r"\Arc\.?(\d+)\Z", suffix)
     if rc:
         key = (major, minor, patch, -1, int(rc.group(1)))
     else:  # release, or a flavour of it (-ubi8, -ubuntu20.04, -centos7)
@@ -141,7 +142,9 @@ def parse_version(text, field="device_plugin_version"):
 def image_reference(repository, version):
     if not repository or not isinstance(repository, str):
         raise ParameterError("device_plugin_image", "expected an image repository such as nvcr.io/nvidia/k8s-device-plugin")
-    if "@" in repository or re.search(r":[^/]+$", repository):
+    if re.search(r"\s", repository):
+        raise ParameterError("device_plugin_image", "%r holds white space; give the image repository only" % repository)
+    if "@" in repository or re.search(r":[^/]+\Z", repository):
         raise ParameterError("device_plugin_image", "%r carries a tag or digest; give the repository only and the tag in "
                                                     "device_plugin_version" % repository)
     return "%s:%s" % (repository, version)

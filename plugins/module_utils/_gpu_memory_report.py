@@ -13,6 +13,7 @@ against what it was given) and "GPU Node" (memory per GPU).
 from __future__ import annotations
 
 import json
+import math
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_share import tabwrite
@@ -32,8 +33,25 @@ class PrometheusError(GpuopsError):
     """Prometheus answered with an error, or not with what its HTTP API documents."""
 
 
+def safe_url(url):
+    """``url`` with any user information replaced: what a message may print."""
+    text = str(url)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return text
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "***@" + authority.rsplit("@", 1)[1]
+    return "%s://%s%s%s" % (scheme, authority, slash, path)
+
+
 def parse_response(body, expr):
-    """The ``result`` of an instant query (``/api/v1/query``, resultType vector)."""
+    """The ``result`` of an instant query (``/api/v1/query``, resultType vector): ``[(labels, value)]``.
+
+    Everything is checked against Prometheus' documented answer (docs/querying/api.md): a body
+    that is not that raises PrometheusError naming the query, never a Python error. A sample
+    whose value is not a finite number (NaN, +Inf: a ratio over zero) is left out.
+    """
     try:
         doc = json.loads(body)
     except ValueError:
@@ -41,10 +59,27 @@ def parse_response(body, expr):
     if not isinstance(doc, dict) or doc.get("status") != "success":
         error = doc.get("error") if isinstance(doc, dict) else None
         raise PrometheusError("query %s: Prometheus says %s" % (expr, error or "status %r" % (doc.get("status") if isinstance(doc, dict) else doc)))
-    data = doc.get("data") or {}
+    data = doc.get("data")
+    if not isinstance(data, dict):
+        raise PrometheusError("query %s: the answer's data is not an object" % expr)
     if data.get("resultType") != "vector":
         raise PrometheusError("query %s: expected a vector, got %r" % (expr, data.get("resultType")))
-    return [(item.get("metric") or {}, float(item["value"][1])) for item in data.get("result") or ()]
+    result = data.get("result") or []
+    if not isinstance(result, list):
+        raise PrometheusError("query %s: the answer's result is not a list" % expr)
+    samples = []
+    for item in result:
+        value = item.get("value") if isinstance(item, dict) else None
+        labels = item.get("metric") if isinstance(item, dict) else None
+        if not isinstance(labels, (dict, type(None))) or not isinstance(value, list) or len(value) != 2 or not isinstance(value[1], str):
+            raise PrometheusError("query %s: a sample is not {metric, value: [time, \"number\"]}: %.120r" % (expr, item))
+        try:
+            number = float(value[1])
+        except ValueError:
+            raise PrometheusError("query %s: a sample's value is not a number: %.40r" % (expr, value[1]))
+        if math.isfinite(number):
+            samples.append((dict((str(k), str(v)) for k, v in (labels or {}).items()), number))
+    return samples
 
 
 def _gib(value):

@@ -30,8 +30,9 @@ gpushare-device-plugin and gpushare-scheduler-extender, Apache-2.0):
 
 Upstream's inspect counts a pod in a GPU's column as soon as it has an index annotation, and
 drops pods whose index the node does not have from the per-GPU columns. Here every pod on a
-sharing node lands in exactly one bucket: ``assigned`` (index annotation, ASSIGNED=true: in
-its GPU's column), ``assumed`` (index, but the plugin has not allocated it yet), ``pending``
+sharing node lands in exactly one bucket: ``assigned`` (index annotation, ASSIGNED=true, the pod
+past Pending: in its GPU's column), ``starting`` (the same, but the pod is still Pending, e.g.
+ContainerCreating: its own column, with its GiB), ``assumed`` (index, but the plugin has not allocated it yet), ``pending``
 (no usable index annotation: upstream's PENDING column), ``unknown_gpu`` (an index the node
 does not have). The node's allocated total is every bucket (the scheduler holds that memory
 either way); a GPU's column is its assigned pods only. Pods not yet scheduled are listed apart
@@ -53,7 +54,7 @@ ANN_POD = "ALIYUN_COM_GPU_MEM_POD"
 ANN_DEV = "ALIYUN_COM_GPU_MEM_DEV"
 ANN_ASSIGNED = "ALIYUN_COM_GPU_MEM_ASSIGNED"
 ANN_ASSUME_TIME = "ALIYUN_COM_GPU_MEM_ASSUME_TIME"
-BUCKETS = ("assigned", "assumed", "pending", "unknown_gpu")
+BUCKETS = ("assigned", "starting", "assumed", "pending", "unknown_gpu")
 _GPUSHARE_ID = re.compile(r"\A(?P<uuid>GPU-%s)-_-[0-9]+\Z" % UUID)
 
 
@@ -112,7 +113,10 @@ def bucket(pod, gpu_count):
     if index >= gpu_count:
         return "unknown_gpu"
     assigned = str((_meta(pod).get("annotations") or {}).get(ANN_ASSIGNED, "")).strip().lower()
-    return "assigned" if assigned == "true" else "assumed"
+    if assigned != "true":
+        return "assumed"
+    # allocated, but its containers are not running yet (ContainerCreating, an image pull): not in its GPU's column
+    return "starting" if (pod.get("status") or {}).get("phase") == "Pending" else "assigned"
 
 
 def _pct(used, total):
@@ -227,8 +231,8 @@ def _extra_columns(report):
     return [b for b in BUCKETS[1:] if any(n["%s_gib" % b] for n in report["nodes"])]
 
 
-_COLUMN_TITLE = {"assumed": "ASSUMED", "pending": "PENDING", "unknown_gpu": "UNKNOWN GPU"}
-_DETAIL_TITLE = {"assumed": "Assumed", "pending": "Pending", "unknown_gpu": "Unknown GPU"}
+_COLUMN_TITLE = {"starting": "STARTING", "assumed": "ASSUMED", "pending": "PENDING", "unknown_gpu": "UNKNOWN GPU"}
+_DETAIL_TITLE = {"starting": "Starting", "assumed": "Assumed", "pending": "Pending", "unknown_gpu": "Unknown GPU"}
 
 
 def summary_table(report):

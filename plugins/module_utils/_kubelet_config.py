@@ -34,6 +34,9 @@ except ImportError:  # pragma: no cover - PyYAML is on nearly every node; JSON a
 KUBEADM_FLAGS_ENV = "/var/lib/kubelet/kubeadm-flags.env"
 KUBEADM_CONFIG = "/var/lib/kubelet/config.yaml"
 EXTRA_ARGS_FILES = ("/etc/default/kubelet", "/etc/sysconfig/kubelet")
+# the policies kubelet knows (pkg/kubelet/cm/cpumanager: PolicyNone, PolicyStatic; names are case-sensitive);
+# kubelet refuses to start with any other
+POLICIES = ("none", "static")
 FLAGS_OF_INTEREST = ("config", "cpu-manager-policy", "hostname-override", "root-dir", "feature-gates", "reserved-cpus")
 MAX_CONFIG_BYTES = 1024 * 1024
 
@@ -206,6 +209,10 @@ def read(root="/", cmdline=None, config_path=None, hostname=None, proc=None):
         return result
     if policy is None:
         policy, source = "none", "kubelet's default (not set in %s)" % (path or result["flags_from"])
-    result["cpu_manager_policy"] = policy
     result["source"] = source
+    if policy not in POLICIES:
+        result["error"] = ("cpuManagerPolicy %r (%s) is not one kubelet knows (%s; case-sensitive): kubelet refuses to start with it; "
+                           "fix it on the node" % (policy, source, ", ".join(POLICIES)))
+        return result
+    result["cpu_manager_policy"] = policy
     return result

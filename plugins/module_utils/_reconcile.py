@@ -71,8 +71,17 @@ def entry_with_envs(entry):
     return dict(entry_dict(entry), alloc_envs=codec.alloc_envs(entry.alloc_resp))
 
 
+def check_file_options(path, max_bytes):
+    """The checkpoint file's two settings: an absolute path and a positive size limit; else ParameterError naming the field."""
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise ParameterError("checkpoint_path", "%r must be an absolute path, e.g. %s" % (path, DEFAULT_PATH))
+    if not is_int(max_bytes) or max_bytes <= 0:
+        raise ParameterError("max_bytes", "%r must be a positive whole number" % (max_bytes,))
+
+
 def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
     """Read-only report of a checkpoint file (the ``kubelet_checkpoint_info`` result)."""
+    check_file_options(path, max_bytes)
     result = {
         "checkpoint_path": path,
         "exists": False,
@@ -271,6 +280,7 @@ def validate_options(**values):
         raise ParameterError(unknown[0], "unknown setting; known settings: %s" % ", ".join(sorted(OPTION_DEFAULTS)))
     merged = dict(OPTION_DEFAULTS)
     merged.update(values)
+    check_file_options(merged["checkpoint_path"], merged["max_bytes"])
     for field in ("max_bytes", "lock_timeout"):
         if not is_int(merged[field]) or merged[field] <= 0:
             raise ParameterError(field, "%r must be a positive whole number" % (merged[field],))

@@ -48,6 +48,11 @@ def _labels(obj):
     return _meta(obj).get("labels") or {}
 
 
+def pod_nodes(pods):
+    """The nodes the given pods are bound to."""
+    return set((p.get("spec") or {}).get("nodeName") for p in pods or () if (p.get("spec") or {}).get("nodeName"))
+
+
 def owned_by(obj, uid):
     """Is ``obj`` controlled by the object with ``uid`` (its controller owner reference)?"""
     return any(ref.get("uid") == uid and ref.get("controller") for ref in _meta(obj).get("ownerReferences") or ())

@@ -41,9 +41,19 @@ options:
     description:
       - The nodes to roll. Omitted, every node with a pod of the DaemonSet.
       - A node named here without a pod is waited for (the controller may be creating it); if none comes, it fails
-        with a reason that says so.
+        with a reason that says so. A node the cluster does not have fails the task at once, naming it.
+      - An empty list is refused (it would roll nothing); omit the option to roll every node.
     type: list
     elements: str
+  allow_rolling_update:
+    description:
+      - A DaemonSet whose C(updateStrategy) is C(RollingUpdate) (the API's default) is refused, because its controller
+        replaces the pods itself and deleting them here would race it. V(true) rolls it anyway, node by node as asked.
+      - Not needed with O(check_only) (nothing is deleted), nor in check mode with O(planned_template) (the play is about
+        to apply a new template).
+    type: bool
+    default: false
+    version_added: 0.3.0
   batch_size:
     description: Nodes whose old pods are deleted together.
     type: int
@@ -268,6 +278,7 @@ msg:
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _rollout as rollout
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
 from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher
 
@@ -487,12 +498,15 @@ def main():
         check_only=dict(type="bool", default=False),
         planned_template=dict(type="dict"),
         describe_container=dict(type="str"),
+        allow_rolling_update=dict(type="bool", default=False),
     ))
     p = module.params
     made = []
 
     def work():
         rollout.check_int("max_failed_nodes", p["max_failed_nodes"], 0)
+        if p["nodes"] is not None and not p["nodes"]:
+            raise ParameterError("nodes", "is empty, so nothing would be rolled: name the nodes, or omit nodes to roll every node with a pod of the DaemonSet")
         for field in ("pod_timeout", "resource_timeout", "observe_timeout", "crashloop_restarts"):
             rollout.check_int(field, p[field], 1)
         if p["log_check"]:
@@ -516,6 +530,11 @@ def roll(cluster, p, check_mode):
         raise rollout.RolloutError("DaemonSet %s/%s not found" % (p["namespace"], p["name"]))
     selector = rollout.selector_string(((daemonset.get("spec") or {}).get("selector") or {}).get("matchLabels"))
     planned = check_mode and p["planned_template"]
+    strategy = ((daemonset.get("spec") or {}).get("updateStrategy") or {}).get("type") or "RollingUpdate"
+    if strategy != "OnDelete" and not (p["allow_rolling_update"] or p["check_only"] or planned):
+        raise rollout.RolloutError(
+            "DaemonSet %s/%s has updateStrategy %s: its controller replaces the pods itself, and deleting them here would race it. "
+            "Set updateStrategy OnDelete (the collection's roles do), or allow_rolling_update: true" % (p["namespace"], p["name"], strategy))
     revision = None if planned else cluster.revision(daemonset, selector)
     if planned:
         daemonset = dict(daemonset, spec=dict(daemonset.get("spec") or {}, template=p["planned_template"]))
@@ -524,6 +543,11 @@ def roll(cluster, p, check_mode):
     owned = [pod for pod in pods.list() if rollout.owned_by(pod, uid)]
     the_plan = rollout.plan(daemonset, revision["hash"] if revision else None, owned, p["nodes"], p["batch_size"],
                             assume_changed=bool(planned), verify_current=p["verify_current"], check_only=p["check_only"])
+    waiting = [s["node"] for s in the_plan["steps"] if s["action"] in ("wait", "check") and s["node"] not in rollout.pod_nodes(owned)]
+    if waiting:
+        missing = sorted(set(waiting) - set((n.get("metadata") or {}).get("name") for n in cluster.nodes()))
+        if missing:
+            raise rollout.RolloutError("no such node in the cluster: %s (nodes); nothing was deleted" % ", ".join(missing))
     lines = rollout.plan_lines(the_plan, p["describe_container"], check_mode)
     rows = dict((s["node"], rollout.new_row(s)) for s in the_plan["steps"])
     stopped = False

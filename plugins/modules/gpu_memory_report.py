@@ -16,7 +16,9 @@ description:
     memory its processes use (C(gpuops metrics), per process through NVML) against what it was given (its
     C(aliyun.com/gpu-mem) limit, or the memory of the whole GPUs it holds). "GPU Node", per GPU and per node - used
     against total.
-  - Credentials (O(bearer_token), O(password)) are never logged or returned. TLS certificates are verified unless
+  - Credentials (O(bearer_token), O(password)) are never logged or returned, and never sent to another origin. A redirect
+    is followed only within O(url)'s scheme, host and port (up to five); one elsewhere fails the task. Credentials in
+    O(url) itself are refused (use O(username) and O(password)). TLS certificates are verified unless
     O(validate_certs=false).
 author:
   - gpuops.fleet maintainers (@gpuops)
@@ -45,9 +47,14 @@ options:
     description: A CA bundle to verify the server's certificate with.
     type: path
   timeout:
-    description: Seconds per query.
+    description: Seconds per query (at least 1).
     type: int
     default: 30
+  max_response_bytes:
+    description: The largest answer read per query; a larger one fails the task instead of filling the controller's memory.
+    type: int
+    default: 67108864
+    version_added: 0.3.0
   namespaces:
     description: Report only pods of these namespaces.
     type: list
@@ -111,30 +118,100 @@ msg:
 """
 
 import base64
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_text
-from ansible.module_utils.six.moves.urllib.parse import urlencode
+from ansible.module_utils.six.moves.urllib.parse import urlencode, urljoin, urlsplit
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_memory_report as gmr
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError
+
+MAX_REDIRECTS = 5
 
 
-def query(params, headers, expr):
+def origin(url):
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return (parts.scheme, (parts.hostname or "").lower(), port)
+
+
+def _secret_free(text, secrets):
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "********")
+    return text
+
+
+def query(params, headers, expr, secrets):
+    """One instant query; redirects followed by hand, only within the base URL's origin (credentials stay there)."""
     url = "%s/api/v1/query?%s" % (params["url"].rstrip("/"), urlencode({"query": expr}))
+    home = origin(params["url"])
+    for dummy in range(MAX_REDIRECTS + 1):
+        try:
+            response = open_url(url, headers=headers, validate_certs=params["validate_certs"], ca_path=params["ca_path"],
+                                timeout=params["timeout"], method="GET", follow_redirects="none")
+            try:
+                body = _read(response, params["max_response_bytes"], expr)
+            finally:
+                response.close()
+            return gmr.parse_response(body, expr)
+        except gmr.PrometheusError:
+            raise
+        except Exception as exc:  # pylint: disable=broad-except
+            # urllib's HTTPError: a redirect (followed here, or refused) or Prometheus' JSON error; anything else is the transport's
+            code = getattr(exc, "code", None)
+            text = _error_body(exc, params["max_response_bytes"])
+            if code in (301, 302, 303, 307, 308):
+                target = urljoin(url, (getattr(exc, "headers", None) or {}).get("Location") or "")
+                if origin(target) != home:
+                    raise gmr.PrometheusError("query %s: %s redirects to another origin (%s://%s:%s); the credentials are not sent there. "
+                                              "Set url to the Prometheus that answers" % ((expr, gmr.safe_url(params["url"])) + origin(target)))
+                url = target
+                continue
+            if text.startswith("{"):
+                return gmr.parse_response(text, expr)
+            raise gmr.PrometheusError(_secret_free("query %s at %s: %s" % (expr, gmr.safe_url(params["url"]), exc), secrets))
+    raise gmr.PrometheusError("query %s at %s: more than %d redirects" % (expr, gmr.safe_url(params["url"]), MAX_REDIRECTS))
+
+
+def _error_body(exc, limit):
+    """The body of an HTTP error (Prometheus puts its JSON error there), read once and closed; '' for other errors."""
+    if not callable(getattr(exc, "read", None)):
+        return ""
     try:
-        response = open_url(url, headers=headers, validate_certs=params["validate_certs"], ca_path=params["ca_path"],
-                            timeout=params["timeout"], method="GET")
-        body = to_text(response.read())
-    except Exception as exc:  # pylint: disable=broad-except
-        # urllib's HTTPError carries Prometheus' JSON error; anything else is the transport's
-        detail = getattr(exc, "read", None)
-        text = to_text(detail()) if callable(detail) else ""
-        if text.startswith("{"):
-            return gmr.parse_response(text, expr)
-        raise gmr.PrometheusError("query %s at %s: %s" % (expr, params["url"], exc))
-    return gmr.parse_response(body, expr)
+        return to_text(exc.read(limit))
+    finally:
+        exc.close()
+
+
+def _read(response, limit, expr):
+    body = response.read(limit + 1)
+    if len(body) > limit:
+        raise gmr.PrometheusError("query %s: the answer is over max_response_bytes (%d); raise it, or ask a smaller Prometheus" % (expr, limit))
+    return to_text(body)
+
+
+def check_params(p):
+    """Refuse what would fail later with a message that does not name the option (or that would print a secret)."""
+    if not isinstance(p["url"], str) or not p["url"].startswith(("http://", "https://")):
+        raise ParameterError("url", "expected Prometheus' base URL such as https://prometheus.example:9090, got %r" % gmr.safe_url(p["url"]))
+    if urlsplit(p["url"]).username is not None or urlsplit(p["url"]).password is not None:
+        raise ParameterError("url", "holds credentials (%s); pass them as username and password (no_log) instead" % gmr.safe_url(p["url"]))
+    if p["timeout"] < 1:
+        raise ParameterError("timeout", "%d must be at least 1 second" % p["timeout"])
+    if p["max_response_bytes"] < 1024:
+        raise ParameterError("max_response_bytes", "%d is too small for any Prometheus answer (at least 1024)" % p["max_response_bytes"])
+    if p["ca_path"] and not os.path.isfile(p["ca_path"]):
+        raise ParameterError("ca_path", "%s is not a file (a PEM bundle of the CA that signed Prometheus' certificate)" % p["ca_path"])
+    token = (p["bearer_token"] or "").strip()  # a token file's trailing newline is not part of the token
+    if p["bearer_token"] is not None and (not token or any(ord(c) < 32 or ord(c) == 127 for c in token)):
+        raise ParameterError("bearer_token", "is empty or holds a control character (value not shown)")
+    for field in ("username", "password"):
+        if p[field] is not None and any(ord(c) < 32 or ord(c) == 127 for c in p[field]):
+            raise ParameterError(field, "holds a newline or another control character (value not shown)")
+    return token
 
 
 def main():
@@ -147,6 +224,7 @@ def main():
             validate_certs=dict(type="bool", default=True),
             ca_path=dict(type="path"),
             timeout=dict(type="int", default=30),
+            max_response_bytes=dict(type="int", default=64 * 1024 * 1024),
             namespaces=dict(type="list", elements="str"),
             nodes=dict(type="list", elements="str"),
         ),
@@ -155,15 +233,15 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if not p["url"].startswith(("http://", "https://")):
-        module.fail_json(msg="url: expected Prometheus' base URL such as https://prometheus.example:9090, got %r" % p["url"])
-    headers = {"Accept": "application/json"}
-    if p["bearer_token"]:
-        headers["Authorization"] = "Bearer %s" % p["bearer_token"]
-    elif p["username"]:
-        headers["Authorization"] = "Basic %s" % to_text(base64.b64encode(("%s:%s" % (p["username"], p["password"])).encode("utf-8")))
     try:
-        results = dict((name, query(p, headers, expr)) for name, expr in gmr.QUERIES)
+        token = check_params(p)
+        headers = {"Accept": "application/json"}
+        if token:
+            headers["Authorization"] = "Bearer %s" % token
+        elif p["username"]:
+            headers["Authorization"] = "Basic %s" % to_text(base64.b64encode(("%s:%s" % (p["username"], p["password"])).encode("utf-8")))
+        secrets = [token, p["password"], headers.get("Authorization", "").split(" ", 1)[-1] if p["username"] else None]
+        results = dict((name, query(p, headers, expr, secrets)) for name, expr in gmr.QUERIES)
         doc = gmr.report(results, p["namespaces"], p["nodes"])
     except GpuopsError as exc:
         module.fail_json(msg=str(exc))

@@ -106,6 +106,7 @@ nodes:
       allocated_gib: 8
       percent: 53
       gpus: [{index: 0, allocated_gib: 8, total_gib: 15, pods: [default/app-3g-v1-0, default/app-3g-v1-1]}]
+      starting_gib: 0
       assumed_gib: 0
       pending_gib: 0
       unknown_gpu_gib: 0
@@ -116,7 +117,10 @@ nodes:
       description: The node's O(label) value (V(null) when unset).
       type: str
     pods:
-      description: The node's pods that hold shared GPU memory, with C(state) C(assigned), C(assumed), C(pending) or C(unknown_gpu).
+      description:
+        - The node's pods that hold shared GPU memory, with C(state) C(assigned), C(starting) (allocated a GPU but still
+          C(Pending), e.g. C(ContainerCreating), in its own column and never in the GPU's), C(assumed), C(pending) or
+          C(unknown_gpu).
       type: list
       elements: dict
 cluster:

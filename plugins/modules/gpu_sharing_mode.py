@@ -19,6 +19,13 @@ description:
     naming every such node and pod, before anything changes; unless O(drain), which cordons the node, evicts those pods
     (the Eviction API, so PodDisruptionBudgets are respected), waits until they are gone, changes the label and uncordons
     the node (only if it was not cordoned before).
+  - The drain follows C(kubectl drain)'s rules, for every blocking pod, before anything changes. A mirror pod (a static
+    pod) is never evicted and a DaemonSet's pod is not (its controller would start it again), so the switch is refused,
+    naming them. A pod without a controller (nothing recreates it) is refused unless O(drain_force); a pod with an
+    C(emptyDir) volume unless O(drain_delete_emptydir_data).
+  - The cordon carries the annotation C(gpuops.fleet/cordoned-for-sharing-switch). A run killed between the cordon and the
+    uncordon leaves it; the next run finishes the switch and uncordons the node, or uncordons it when the switch is no
+    longer wanted (RV(finished_cordons)). A cordon someone else set is left in place.
   - Returns RV(switched), the nodes whose resource changed. Their kubelet checkpoint still registers the removed
     resource, stale by construction; hand them to M(gpuops.fleet.kubelet_checkpoint) with its C(retired_resources)
     option.
@@ -70,9 +77,21 @@ options:
     type: bool
     default: false
   drain_timeout:
-    description: Seconds to wait for the evicted pods of all switched nodes to be gone (and for a PodDisruptionBudget to allow them).
+    description:
+      - Seconds to wait for the evicted pods of all switched nodes to be gone (and for a PodDisruptionBudget to allow them).
+        Must be positive.
     type: int
     default: 300
+  drain_force:
+    description:
+      - With O(drain), evict pods that no controller recreates (bare pods), as C(kubectl drain --force). They are gone for
+        good; each is listed in RV(eviction_notes).
+    type: bool
+    default: false
+  drain_delete_emptydir_data:
+    description: With O(drain), evict pods with C(emptyDir) volumes, whose data is lost, as C(kubectl drain --delete-emptydir-data).
+    type: bool
+    default: false
 requirements:
   - kubernetes (Python client)
 seealso:
@@ -115,6 +134,18 @@ switched:
   type: list
   elements: dict
   sample: [{node: gpu-node-3, host: gpu-node-3, retired: nvidia.com/gpu}]
+finished_cordons:
+  description: Nodes a run of this module cordoned and did not uncordon (it was killed), uncordoned now (or that would be).
+  returned: always
+  type: list
+  elements: str
+  sample: [gpu-node-3]
+eviction_notes:
+  description: The evicted pods that lose something, with what (no controller recreates them, or their emptyDir data).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{pod: ml/notebook, note: "no controller, nothing recreates it (drain_force)"}]
 evicted:
   description: The pods evicted (or that would be, in check mode) with O(drain).
   returned: always
@@ -126,11 +157,10 @@ msg:
   type: str
 """
 
-import time
-
+from ansible_collections.gpuops.fleet.plugins.module_utils import _drain as drain
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_share as share
 from ansible_collections.gpuops.fleet.plugins.module_utils._checks import as_bool
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
 from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher
 
@@ -141,72 +171,13 @@ except ImportError:
     # AnsibleK8SModule reports a missing kubernetes library itself
     pass
 
-# kubectl drain retries an eviction a PodDisruptionBudget refuses (429) every 5 s
-EVICTION_RETRY_SECONDS = 5
 
-
-class SharingError(GpuopsError):
-    """The switch could not be completed (an eviction refused or too slow)."""
-
-
-def _evict(api, namespace, name, deadline):
-    # policy/v1 Eviction from Kubernetes 1.22; the API servers before serve policy/v1beta1 only
-    for version in ("policy/v1", "policy/v1beta1"):
-        body = {"apiVersion": version, "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
-        while True:
-            try:
-                api.create_namespaced_pod_eviction(name, namespace, body)
-                return
-            except ApiException as exc:
-                if exc.status == 404 and "not found" in str(exc.body or "").lower() and "pods" in str(exc.body or ""):
-                    return  # already gone
-                if exc.status == 429 and time.monotonic() < deadline:
-                    time.sleep(EVICTION_RETRY_SECONDS)  # a PodDisruptionBudget says not yet
-                    continue
-                if exc.status == 429:
-                    raise SharingError("evicting %s/%s: a PodDisruptionBudget still refuses it after drain_timeout" % (namespace, name))
-                if exc.status in (400, 404, 415, 422) and version == "policy/v1":
-                    break  # this API server does not know policy/v1 Eviction
-                raise
-
-
-def _cordon(api, node, value):
-    api.patch_node(node, {"spec": {"unschedulable": value}})
-
-
-def drain_and_switch(client, api, rows, nodes_by_name, p):
-    """Cordon, evict the blocking pods, wait for them to be gone, label, uncordon; per node."""
-    deadline = time.monotonic() + p["drain_timeout"]
-    evicted = []
-    for row in rows:
-        if not row["change"]:
-            continue
-        was_cordoned = bool((nodes_by_name[row["node"]].get("spec") or {}).get("unschedulable"))
-        if row["blocking_pods"]:
-            if not was_cordoned:
-                _cordon(api, row["node"], True)
-            try:
-                for item in row["blocking_pods"]:
-                    namespace, name = item.split("/", 1)
-                    _evict(api, namespace, name, deadline)
-                    evicted.append(item)
-                pods = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % row["node"])
-                blocking = set(row["blocking_pods"])
-                gone = pods.wait(lambda w: not any("%s/%s" % k in blocking for k in w.objects), deadline)
-                if not gone:
-                    left = sorted("%s/%s" % k for k in pods.objects if "%s/%s" % k in blocking)
-                    raise SharingError("node %s: evicted pods still there after drain_timeout: %s" % (row["node"], ", ".join(left)))
-                _label(api, row, p)
-            finally:
-                if not was_cordoned:
-                    _cordon(api, row["node"], False)
-        else:
-            _label(api, row, p)
-    return evicted
-
-
-def _label(api, row, p):
-    api.patch_node(row["node"], {"metadata": {"labels": {p["label"]: row["desired"]}}})
+def _waiter(client, api):
+    def wait_gone(node, names, deadline):
+        pods = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
+        pods.wait(lambda w: not any("%s/%s" % k in names for k in w.objects), deadline)
+        return sorted("%s/%s" % k for k in pods.objects if "%s/%s" % k in names)
+    return wait_gone
 
 
 def main():
@@ -219,11 +190,15 @@ def main():
         false_value=dict(type="str", default="false"),
         drain=dict(type="bool", default=False),
         drain_timeout=dict(type="int", default=300),
+        drain_force=dict(type="bool", default=False),
+        drain_delete_emptydir_data=dict(type="bool", default=False),
     ))
     p = module.params
 
     def work():
         share.check_mode_params(p["label"], p["true_value"], p["false_value"])
+        if p["drain_timeout"] <= 0:
+            raise ParameterError("drain_timeout", "%d must be a positive number of seconds to wait for evicted pods" % p["drain_timeout"])
         desired = dict((name, as_bool("nodes.%s" % name, value)) for name, value in (p["nodes"] or {}).items())
         client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
@@ -233,14 +208,23 @@ def main():
         refused = share.refusal(rows)
         if refused and not p["drain"]:
             module.fail_json(msg=refused, plan=rows)
-        evicted = []
+        evictions, cannot = drain.drain_plan(rows, pods, p["drain_force"], p["drain_delete_emptydir_data"])
+        if cannot:
+            module.fail_json(msg="refusing to drain, nothing was changed: %s" % "; ".join(cannot), plan=rows)
+        by_name = dict((n["metadata"]["name"], n) for n in nodes)
+        leftover = [r["node"] for r in rows if drain.cordoned_by_us(by_name[r["node"]])]
         if module.check_mode:
-            evicted = [pod for row in rows for pod in row["blocking_pods"]]
-        elif any(r["change"] for r in rows):
-            evicted = drain_and_switch(client, api, rows, dict((n["metadata"]["name"], n) for n in nodes), p)
-        return rows, evicted
+            return rows, [e["pod"] for e in evictions], leftover, evictions
+        if not any(r["change"] for r in rows) and not leftover:
+            return rows, [], [], evictions
 
-    rows, evicted = run(module, work)
+        def label_node(row):
+            api.patch_node(row["node"], {"metadata": {"labels": {p["label"]: row["desired"]}}})
+
+        evicted, uncordoned = drain.drain_and_switch(api, rows, by_name, evictions, label_node, _waiter(client, api), ApiException, p["drain_timeout"])
+        return rows, evicted, [n for n in uncordoned if n in leftover], evictions
+
+    rows, evicted, leftover, evictions = run(module, work)
     changes = [r for r in rows if r["change"]]
     switched = [{"node": r["node"], "retired": r["removes"]} for r in changes if r["removes"]]
     diff = {"before": "".join("%s: %s=%s\n" % (r["node"], p["label"], r["current"] if r["current"] is not None else "(unset)") for r in changes),
@@ -250,8 +234,11 @@ def main():
         "every node already has its sharing mode"
     if evicted:
         msg += "; %s %s" % ("would evict" if module.check_mode else "evicted", ", ".join(evicted))
-    module.exit_json(changed=bool(changes), plan=rows, switched=switched, evicted=evicted, msg=msg, diff=diff)
-
+    if leftover:
+        msg += "; %s %s, cordoned by a run of ours that did not finish" % ("would uncordon" if module.check_mode else "uncordoned", ", ".join(leftover))
+    notes = [{"pod": e["pod"], "note": e["note"]} for e in evictions if e["note"]]
+    module.exit_json(changed=bool(changes or leftover), plan=rows, switched=switched, evicted=evicted, eviction_notes=notes,
+                     finished_cordons=leftover, msg=msg, diff=diff)
 
 if __name__ == "__main__":
     main()

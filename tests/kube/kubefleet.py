@@ -242,8 +242,16 @@ class Fleet(object):
         values.update(extra)
         return values
 
+    def module(self, name, args):
+        """One task of module ``name`` (FQCN) with ``args`` on localhost against the cluster; returns its result."""
+        playbook = self.tmp / ("module-%d.yml" % next(COUNTER))
+        playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False,
+                                         "tasks": [{"name": "the module", name: args, "ignore_errors": True}]}]))
+        dummy, run = self.play({}, playbook=str(playbook))
+        return run.localhost("the module")
+
     def play(self, extra_vars, *args, playbook="device_plugin.yml"):
-        """Run playbooks/<playbook> (device_plugin.yml); returns (rc, json callback output)."""
+        """Run playbooks/<playbook> (device_plugin.yml; an absolute path runs that file); returns (rc, json callback output)."""
         vars_file = self.tmp / ("vars-%d.json" % next(COUNTER))
         vars_file.write_text(json.dumps(extra_vars))
         env = dict(os.environ, K8S_AUTH_KUBECONFIG=os.path.join(self.cluster.workdir, "role.kubeconfig"),
@@ -252,7 +260,7 @@ class Fleet(object):
         offset = self.cluster.audit_offset()
         started = time.monotonic()
         proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(self.inventory), "-e", "@%s" % vars_file,
-                               os.path.join(ROOT, "playbooks", playbook)] + list(args),
+                               os.path.join(ROOT, "playbooks", playbook)] + list(args),  # an absolute playbook stays itself
                               cwd=ROOT, env=env, capture_output=True, text=True, check=False)
         elapsed = time.monotonic() - started
         try:

@@ -208,3 +208,22 @@ def test_key_value_extra_vars_and_an_old_version_with_the_defaults(fleet):
     assert "leave device_plugin_pass_device_specs at its default" not in failure
     assert "- %sgpu-a (cpuManagerPolicy=static from config file /var/lib/kubelet/config.yaml): device plugin 1.0.0-beta4" % f.prefix in failure
     assert {p.metadata.uid for p in f.plugin_pods()} == before
+
+
+def test_daemonset_rollout_refuses_a_rolling_update_daemonset_an_empty_node_list_and_an_unknown_node(fleet):
+    f = fleet(three_nodes())
+    f.install_old_plugin()  # updateStrategy RollingUpdate, as field report 002's hand-made DaemonSet
+    before = sorted(p.metadata.uid for p in f.plugin_pods())
+    target = {"namespace": f.namespace, "name": "nvidia-device-plugin-daemonset"}
+
+    refused = f.module("gpuops.fleet.daemonset_rollout", target)
+    assert refused["failed"] and "has updateStrategy RollingUpdate: its controller replaces the pods itself" in refused["msg"]
+    assert "allow_rolling_update: true" in refused["msg"]
+
+    empty = f.module("gpuops.fleet.daemonset_rollout", dict(target, nodes=[], allow_rolling_update=True))
+    assert empty["failed"] and empty["msg"].startswith("nodes: is empty, so nothing would be rolled")
+
+    unknown = f.module("gpuops.fleet.daemonset_rollout", dict(target, nodes=[f.nodes[0]["name"], "no-such-node"], allow_rolling_update=True,
+                                                              pod_timeout=300))
+    assert unknown["failed"] and "no such node in the cluster: no-such-node (nodes); nothing was deleted" in unknown["msg"], unknown["msg"]
+    assert sorted(p.metadata.uid for p in f.plugin_pods()) == before, "a refused rollout deleted a pod"

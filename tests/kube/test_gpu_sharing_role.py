@@ -69,7 +69,7 @@ def test_switch_both_ways_components_and_inspect_tables(fleet):
     assert checkpoint_a.registered["nvidia.com/gpu"] == G[:2] and [e.resource_name for e in checkpoint_a.entries] == ["nvidia.com/gpu"]
 
     # check mode: the plan, nothing changed
-    rc, run = f.play(sharing_vars(f, label, gpu_sharing_drain=True), "--check", "--diff", playbook="gpu_sharing.yml")
+    rc, run = f.play(sharing_vars(f, label, gpu_sharing_drain=True, gpu_sharing_drain_force=True), "--check", "--diff", playbook="gpu_sharing.yml")
     assert rc == 0, run.failure()
     mode = run.localhost("Set each node's sharing mode (its label)")
     assert mode["changed"] and mode["evicted"] == ["%s/train-0" % f.namespace]
@@ -85,11 +85,19 @@ def test_switch_both_ways_components_and_inspect_tables(fleet):
     assert "%s (unset -> true: nvidia.com/gpu still used by %s/train-0)" % (a, f.namespace) in message, message
     assert "gpu_sharing_drain" in message and label not in labels(f, a) and label not in labels(f, b)
 
-    # told to drain: train-0 is evicted (a bare pod: gone), the labels set, nodes uncordoned
+    # told to drain, but train-0 is a bare pod: kubectl drain's rule refuses it without --force; nothing changes
     rc, run = f.play(sharing_vars(f, label, gpu_sharing_drain=True), playbook="gpu_sharing.yml")
+    assert rc != 0
+    message = run.failure()
+    assert "refusing to drain, nothing was changed: node %s: %s/train-0 has no controller" % (a, f.namespace) in message, message
+    assert "drain_force" in message and label not in labels(f, a) and not f.node(a).spec.unschedulable
+
+    # forced: train-0 is evicted (a bare pod: gone, and said so), the labels set, nodes uncordoned
+    rc, run = f.play(sharing_vars(f, label, gpu_sharing_drain=True, gpu_sharing_drain_force=True), playbook="gpu_sharing.yml")
     assert rc == 0, run.failure()
     mode = run.localhost("Set each node's sharing mode (its label)")
     assert mode["evicted"] == ["%s/train-0" % f.namespace]
+    assert mode["eviction_notes"] == [{"pod": "%s/train-0" % f.namespace, "note": "no controller, nothing recreates it (drain_force)"}]
     assert [(s["node"], s["retired"], s["host"]) for s in mode["switched"]] == [(a, "nvidia.com/gpu", a), (c, "nvidia.com/gpu", c)]
     assert (labels(f, a)[label], labels(f, b)[label], labels(f, c)[label]) == ("true", "false", "true")
     assert not any(f.node(n).spec.unschedulable for n in (a, b, c))
@@ -98,6 +106,18 @@ def test_switch_both_ways_components_and_inspect_tables(fleet):
         raise AssertionError("train-0 was not evicted")
     except ApiException as exc:
         assert exc.status == 404
+
+    # a run killed between its cordon and its uncordon left b cordoned with our mark; c was cordoned by
+    # someone else: the next run uncordons b only, and says so
+    f.cluster.core.patch_node(b, {"spec": {"unschedulable": True}, "metadata": {"annotations": {"gpuops.fleet/cordoned-for-sharing-switch": label + "=false"}}})
+    f.cluster.core.patch_node(c, {"spec": {"unschedulable": True}})
+    rc, run = f.play(sharing_vars(f, label, gpu_sharing_components=False), playbook="gpu_sharing.yml")
+    assert rc == 0, run.failure()
+    mode = run.localhost("Set each node's sharing mode (its label)")
+    assert mode["changed"] and mode["finished_cordons"] == [b] and "uncordoned %s, cordoned by a run of ours" % b in mode["msg"]
+    assert not f.node(b).spec.unschedulable and "gpuops.fleet/cordoned-for-sharing-switch" not in (f.node(b).metadata.annotations or {})
+    assert f.node(c).spec.unschedulable
+    f.cluster.core.patch_node(c, {"spec": {"unschedulable": False}})
 
     # each plugin only where it belongs; no node offers both resources
     f.wait(lambda: sorted(pods_of(f, "component=gpushare-device-plugin")) == [a, c]

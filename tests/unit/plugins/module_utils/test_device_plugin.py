@@ -235,3 +235,15 @@ def test_another_plugin_daemonset_on_our_nodes_is_refused_and_unrelated_ones_or_
     assert "(managed by Helm (release nvidia/nvdp)) on 2 node(s) this role targets (gpu-a, gpu-b)" in problem["problem"]
     assert dp.other_managers(None, [elsewhere], *OURS, nodes=nodes, node_selector={"pool": "gpu"}) == []
     assert dp.format_problems([problem]).startswith("- DaemonSet nvidia/nvdp-nvidia-device-plugin: it already runs")
+
+
+@pytest.mark.parametrize("text", ["v0.17.1\n", "v0.17.1 ", " v0.17.1", "v0.7.0-rc.8\n", "1.0.0-beta6\n"])
+def test_a_version_with_white_space_around_it_is_refused_not_carried_into_the_image(text):
+    # "$" matched before a trailing newline, and the tag went into the image reference as given
+    with pytest.raises(ParameterError, match="device_plugin_version: .* is not a device-plugin version"):
+        dp.parse_version(text)
+
+
+def test_an_image_repository_with_white_space_is_refused():
+    with pytest.raises(ParameterError, match="device_plugin_image: .* holds white space"):
+        dp.image_reference("nvcr.io/nvidia/k8s-device-plugin\n", "v0.17.1")

@@ -274,3 +274,17 @@ def test_mode_plan_refuses_unknown_nodes_and_bad_labels():
     with pytest.raises(ParameterError) as err:
         gs.check_mode_params("bad label!", "true", "false")
     assert err.value.field == "label"
+
+
+def test_a_pod_still_pending_with_its_gpu_assigned_is_starting_not_in_its_gpus_column():
+    # ContainerCreating (an image pull): the plugin allocated it (ASSIGNED=true), but it runs nothing yet
+    name = "gpu-a"
+    pods = [pod("train-0", 4, on=name, idx=0), pod("pulling", 6, on=name, idx=0, phase="Pending")]
+    report = gs.allocation([node(name, 15, 1, ip="10.0.0.7")], pods)
+    gpu_a = report["nodes"][0]
+    assert gpu_a["gpus"][0]["allocated_gib"] == 4 and gpu_a["gpus"][0]["pods"] == ["default/train-0"]
+    assert gpu_a["starting_gib"] == 6 and gpu_a["allocated_gib"] == 10  # the node still holds it: the scheduler counts it
+    assert dict((r["name"], r["state"]) for r in gpu_a["pods"]) == {"train-0": "assigned", "pulling": "starting"}
+    lines = gs.summary_table(report).splitlines()
+    assert lines[0].split("  ")[3].strip() == "STARTING(Allocated)" and lines[1].split() == ["gpu-a", "10.0.0.7", "4/15", "6", "10/15"]
+    assert "Starting(Allocated)" in gs.details_table(report)

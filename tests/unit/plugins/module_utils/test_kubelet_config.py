@@ -101,3 +101,16 @@ def test_running_kubelet_process_is_found_in_proc(tmp_path):
 def test_cmdline_must_be_a_list():
     with pytest.raises(ParameterError, match="cmdline"):
         kc.read(cmdline="--cpu-manager-policy=static")
+
+
+@pytest.mark.parametrize("config, cmdline, value", [
+    ("cpuManagerPolicy: bogus\n", [], "'bogus'"),
+    ("cpuManagerPolicy: Static\n", [], "'Static'"),  # kubelet's names are case-sensitive
+    ("cpuManagerPolicy: 5\n", [], "'5'"),
+    ("", ["--cpu-manager-policy"], "'true'"),  # a bare flag: pflag reads it as true
+])
+def test_a_policy_kubelet_does_not_know_is_an_error_not_a_result(tmp_path, config, cmdline, value):
+    write(tmp_path, "/etc/kubernetes/kubelet.yaml", "kind: KubeletConfiguration\n" + config)
+    result = kc.read(root=str(tmp_path), cmdline=["--config", "/etc/kubernetes/kubelet.yaml"] + cmdline, hostname="n")
+    assert result["cpu_manager_policy"] is None
+    assert result["error"].startswith("cpuManagerPolicy %s (" % value) and "is not one kubelet knows (none, static" in result["error"]

@@ -511,3 +511,15 @@ def test_retired_resources_are_exact_names(sysroot, bad):
     with pytest.raises(ParameterError) as err:
         options(sysroot, retired_resources=bad)
     assert err.value.field == "retired_resources"
+
+
+@pytest.mark.parametrize("path, max_bytes, field", [
+    ("", 1024, "checkpoint_path"), ("relative/kubelet_internal_checkpoint", 1024, "checkpoint_path"),
+    ("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint", 0, "max_bytes"),
+    ("/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint", -5, "max_bytes"),
+])
+def test_describe_refuses_an_empty_path_and_a_size_limit_that_is_not_positive(path, max_bytes, field):
+    # kubelet_checkpoint_info's options: an empty path or max_bytes <= 0 reported every file as missing or refused
+    with pytest.raises(ParameterError) as err:
+        rc.describe(path, max_bytes)
+    assert err.value.field == field
