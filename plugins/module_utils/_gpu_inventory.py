@@ -24,8 +24,10 @@ with ``available: false`` and a ``reason``. Running commands goes through a
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import re
+import socket
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import BackendUnavailable, InventoryError
 
@@ -302,12 +304,38 @@ def _smi_mig_devices(run, smi, facts):
             )
 
 
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+
+
+def node_identity(files=MACHINE_ID_FILES):
+    """Which machine this is: a hash of its machine-id (never the id itself: machine-id(5) asks that it stay
+    private), else of its host name. The facts carry it, so a repair can refuse another node's inventory."""
+    seed = None
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                seed = handle.read(64).strip() or None
+        except (IOError, OSError):
+            continue
+        if seed:
+            break
+    if not seed:
+        seed = socket.gethostname().encode("utf-8", "replace")
+    return hashlib.sha256(b"gpuops.fleet node identity:" + seed).hexdigest()[:32]
+
+
 def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc", driver_root=None):
-    """Return gpuops_gpus facts; never raises for a node without a usable driver.
+    """Return gpuops_gpus facts (with ``node_id``, see node_identity); never raises for a node without a usable driver.
 
     ``nvidia_smi`` is the resolved path of the CLI or None when it is not installed.
     ``driver_root`` (e.g. ``/run/nvidia/driver``): NVML is loaded from that root.
     """
+    facts = _gather(run, backend, nvidia_smi, proc_root, driver_root)
+    facts["node_id"] = node_identity()
+    return facts
+
+
+def _gather(run, backend, nvidia_smi, proc_root, driver_root):
     if backend not in BACKENDS:
         raise ValueError("backend must be one of %s" % ", ".join(BACKENDS))
     reasons = []

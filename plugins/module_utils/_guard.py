@@ -35,6 +35,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils import _repair as rep
 from ansible_collections.gpuops.fleet.plugins.module_utils import _systemd as systemd
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import (
     GpuopsError,
+    InventoryError,
     KubeletControlError,
     KubeletRunningError,
     LockBusyError,
@@ -193,6 +194,9 @@ def check(config, log, report_only=False, run=systemd.run, sleep=time.sleep, now
     except LockBusyError as exc:
         log.emit("error", "locked", str(exc), checkpoint_path=config["checkpoint_path"])
         return _finish(log, EXIT_LOCKED, None)
+    except InventoryError as exc:
+        log.emit("error", "inventory_unknown", str(exc), checkpoint_path=config["checkpoint_path"])
+        return _finish(log, EXIT_INVENTORY_UNKNOWN, None)
     except UnsafeFileError as exc:
         log.emit("error", "action_failed", "checkpoint untouched or replaced whole: %s" % exc, checkpoint_path=config["checkpoint_path"])
         return _finish(log, EXIT_ACTION_FAILED, None)

@@ -36,10 +36,11 @@ import os
 import shutil
 import time
 
+from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rec
 from ansible_collections.gpuops.fleet.plugins.module_utils import _systemd as systemd
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import KubeletControlError, KubeletRunningError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError, KubeletControlError, KubeletRunningError
 
 
 # kubelet is started again at most this long after a run that stopped it was killed
@@ -99,6 +100,7 @@ def repair(facts, options, kubelet=None, check_mode=False, diff=False, now=None,
     reconcile() raises, KubeletRunningError (a running kubelet may not be stopped) or
     KubeletControlError (stopping or starting it failed; the message says what to do).
     """
+    check_node(facts)
     if kubelet is None:
         result = rec.reconcile(facts, options, check_mode=check_mode, diff=diff, now=now)
         result["kubelet"] = _kubelet_result(None)
@@ -113,6 +115,19 @@ def repair(facts, options, kubelet=None, check_mode=False, diff=False, now=None,
         return result
     with nodefile.run_lock(options.lock_dir, options.checkpoint_path, options.lock_timeout):
         return _repair_locked(facts, options, kubelet, diff, now, notify)
+
+
+def check_node(facts, identity=inventory.node_identity):
+    """Refuse GPU facts read on another machine (their ``node_id``): compared with this node's checkpoint they
+    would call its valid IDs stale. Facts without ``node_id`` (written by hand, or older) are taken as they are."""
+    given = facts.get("node_id") if isinstance(facts, dict) else None
+    if given is not None and given != identity():
+        raise InventoryError(
+            "the GPU inventory given (gpus) was read on another machine (node_id %s, this one %s): refusing to compare it with this "
+            "node's checkpoint, nothing was changed. Pass this node's own ansible_facts.gpuops_gpus, or omit gpus so the module reads "
+            "the GPUs itself. On ansible-core 2.21 a run_once task earlier in the play can leak one host's facts to the others "
+            "(ansible/ansible#87148)" % (given, identity())
+        )
 
 
 def _mark_path(options):

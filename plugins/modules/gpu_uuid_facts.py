@@ -106,6 +106,15 @@ ansible_facts:
           type: int
           returned: always
           sample: 1
+        node_id:
+          description:
+            - Which machine the facts were read on (a hash of its machine-id, never the id itself).
+              M(gpuops.fleet.kubelet_checkpoint) refuses facts whose C(node_id) is not its own machine's, so another node's
+              GPUs can never be compared with this node's checkpoint.
+          type: str
+          returned: always
+          sample: 3f9d0c1b2a4e5f60718293a4b5c6d7e8
+          version_added: 0.3.0
         gpus:
           description: One entry per GPU, in NVML index order.
           type: list

@@ -53,10 +53,11 @@ def recap(output):
     return dict((m.group(1), tuple(int(x) for x in m.groups()[1:])) for m in RECAP.finditer(output))
 
 
-def kubelet_journal(lab, node):
-    """The simulated kubelet's stops and starts on a lab node (the fake systemctl's journal)."""
+def kubelet_journal(lab, node, unit="kubelet.service"):
+    """The simulated kubelet's stops and starts on a lab node (the fake systemctl's journal), or another unit's."""
     path = lab["base"] / "nodes" / node / "run/systemd/journal.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [r for r in records if r["unit"] == unit]
 
 
 def test_lab_repairs_in_batches_then_is_idempotent_and_the_installed_guard_accepts_its_config(lab, fake_lib_dir):
@@ -80,6 +81,10 @@ def test_lab_repairs_in_batches_then_is_idempotent_and_the_installed_guard_accep
     assert journals["lab-healthy"] == [] and journals["lab-no-driver"] == []
     for node in REPAIRED:
         assert [(e["verb"], e["state"]) for e in journals[node]] == [("stop", "inactive"), ("start", "active")], journals[node]
+        # the rescue timer: armed before the stop, disarmed after the start, never fired
+        rescue = kubelet_journal(lab, node, "gpuops-rescue-kubelet.timer")
+        assert [(e["verb"], e["state"]) for e in rescue] == [("systemd-run", "active"), ("stop", "inactive")], rescue
+        assert rescue[0]["time"] < journals[node][0]["time"] and rescue[1]["time"] > journals[node][1]["time"]
     first_batch_done = max(journals[n][1]["time"] for n in ("lab-corrupt", "lab-gpushare"))
     assert journals["lab-replaced-gpu"][0]["time"] > first_batch_done
     assert "kubelet restarted on 3 node(s), in 2 batch(es): batch 1: lab-corrupt, lab-gpushare; batch 2: lab-replaced-gpu" in first

@@ -24,7 +24,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils import _guard as guar
 from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rc
 from ansible_collections.gpuops.fleet.plugins.module_utils import _repair as repair
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import KubeletControlError, KubeletRunningError, NodeFileError
+from ansible_collections.gpuops.fleet.plugins.module_utils._errors import InventoryError, KubeletControlError, KubeletRunningError, NodeFileError
 
 NEW = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 OLD = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
@@ -407,3 +407,28 @@ def test_late_check_without_a_driver_ever_ends_with_exit_3_and_touches_nothing(n
 def test_bad_late_settings_name_the_field(settings, field):
     with pytest.raises(guard.GpuopsError, match=field):
         guard.parse_config(json.dumps(settings), "gpuops.json")
+
+
+def test_another_machines_gpu_facts_are_refused_and_nothing_changes(node):
+    # ansible-core 2.21.5 leaked one host's facts to every host after a run_once task (ansible/ansible#87148):
+    # compared with this node's checkpoint, another node's GPUs would call its valid IDs stale
+    fake, kubelet = node()
+    before = node.path.read_bytes()
+    foreign = dict(FACTS, node_id="0" * 32)
+    with pytest.raises(InventoryError, match="read on another machine .*nothing was changed.*ansible/ansible#87148"):
+        repair.repair(foreign, node.options, kubelet)
+    assert fake.calls == [] and node.path.read_bytes() == before
+    # this node's own facts (and facts without node_id, as written by hand) are used as before
+    own = dict(FACTS, node_id=repair.inventory.node_identity())
+    assert repair.repair(own, node.options, kubelet, check_mode=True)["action"] == "pruned"
+    assert repair.repair(FACTS, node.options, kubelet, check_mode=True)["action"] == "pruned"
+
+
+def test_the_node_identity_hides_the_machine_id(tmp_path):
+    machine_id = tmp_path / "machine-id"
+    machine_id.write_text("0123456789abcdef0123456789abcdef\n")
+    first = repair.inventory.node_identity((str(machine_id),))
+    assert len(first) == 32 and "0123456789abcdef" not in first
+    assert repair.inventory.node_identity((str(tmp_path / "missing"), str(machine_id))) == first
+    machine_id.write_text("fedcba9876543210fedcba9876543210\n")
+    assert repair.inventory.node_identity((str(machine_id),)) != first
