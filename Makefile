@@ -49,7 +49,7 @@ matrix: venv collection-link fakes ## ansible-core 2.16, 2.17, 2.18, 2.20, 2.21:
 # there (hack/sanity-tests.py: their code or tool pins differ, or they run the core itself).
 sanity: venv ## ansible-test sanity: all on ansible-core 2.21, what can differ on 2.19
 	hack/sanity.sh 2.21 "$$(PYTHON=$(PYTHON) hack/ansible-matrix.sh --venv 14)"
-	hack/sanity.sh 2.19 $(BIN)/python $$(hack/sanity-tests.py $(BIN)/python "$$(PYTHON=$(PYTHON) hack/ansible-matrix.sh --venv 14)")
+	hack/sanity.sh 2.19 $(BIN)/python --differing-from "$$(PYTHON=$(PYTHON) hack/ansible-matrix.sh --venv 14)"
 
 lint: venv collection-link ## ansible-lint (production profile) and the changelog fragments
 	$(BIN)/ansible-lint --offline

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Which ansible-test sanity tests can give another answer on an older ansible-core than on the newest.
 
 `make sanity` runs every test on the newest core (its rules are the newest, and that is where a
@@ -7,7 +6,7 @@ own code or pinned tool versions differ between the two ansible-test installatio
 that run the core or the Python themselves (their answer depends on both whatever their own code
 says). A test identical in both is not run twice.
 
-    hack/sanity-tests.py OLD_PYTHON NEW_PYTHON      -> "--test NAME" arguments, one per line
+    python3 hack/sanity-tests.py OLD_PYTHON NEW_PYTHON      -> the test names, one per line
 """
 
 from __future__ import annotations
@@ -71,7 +70,6 @@ def main(argv):
     sys.stderr.write("sanity on the older core: %d of %d tests can differ (%s); the same in both, run once on the newest: %s\n"
                      % (len(differ), len(names), ", ".join(differ), json.dumps(same)))
     for name in differ:
-        print("--test")
         print(name)
     return 0
 

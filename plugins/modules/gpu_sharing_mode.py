@@ -240,5 +240,6 @@ def main():
     module.exit_json(changed=bool(changes or leftover), plan=rows, switched=switched, evicted=evicted, eviction_notes=notes,
                      finished_cordons=leftover, msg=msg, diff=diff)
 
+
 if __name__ == "__main__":
     main()

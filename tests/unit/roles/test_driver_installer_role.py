@@ -5,8 +5,6 @@ variable; the templates render the installer privileged and nothing else (the pa
 
 from __future__ import annotations
 
-
-
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 
 

@@ -6,8 +6,6 @@ the action plugins read modes and node truth from the inventory."""
 
 from __future__ import annotations
 
-
-
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 from ansible_collections.gpuops.fleet.plugins.action.gpu_share_info import node_truth
 from ansible_collections.gpuops.fleet.plugins.action.gpu_sharing_mode import desired_modes

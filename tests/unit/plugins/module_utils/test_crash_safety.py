@@ -101,7 +101,8 @@ class Node(object):
         env = dict(self.env)
         if failpoint:
             env[nodefile.FAILPOINT_ENV] = failpoint
-        proc = subprocess.run([sys.executable, "-c", RUNNER, "check", "--config", self.config], env=env, capture_output=True, text=True, timeout=60, check=False)
+        proc = subprocess.run([sys.executable, "-c", RUNNER, "check", "--config", self.config], env=env, capture_output=True, text=True,
+                              timeout=60, check=False)
         return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
 
     def kubelet_state(self):

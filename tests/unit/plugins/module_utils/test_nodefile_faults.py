@@ -314,7 +314,8 @@ def test_leftover_temp_files_are_removed_and_unique_bytes_rescued_first(node):
 
 def test_other_files_and_other_checkpoints_temp_files_are_not_touched(node):
     plugins = os.path.dirname(node["path"])
-    keep = [os.path.join(plugins, n) for n in ("nvidia-gpu.sock", ".other_checkpoint.gpuops-new-1-0a1b2c3d.tmp", ".kubelet_internal_checkpoint.gpuops-new-x.tmp")]
+    names = ("nvidia-gpu.sock", ".other_checkpoint.gpuops-new-1-0a1b2c3d.tmp", ".kubelet_internal_checkpoint.gpuops-new-x.tmp")
+    keep = [os.path.join(plugins, n) for n in names]
     for path in keep:
         with open(path, "wb") as handle:
             handle.write(b"x")
