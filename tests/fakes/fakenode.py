@@ -8,6 +8,7 @@ pynvml) and the fake ``nvidia-smi``; the GPU names carry "(simulated)".
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -33,6 +34,16 @@ def build_lib(out_dir, defines=()):
     ``defines``: preprocessor names of an older driver's library (DRIVERS); give each its own directory.
     """
     os.makedirs(out_dir, exist_ok=True)
+    # one build at a time per directory: `make matrix` runs several ansible-core lines at once, and each
+    # one's conftest asks for the library (an unlocked check-then-build raced: a half-written stamp read
+    # as stale, two compilers writing one temp file)
+    with open(os.path.join(out_dir, ".build.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _build_locked(out_dir, defines)
+    return out_dir
+
+
+def _build_locked(out_dir, defines):
     lib = os.path.join(out_dir, "libnvidia-ml.so.1")
     command = (["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1"]
                + ["-D%s" % name for name in defines] + ["-o", lib + ".tmp", SOURCE])
@@ -59,7 +70,6 @@ def build_lib(out_dir, defines=()):
             dst.write(src.read())
         os.chmod(path + ".tmp", 0o755)
         os.replace(path + ".tmp", path)
-    return out_dir
 
 
 def gpu(uuid, name=T4, bus="00000000:00:07.0", mem_mib=15360, minor=0, mig=-1, mig_pending=None):
