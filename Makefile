@@ -23,7 +23,7 @@ venv: $(STAMP)
 $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-compile -r requirements-dev.txt
 	touch $@
 
 collection-link:
