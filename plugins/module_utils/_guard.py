@@ -5,7 +5,9 @@
 """PRIVATE to the gpuops.fleet collection: the node-side ``gpuops`` command (boot guard).
 
 The ``checkpoint_guard`` role copies this collection's module_utils to the node and
-installs ``/usr/local/bin/gpuops``, a three-line wrapper around ``main()``. The guard
+installs ``/usr/local/bin/gpuops``, a three-line wrapper around its entry point
+(``roles/checkpoint_guard/files/gpuops_main.py``), which calls ``main()`` with the runner of the
+commands it needs (module_utils start no process themselves). The guard
 runs the very code ``kubelet_checkpoint`` runs (``_gpu_inventory.gather`` and
 ``_reconcile.reconcile``), before kubelet at boot, and logs one JSON object per line
 (``level``, ``msg``, ``time`` plus indexable fields) to stdout, i.e. the journal.
@@ -74,7 +76,7 @@ EXIT_CODES = (
 )
 
 
-def gather_gpus(config, log, run=systemd.run, sleep=time.sleep, clock=time.monotonic, late=False):
+def gather_gpus(config, log, run, sleep=time.sleep, clock=time.monotonic, late=False):
     """GPU facts; waits for a driver that is still coming up.
 
     Early (at boot, before kubelet) it waits up to ``driver_wait_seconds``. The late check
@@ -134,7 +136,7 @@ def _restarted(result):
     return False if info.get("state_before") in systemd.RUNNING_STATES else None
 
 
-def check(config, log, report_only=False, run=systemd.run, sleep=time.sleep, now=None, late=False):
+def check(config, log, run, report_only=False, sleep=time.sleep, now=None, late=False):
     """The guard: returns an exit code; every step is logged.
 
     ``late``: the late check (gpuops-late.service, after kubelet) of a node whose driver
@@ -284,7 +286,7 @@ def _finish(log, code, result):
     return code
 
 
-def _dev_char_command(args, log, run=systemd.run):
+def _dev_char_command(args, log, run):
     ctk = shutil.which("nvidia-ctk")
     before = devchar.dev_char_symlinks(args.dev_root, dry_run=True)
     if ctk and not args.dry_run and args.dev_root == "/dev":
@@ -374,8 +376,9 @@ def _parser():
     return parser
 
 
-def main(argv=None, stdout=None, stderr=None, default_config=DEFAULT_CONFIG):
-    """Entry point of /usr/local/bin/gpuops; returns the exit code."""
+def main(argv=None, stdout=None, stderr=None, default_config=DEFAULT_CONFIG, run=None):
+    """The gpuops command; returns the exit code. ``run(argv) -> (rc, stdout, stderr)`` runs the commands it needs
+    (systemctl, systemd-run, nvidia-smi, nvidia-ctk): the entry point passes it (gpuops_main.py)."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     parser = _parser()
@@ -391,7 +394,7 @@ def main(argv=None, stdout=None, stderr=None, default_config=DEFAULT_CONFIG):
         return _metrics_command(args, log)
     if args.command == "dev-char-symlinks":
         try:
-            return _dev_char_command(args, log)
+            return _dev_char_command(args, log, run)
         except OSError as exc:
             log.emit("error", "dev_char_failed", "creating /dev/char links failed: %s" % exc)
             return EXIT_ACTION_FAILED
@@ -401,7 +404,7 @@ def main(argv=None, stdout=None, stderr=None, default_config=DEFAULT_CONFIG):
         log.emit("error", "config_error", "configuration error: %s" % exc)
         return EXIT_USAGE
     try:
-        return check(config, log, report_only=args.command == "report", late=getattr(args, "late", False))
+        return check(config, log, run, report_only=args.command == "report", late=getattr(args, "late", False))
     except Exception as exc:  # pylint: disable=broad-except
         # a bug: still one JSON line, so log pipelines keep the traceback with the record
         import traceback  # pylint: disable=import-outside-toplevel

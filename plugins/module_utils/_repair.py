@@ -62,7 +62,7 @@ class Kubelet(object):
 
     __slots__ = ("unit", "restart", "block_start", "run", "clock", "rescue_seconds", "which")
 
-    def __init__(self, unit, restart=True, block_start=True, run=systemd.run, clock=time.monotonic, rescue_seconds=DEFAULT_RESCUE_SECONDS, which=shutil.which):
+    def __init__(self, unit, run, restart=True, block_start=True, clock=time.monotonic, rescue_seconds=DEFAULT_RESCUE_SECONDS, which=shutil.which):
         self.unit = unit
         self.restart = restart
         self.block_start = block_start

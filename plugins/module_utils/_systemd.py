@@ -4,13 +4,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE to the gpuops.fleet collection: the few systemctl calls of the node code.
 
-``run`` is a callable ``run(argv) -> (rc, stdout, stderr)``, so tests pass a fake.
+``run`` is a callable ``run(argv) -> (rc, stdout, stderr)``: a module passes
+``AnsibleModule.run_command``, the node-side ``gpuops`` command its entry point's runner
+(``roles/checkpoint_guard/files/gpuops_main.py``), tests a fake. Nothing here starts a process
+itself: module_utils run commands through the module that imports them.
 """
 
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 # systemctl is-active prints one of these for a unit whose process may run now or in a
 # moment (an auto-restart is "activating"): each must be stopped before the checkpoint
@@ -18,35 +20,29 @@ import subprocess
 RUNNING_STATES = ("active", "activating", "reloading", "deactivating", "refreshing")
 
 
-def run(argv):
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate()
-    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-
-
 def available():
     """Whether this host has systemctl at all (a sysroot or a container may not)."""
     return shutil.which("systemctl") is not None
 
 
-def state(unit, run=run):
+def state(unit, run):
     """``systemctl is-active`` of the unit: its state word, or ``unknown`` when systemd cannot say."""
     dummy, out, dummy2 = run(["systemctl", "is-active", unit])
     word = out.strip().splitlines()[0].strip() if out.strip() else ""
     return word or "unknown"
 
 
-def is_active(unit, run=run):
+def is_active(unit, run):
     return state(unit, run) in RUNNING_STATES
 
 
-def stop(unit, run=run):
+def stop(unit, run):
     """Stop the unit and wait for it to be stopped. Returns (ok, stderr)."""
     rc, dummy, err = run(["systemctl", "stop", unit])
     return rc == 0, err.strip()
 
 
-def start(unit, run=run, block=True):
+def start(unit, run, block=True):
     """Start the unit; ``block=False`` only queues the job (a unit ordered before it is running). Returns (ok, stderr)."""
     rc, dummy, err = run(["systemctl", "start"] + ([] if block else ["--no-block"]) + [unit])
     return rc == 0, err.strip()
@@ -72,7 +68,7 @@ def _tool(name, which=shutil.which):
     return which(name) or which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
 
 
-def arm_rescue(unit, seconds, lock_path, run=run, which=shutil.which):
+def arm_rescue(unit, seconds, lock_path, run, which=shutil.which):
     """Arm a transient timer that starts ``unit`` ``seconds`` from now. Returns (ok, error).
 
     The timer's service waits for the checkpoint's lock first (``flock``, at most
@@ -107,13 +103,13 @@ def arm_rescue(unit, seconds, lock_path, run=run, which=shutil.which):
     return rc == 0, err.strip()
 
 
-def rescue_armed(unit, run=run):
+def rescue_armed(unit, run):
     """Whether a rescue for ``unit`` is still armed or running (a run that armed it died)."""
     name = rescue_unit(unit)
     return state(name + ".timer", run) in RUNNING_STATES or state(name + ".service", run) in RUNNING_STATES
 
 
-def disarm_rescue(unit, run=run):
+def disarm_rescue(unit, run):
     """Stop the rescue's timer and service (transient units then vanish); errors of units already gone are ignored."""
     name = rescue_unit(unit)
     for suffix in (".timer", ".service"):

@@ -35,8 +35,7 @@ import yaml
 from promrig import COLLECTIONS, BIN, Exposition, free_port, render_role, start_prometheus  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUNNER = ("import sys; sys.path.insert(0, %r); from ansible_collections.gpuops.fleet.plugins.module_utils._guard import main; "
-          "sys.exit(main(sys.argv[1:]))" % COLLECTIONS)
+RUNNER = fakenode.GUARD_RUNNER
 GIB = 1024 ** 3
 MIB = 1024 ** 2
 GA, GB = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e"

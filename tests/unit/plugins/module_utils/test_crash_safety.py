@@ -33,11 +33,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils import _nodefile as n
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 COLLECTIONS = os.path.join(ROOT, "build", "collections")
-RUNNER = (
-    "import sys; sys.path.insert(0, %r); "
-    "from ansible_collections.gpuops.fleet.plugins.module_utils._guard import main; "
-    "sys.exit(main(sys.argv[1:]))" % COLLECTIONS
-)
+RUNNER = fakenode.GUARD_RUNNER
 NEW = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 OLD = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
 E = codec.PodDevicesEntry

@@ -17,9 +17,7 @@ import pytest
 from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_metrics as gm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-COLLECTIONS = os.path.join(ROOT, "build", "collections")
-RUNNER = ("import sys; sys.path.insert(0, %r); from ansible_collections.gpuops.fleet.plugins.module_utils._guard import main; "
-          "sys.exit(main(sys.argv[1:]))" % COLLECTIONS)
+RUNNER = fakenode.GUARD_RUNNER
 G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 G1 = "GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e"
 UID_A = "7a4f0d3c-2b1e-4c5d-8e9f-0a1b2c3d4e5f"

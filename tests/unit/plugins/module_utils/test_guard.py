@@ -24,18 +24,13 @@ from ansible_collections.gpuops.fleet.plugins.module_utils import _jsonlog as js
 from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-COLLECTIONS = os.path.join(ROOT, "build", "collections")
 SEED = os.path.join(ROOT, "lab", "files", "seed_checkpoint.json")
 GPUSHARE = os.path.join(ROOT, "lab", "files", "gpushare_checkpoint.json")
 CORRUPT = os.path.join(ROOT, "lab", "files", "corrupt_checkpoint.json")
 SEED_GPU = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 NEW_GPU = "GPU-68ce64fb-ea68-5ad6-7e72-31f3f07378df"
 SHARE_KEPT = "GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e"
-RUNNER = (
-    "import sys; sys.path.insert(0, %r); "
-    "from ansible_collections.gpuops.fleet.plugins.module_utils._guard import main; "
-    "sys.exit(main(sys.argv[1:]))" % COLLECTIONS
-)
+RUNNER = fakenode.GUARD_RUNNER
 
 
 @pytest.fixture()
