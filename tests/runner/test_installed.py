@@ -15,6 +15,8 @@ import sys
 
 import pytest
 
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code as guard_code
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 
@@ -62,5 +64,6 @@ def test_site_by_fqcn_from_a_read_only_installed_tarball(tmp_path, readonly, fak
     report = json.loads((work / "gpuops-report" / "fleet-summary.json").read_text())
     actions = dict((n["node"], n["action"]) for n in report["nodes"])
     assert actions == {"lab-healthy": "none", "lab-replaced-gpu": "removed", "lab-gpushare": "pruned", "lab-corrupt": "removed", "lab-no-driver": "skipped"}
-    guard_lib = tmp_path / "nodes/lab-healthy/usr/local/lib/gpuops/ansible_collections/gpuops/fleet/plugins/module_utils/_repair.py"
-    assert guard_lib.exists()
+    # the guard's one file was built from the installed, read-only copy
+    guard_lib = tmp_path / "nodes/lab-healthy/usr/local/lib/gpuops/gpuops.pyz"
+    assert guard_lib.read_bytes() == guard_code.build(str(target / "ansible_collections" / "gpuops" / "fleet"))[0]

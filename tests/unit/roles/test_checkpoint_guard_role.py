@@ -5,13 +5,20 @@ the rendered unit passes `systemd-analyze verify`, and the guard's config matche
 
 from __future__ import annotations
 
+import glob
+import io
 import os
 import shutil
 import subprocess
+import sys
+import zipfile
 
 import pytest
 
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
+
+from ansible_collections.gpuops.fleet.plugins.module_utils import _guard as guard
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code as guard_code
 
 ROOT = role_checks.ROOT
 
@@ -32,25 +39,41 @@ def test_readme_documents_every_variable():
     assert role_checks.undocumented_vars("checkpoint_guard") == []
 
 
-def test_role_ships_every_module_util_the_guard_imports():
-    shipped = set(load("vars", "main.yml")["__checkpoint_guard_module_utils"])
-    utils = os.path.join(ROOT, "plugins", "module_utils")
-    needed = {"_guard.py"}
-    todo = ["_guard.py"]
-    while todo:
-        with open(os.path.join(utils, todo.pop())) as handle:
-            for line in handle:
-                if line.startswith("from ansible_collections.gpuops.fleet.plugins.module_utils"):
-                    words = line.replace(",", " ").split()
-                    names = words[words.index("import") + 1:] if words[1].endswith("module_utils") else [words[1].rsplit(".", 1)[1]]
-                    for name in names:
-                        if name == "as":
-                            break
-                        fname = name + ".py"
-                        if fname not in needed:
-                            needed.add(fname)
-                            todo.append(fname)
-    assert needed == shipped
+def test_the_guard_is_one_file_that_imports_alone_on_the_oldest_python(tmp_path):
+    # every module_util in it imports with nothing but the file on sys.path (no collection, no ansible),
+    # on this Python and on the oldest the nodes may have (pyenv's 3.8, when present)
+    data, names = guard_code.build()
+    pyz = tmp_path / "gpuops.pyz"
+    pyz.write_bytes(data)
+    modules = [n[:-3].replace("/", ".") for n in names if n.startswith("ansible_collections/") and not n.endswith("__init__.py")]
+    assert "ansible_collections.gpuops.fleet.plugins.module_utils._guard" in modules and "gpuops_main.py" in names
+    script = ("import importlib, sys; sys.path.insert(0, %r)\nfor name in %r: importlib.import_module(name)\n"
+              "from gpuops_main import entry; sys.exit(entry(argv=['--version']))" % (str(pyz), modules))
+    pythons = [sys.executable] + sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8.*/bin/python3")))[-1:]
+    for python in pythons:
+        proc = subprocess.run([python, "-I", "-c", script], capture_output=True, text=True, timeout=60, check=False)
+        assert (proc.returncode, proc.stdout.strip()) == (0, "gpuops %s" % guard.VERSION), (python, proc.stderr)
+
+
+def test_the_guard_file_is_reproducible_and_holds_what_the_code_imports(tmp_path):
+    first, names = guard_code.build()
+    assert guard_code.build() == (first, names)
+    # a source's time is not in it, its content is
+    root = tmp_path / "collection"
+    shutil.copytree(ROOT, str(root), ignore=shutil.ignore_patterns(".git", ".venv", "build", "out", "tests"))
+    os.utime(str(root / "plugins/module_utils/_errors.py"), (0, 0))
+    assert guard_code.build(str(root))[0] == first
+    with open(str(root / "plugins/module_utils/_errors.py"), "a") as handle:
+        handle.write("# changed\n")
+    assert guard_code.build(str(root))[0] != first
+    # what it ships is what the entry point's imports reach, nothing else: a module_util nobody imports stays out
+    (root / "plugins/module_utils/_unused.py").write_text("X = 1\n")
+    assert "ansible_collections/gpuops/fleet/plugins/module_utils/_unused.py" not in guard_code.build(str(root))[1]
+    with zipfile.ZipFile(io.BytesIO(first)) as archive:
+        for name in names:
+            if name.startswith("ansible_collections/gpuops/fleet/plugins/module_utils/_") and not name.endswith("__init__.py"):
+                with open(os.path.join(ROOT, "plugins", "module_utils", os.path.basename(name)), "rb") as handle:
+                    assert archive.read(name) == handle.read(), name
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +117,6 @@ def test_installed_command_runs_the_shipped_code(lab_install):
     cmd = lab_install / "usr" / "local" / "bin" / "gpuops"
     proc = subprocess.run([str(cmd), "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and "6  stale or corrupt" in proc.stdout
-    lib = lab_install / "usr" / "local" / "lib" / "gpuops" / "ansible_collections" / "gpuops" / "fleet" / "plugins" / "module_utils"
-    for name in os.listdir(str(lib)):
-        with open(str(lib / name), "rb") as a, open(os.path.join(ROOT, "plugins", "module_utils", name), "rb") as b:
-            assert a.read() == b.read(), name
+    lib = lab_install / "usr" / "local" / "lib" / "gpuops"
+    assert os.listdir(str(lib)) == ["gpuops.pyz"], "one file per node"
+    assert (lib / "gpuops.pyz").read_bytes() == guard_code.build()[0]

@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection (controller side): the node-side ``gpuops`` command as one file.
+
+The command is the collection's own module_utils (the code ``kubelet_checkpoint`` runs) plus its
+entry point (``roles/checkpoint_guard/files/gpuops_main.py``). ``build`` packs them into one zip
+that Python imports from (``sys.path.insert(0, ".../gpuops.pyz")``: zipimport), so the role copies
+one file per node instead of one per module_util.
+
+* What goes in: the entry point and every module_util it reaches through its imports (read with
+  ``ast``, so what is shipped is what the code imports, not a list kept by hand).
+* Reproducible: the same sources give the same bytes (entries sorted, a fixed timestamp and mode,
+  stored uncompressed, so neither the files' times nor the controller's zlib change the result); a
+  second run therefore changes nothing on the node.
+* Every package directory gets an ``__init__.py``: zipimport of the nodes' older Pythons does not
+  find implicit namespace packages.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import io
+import os
+import zipfile
+
+PACKAGE = "ansible_collections.gpuops.fleet.plugins.module_utils"
+ENTRY = "gpuops_main.py"
+# 1980-01-01, the earliest time a zip entry holds: a fixed time makes the bytes the sources' alone
+FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def collection_root():
+    """This collection's root directory (plugins/plugin_utils/ is two levels below it)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _imports(source):
+    """The module_utils names (``_x``) a source file imports, from its syntax tree."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == PACKAGE:
+                names.update(alias.name for alias in node.names)
+            elif node.module.startswith(PACKAGE + "."):
+                names.add(node.module[len(PACKAGE) + 1:].split(".")[0])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith(PACKAGE + "."):
+                    names.add(alias.name[len(PACKAGE) + 1:].split(".")[0])
+    return names
+
+
+def module_utils_needed(root=None):
+    """The module_util file names the entry point reaches, sorted."""
+    root = root or collection_root()
+    utils = os.path.join(root, "plugins", "module_utils")
+    with open(os.path.join(root, "roles", "checkpoint_guard", "files", ENTRY), "rb") as handle:
+        todo = sorted(_imports(handle.read()))
+    needed = set()
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        with open(os.path.join(utils, name + ".py"), "rb") as handle:
+            todo.extend(sorted(_imports(handle.read()) - needed))
+    return sorted(name + ".py" for name in needed)
+
+
+def _entry(name, data):
+    info = zipfile.ZipInfo(name, date_time=FIXED_TIME)
+    info.compress_type = zipfile.ZIP_STORED
+    info.external_attr = 0o100644 << 16
+    info.create_system = 3  # unix, whatever the controller
+    return info, data
+
+
+def build(root=None):
+    """``(zip bytes, sorted archive names)`` of the gpuops command."""
+    root = root or collection_root()
+    entries = {}
+    with open(os.path.join(root, "roles", "checkpoint_guard", "files", ENTRY), "rb") as handle:
+        entries[ENTRY] = handle.read()
+    base = PACKAGE.replace(".", "/")
+    parts = base.split("/")
+    for depth in range(1, len(parts) + 1):
+        entries["/".join(parts[:depth]) + "/__init__.py"] = b""
+    for name in module_utils_needed(root):
+        with open(os.path.join(root, "plugins", "module_utils", name), "rb") as handle:
+            entries["%s/%s" % (base, name)] = handle.read()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as archive:
+        for name in sorted(entries):
+            info, data = _entry(name, entries[name])
+            archive.writestr(info, data)
+    return buf.getvalue(), sorted(entries)
+
+
+def digest(data):
+    return hashlib.sha256(data).hexdigest()
