@@ -6,6 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/build/collections
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Each pytest run its own temp dir in this checkout (emptied when it starts): no numbered dirs under
+# /tmp/pytest-of-<user>, whose cleanup in pytest itself leaves a scandir iterator open now and then, a
+# ResourceWarning our warnings-as-errors turn into a failed run after every test passed.
+BASETEMP = --basetemp=$(CURDIR)/build/pytest/$@
 
 .PHONY: test deps unit lab-test matrix sanity lint bench demo fakes clean venv collection-link molecule kube kube-build prom lab fleet-bench ee ee-context
 
@@ -31,10 +35,10 @@ collection-link:
 	@ln -sfn $(CURDIR) build/collections/ansible_collections/gpuops/fleet
 
 unit: venv collection-link ## pytest: codec (with the Go oracle), planner, inventory (fake NVML), faults, modules through ansible-playbook
-	GPUOPS_REQUIRE_GO_ORACLE=1 $(BIN)/python -m pytest -p no:randomly tests/unit
+	GPUOPS_REQUIRE_GO_ORACLE=1 $(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/unit
 
 lab-test: venv collection-link fakes ## the lab: site.yml twice (repair, then changed=0), each node's installed guard, and under ansible-runner as AWX runs it
-	$(BIN)/python -m pytest -p no:randomly tests/lab tests/runner
+	$(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/lab tests/runner
 
 # The other ansible-core lines that requires_ansible claims (cached venvs in ~/.cache/gpuops/venvs;
 # 2.20 and 2.21 on pyenv's Python 3.12 and 3.13): module tests through ansible-playbook and the lab
@@ -61,10 +65,10 @@ kube-build:
 	hack/kube-cluster.sh build
 
 kube: venv collection-link fakes kube-build ## device_plugin role against a real API server (SIMULATED nodes)
-	$(BIN)/python -m pytest -p no:randomly tests/kube
+	$(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/kube
 
 prom: venv collection-link fakes ## gpu_monitoring's rules and gpu_memory_report against a real Prometheus and node_exporter (Debian's) on loopback
-	$(BIN)/python -m pytest -p no:randomly -s tests/prometheus
+	$(BIN)/python -m pytest -p no:randomly -s $(BASETEMP) tests/prometheus
 
 fakes: venv
 	$(BIN)/python -c 'import sys; sys.path.insert(0, "tests/fakes"); import fakenode; fakenode.build_lib("build/fakes")'
