@@ -35,9 +35,11 @@ collection-link:
 	@ln -sfn $(CURDIR) build/collections/ansible_collections/gpuops/fleet
 
 unit: venv collection-link ## pytest: codec (with the Go oracle), planner, inventory (fake NVML), faults, modules through ansible-playbook
+	@mkdir -p build/pytest
 	GPUOPS_REQUIRE_GO_ORACLE=1 $(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/unit
 
 lab-test: venv collection-link fakes ## the lab: site.yml twice (repair, then changed=0), each node's installed guard, and under ansible-runner as AWX runs it
+	@mkdir -p build/pytest
 	$(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/lab tests/runner
 
 # The other ansible-core lines that requires_ansible claims (cached venvs in ~/.cache/gpuops/venvs;
@@ -65,9 +67,11 @@ kube-build:
 	hack/kube-cluster.sh build
 
 kube: venv collection-link fakes kube-build ## device_plugin role against a real API server (SIMULATED nodes)
+	@mkdir -p build/pytest
 	$(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/kube
 
 prom: venv collection-link fakes ## gpu_monitoring's rules and gpu_memory_report against a real Prometheus and node_exporter (Debian's) on loopback
+	@mkdir -p build/pytest
 	$(BIN)/python -m pytest -p no:randomly -s $(BASETEMP) tests/prometheus
 
 fakes: venv
