@@ -30,9 +30,9 @@ sys.path[:0] = [os.path.join(ROOT, "build", "collections"), os.path.join(ROOT, "
 
 import fakenode  # noqa: E402
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec  # noqa: E402
-from ansible_collections.gpuops.fleet.plugins.module_utils import _device_ids as ids  # noqa: E402
-from ansible_collections.gpuops.fleet.plugins.module_utils import _reconcile as rc  # noqa: E402
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_ids as ids  # noqa: E402
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rc  # noqa: E402
 
 # A real NVIDIA plugin AllocResp (NVIDIA_VISIBLE_DEVICES + 5 device specs), 195 bytes.
 ALLOC = base64.b64decode(

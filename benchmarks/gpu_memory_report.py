@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "prometheus"))
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 import promrig  # noqa: E402  pylint: disable=wrong-import-position,import-error
 import yaml  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_memory_report as gmr  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_memory_report as gmr  # noqa: E402  pylint: disable=wrong-import-position
 
 GIB = 1024 ** 3
 

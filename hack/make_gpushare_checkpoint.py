@@ -7,7 +7,7 @@ fake device per GiB of each GPU, ID ``<GPU UUID>-_-<n>``, under ``aliyun.com/gpu
 answers Allocate with ALIYUN_COM_GPU_MEM_* environment variables (AllocResp below is that
 ContainerAllocateResponse in protobuf wire format). Two Tesla T4s (15 GiB each); two pods,
 one per GPU. The checksum is kubelet's, computed by the collection's codec, which re-encodes
-real kubelet files byte for byte (tests/unit/plugins/module_utils/fixtures/checkpoints).
+real kubelet files byte for byte (tests/unit/plugins/module_utils/_node/fixtures/checkpoints).
 Run from the repository root after `make collection-link`.
 """
 
@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.getcwd(), "build", "collections"))
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec  # noqa: E402
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402
 
 GPUS = ("GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e")
 GIB = 15

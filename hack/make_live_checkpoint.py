@@ -16,7 +16,7 @@ import sys
 sys.path.insert(0, os.path.join(os.getcwd(), "build", "collections"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec  # noqa: E402
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402
 from make_gpushare_checkpoint import alloc_resp  # noqa: E402
 
 KEPT = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"

@@ -33,8 +33,8 @@ if not os.path.exists(LINK):
     os.symlink(ROOT, LINK)
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec  # noqa: E402
-from ansible_collections.gpuops.fleet.plugins.module_utils import _systemd as systemd  # noqa: E402
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import systemd as systemd  # noqa: E402
 
 STALE = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
 FIELDS = ("index", "uuid", "name", "pci_bus_id", "memory_total_mib", "minor_number")
@@ -47,7 +47,7 @@ def pick(facts):
 def run_gather(backend, driver_root=None):
     code = (
         "import json, sys; sys.path.insert(0, %r)\n"
-        "from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_inventory as inv, _systemd as sd\n"
+        "from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inv, _systemd as sd\n"
         "print(json.dumps(inv.gather(sd.run, %r, inv.find_nvidia_smi(), driver_root=%r)))\n"
     ) % (os.path.join(ROOT, "build", "collections"), backend, driver_root)
     env = dict(os.environ)
@@ -111,7 +111,7 @@ def guard_story(tmp, nvml):
     with open(config, "w") as handle:
         json.dump({"checkpoint_path": path, "backup_dir": os.path.join(tmp, "backups"), "lock_dir": os.path.join(tmp, "run"),
                    "kubelet_unit": "gpuops-real-gpu-check-no-such.service"}, handle)
-    cmd = [sys.executable, "-c", "import sys; sys.path.insert(0, %r); from ansible_collections.gpuops.fleet.plugins.module_utils._guard "
+    cmd = [sys.executable, "-c", "import sys; sys.path.insert(0, %r); from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard "
            "import main; sys.exit(main())" % os.path.join(ROOT, "build", "collections")]
     runs = {}
     for name, args in (("report", ["report"]), ("check", ["check"]), ("again", ["check"])):

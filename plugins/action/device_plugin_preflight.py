@@ -8,7 +8,7 @@ the role passes no hostvars through a filter."""
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._device_plugin import kubelet_facts_by_node
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.device_plugin import kubelet_facts_by_node
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction
 
 

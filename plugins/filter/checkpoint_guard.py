@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._guard_config import role_settings
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import role_settings
 
 
 def checkpoint_guard_settings(raw):

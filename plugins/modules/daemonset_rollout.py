@@ -277,10 +277,10 @@ msg:
 
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _rollout as rollout
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import rollout as rollout
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 
 try:
     from kubernetes.client.api import apps_v1_api, core_v1_api

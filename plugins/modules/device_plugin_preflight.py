@@ -125,8 +125,8 @@ msg:
 """
 
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _device_plugin as dp
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import device_plugin as dp
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 
 try:
     from kubernetes.client.api import apps_v1_api, core_v1_api, custom_objects_api

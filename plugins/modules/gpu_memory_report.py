@@ -125,8 +125,8 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.module_utils.six.moves.urllib.parse import urlencode, urljoin, urlsplit
 from ansible.module_utils.urls import open_url
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_memory_report as gmr
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_memory_report as gmr
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
 MAX_REDIRECTS = 5
 

@@ -167,9 +167,9 @@ msg:
   type: str
 """
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_share as share
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_share as share
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 
 try:
     from kubernetes.client.api import core_v1_api

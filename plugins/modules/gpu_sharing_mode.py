@@ -157,12 +157,12 @@ msg:
   type: str
 """
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _drain as drain
-from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_share as share
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import as_bool
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_watch import Watcher
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain as drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_share as share
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 
 try:
     from kubernetes.client.api import core_v1_api

@@ -159,8 +159,8 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._args_common import BACKEND_ARGS
-from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import NVIDIA_SMI_DIRS, gather
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.args_common import BACKEND_ARGS
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import NVIDIA_SMI_DIRS, gather
 
 
 def main():

@@ -101,8 +101,8 @@ msg:
 
 import copy
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _workload_audit as audit
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import workload_audit as audit
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 
 try:
     from kubernetes.client.api import core_v1_api

@@ -54,7 +54,7 @@ files:
   returned: always
   type: list
   elements: str
-  sample: [gpuops_main.py, ansible_collections/gpuops/fleet/plugins/module_utils/_guard.py]
+  sample: [gpuops_main.py, ansible_collections/gpuops/fleet/plugins/module_utils/_node/guard.py]
 size:
   description: Its size in bytes.
   returned: always

@@ -366,12 +366,12 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._args_common import BACKEND_ARGS, CHECKPOINT_ARGS
-from ansible_collections.gpuops.fleet.plugins.module_utils._checks import UNIT_NAME
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError, KubeletControlError, KubeletRunningError
-from ansible_collections.gpuops.fleet.plugins.module_utils._gpu_inventory import NVIDIA_SMI_DIRS, gather
-from ansible_collections.gpuops.fleet.plugins.module_utils._nodefile import DEFAULT_BACKUP_KEEP, DEFAULT_LOCK_DIR, DEFAULT_LOCK_TIMEOUT
-from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import (
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.args_common import BACKEND_ARGS, CHECKPOINT_ARGS
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, KubeletControlError, KubeletRunningError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import NVIDIA_SMI_DIRS, gather
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.nodefile import DEFAULT_BACKUP_KEEP, DEFAULT_LOCK_DIR, DEFAULT_LOCK_TIMEOUT
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import (
     DEFAULT_BACKUP_DIR,
     ON_CORRUPT,
     ON_UNKNOWN_INVENTORY,
@@ -379,7 +379,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import (
     STRATEGIES,
     validate_options,
 )
-from ansible_collections.gpuops.fleet.plugins.module_utils._repair import DEFAULT_RESCUE_SECONDS, RESCUE_SECONDS_RANGE, Kubelet, repair
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import DEFAULT_RESCUE_SECONDS, RESCUE_SECONDS_RANGE, Kubelet, repair
 
 
 def _kubelet(module):

@@ -129,9 +129,9 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._args_common import CHECKPOINT_ARGS
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._reconcile import describe
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.args_common import CHECKPOINT_ARGS
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import describe
 
 
 def main():

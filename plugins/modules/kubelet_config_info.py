@@ -104,8 +104,8 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils import _kubelet_config
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import kubelet_config
 
 
 def main():
@@ -120,7 +120,7 @@ def main():
     )
     params = module.params
     try:
-        result = _kubelet_config.read(root=params["root"], cmdline=params["cmdline"],
+        result = kubelet_config.read(root=params["root"], cmdline=params["cmdline"],
                                       config_path=params["config_path"], hostname=params["hostname"])
     except GpuopsError as exc:
         module.fail_json(msg=str(exc))

@@ -116,8 +116,8 @@ msg:
 """
 
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _rejected_pods as rejected
-from ansible_collections.gpuops.fleet.plugins.module_utils._k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import rejected_pods as rejected
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 
 try:
     from kubernetes.client.api import core_v1_api

@@ -9,8 +9,9 @@ entry point (``roles/checkpoint_guard/files/gpuops_main.py``). ``build`` packs t
 that Python imports from (``sys.path.insert(0, ".../gpuops.pyz")``: zipimport), so the role copies
 one file per node instead of one per module_util.
 
-* What goes in: the entry point and every module_util it reaches through its imports (read with
-  ``ast``, so what is shipped is what the code imports, not a list kept by hand).
+* What goes in: the entry point and the ``_node`` and ``_common`` packages whole, no list kept by
+  hand. Those two import nothing else (a test reads their syntax trees), so no controller code
+  (``_cluster``) ever reaches a node.
 * Reproducible: the same sources give the same bytes (entries sorted, a fixed timestamp and mode,
   stored uncompressed, so neither the files' times nor the controller's zlib change the result); a
   second run therefore changes nothing on the node.
@@ -20,13 +21,15 @@ one file per node instead of one per module_util.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import io
 import os
 import zipfile
 
 PACKAGE = "ansible_collections.gpuops.fleet.plugins.module_utils"
+# what runs on a node: the node code and the leaves it shares with the controller (tests/unit/plugins/
+# module_utils/test_layout.py proves from the syntax trees that neither imports anything else)
+SHIPPED = ("_common", "_node")
 ENTRY = "gpuops_main.py"
 # 1980-01-01, the earliest time a zip entry holds: a fixed time makes the bytes the sources' alone
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
@@ -37,37 +40,17 @@ def collection_root():
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _imports(source):
-    """The module_utils names (``_x``) a source file imports, from its syntax tree."""
-    names = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            if node.module == PACKAGE:
-                names.update(alias.name for alias in node.names)
-            elif node.module.startswith(PACKAGE + "."):
-                names.add(node.module[len(PACKAGE) + 1:].split(".")[0])
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith(PACKAGE + "."):
-                    names.add(alias.name[len(PACKAGE) + 1:].split(".")[0])
-    return names
-
-
 def module_utils_needed(root=None):
-    """The module_util file names the entry point reaches, sorted."""
+    """Every ``.py`` file of the shipped packages, as paths relative to module_utils, sorted."""
     root = root or collection_root()
     utils = os.path.join(root, "plugins", "module_utils")
-    with open(os.path.join(root, "roles", "checkpoint_guard", "files", ENTRY), "rb") as handle:
-        todo = sorted(_imports(handle.read()))
-    needed = set()
-    while todo:
-        name = todo.pop()
-        if name in needed:
-            continue
-        needed.add(name)
-        with open(os.path.join(utils, name + ".py"), "rb") as handle:
-            todo.extend(sorted(_imports(handle.read()) - needed))
-    return sorted(name + ".py" for name in needed)
+    found = []
+    for package in SHIPPED:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(utils, package)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            rel = os.path.relpath(dirpath, utils).replace(os.sep, "/")
+            found.extend("%s/%s" % (rel, name) for name in filenames if name.endswith(".py"))
+    return sorted(found)
 
 
 def _entry(name, data):
@@ -89,8 +72,10 @@ def build(root=None):
     for depth in range(1, len(parts) + 1):
         entries["/".join(parts[:depth]) + "/__init__.py"] = b""
     for name in module_utils_needed(root):
-        with open(os.path.join(root, "plugins", "module_utils", name), "rb") as handle:
+        with open(os.path.join(root, "plugins", "module_utils", *name.split("/")), "rb") as handle:
             entries["%s/%s" % (base, name)] = handle.read()
+    for package in SHIPPED:
+        entries.setdefault("%s/%s/__init__.py" % (base, package), b"")
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as archive:
         for name in sorted(entries):

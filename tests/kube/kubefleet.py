@@ -177,7 +177,7 @@ class Fleet(object):
     def checkpoint(self, name):
         """The node's kubelet device checkpoint as the simulated kubelet wrote it (decoded), or None."""
         sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-        from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
+        from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
         path = [n for n in self.nodes if n["name"] == name][0]["checkpoint"]
         if not os.path.exists(path):
             return None

@@ -84,7 +84,7 @@ from kubernetes.client.rest import ApiException
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402  pylint: disable=wrong-import-position
 
 GPU = "nvidia.com/gpu"
 MEM = "aliyun.com/gpu-mem"

@@ -6,7 +6,7 @@
 # journald's __REALTIME_TIMESTAMP is when journald read the line, which under load can be
 # after the repair for a line written before it (CI saw the order checks fail that way).
 # The repair's time is the one in the backup's name (time.time() when the module wrote it,
-# _nodefile.backup_name), not the file's mtime: the kernel stamps files from its coarse
+# _node.nodefile.backup_name), not the file's mtime: the kernel stamps files from its coarse
 # clock, measured up to 10 ms off time.time() on this project's machines.
 import calendar
 import glob

@@ -26,6 +26,6 @@ def run(argv):
 
 def entry(default_config="/etc/gpuops/gpuops.json", argv=None):
     """Run ``gpuops`` with ``argv`` (the command line by default); returns its exit code."""
-    from ansible_collections.gpuops.fleet.plugins.module_utils._guard import main  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import main  # pylint: disable=import-outside-toplevel
 
     return main(sys.argv[1:] if argv is None else argv, default_config=default_config, run=run)

@@ -22,7 +22,7 @@ def test_tarball_ships_the_collection_and_its_license_not_the_dev_tree(tmp_path)
     assert tops == {"FILES.json", "MANIFEST.json", "LICENSE", "README.md", "CHANGELOG.rst", "requirements.yml", "requirements.txt",
                     "bindep.txt", "changelogs", "docs", "meta", "playbooks", "plugins", "roles"}
     for needed in ("playbooks/site.yml", "playbooks/recover_pods.yml", "playbooks/device_plugin.yml", "playbooks/vars/kubelet_restarts.yml",
-                   "plugins/modules/kubelet_checkpoint.py", "plugins/module_utils/_repair.py", "plugins/filter/fleet_rows.yml",
+                   "plugins/modules/kubelet_checkpoint.py", "plugins/module_utils/_node/repair.py", "plugins/filter/fleet_rows.yml",
                    "roles/checkpoint_guard/templates/gpuops-late.service.j2", "roles/device_plugin/templates/verify-pod.yml.j2",
                    "meta/runtime.yml", "meta/execution-environment.yml", "changelogs/changelog.yaml"):
         assert needed in names, needed

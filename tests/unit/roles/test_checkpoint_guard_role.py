@@ -17,7 +17,7 @@ import pytest
 
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _guard as guard
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard as guard
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code as guard_code
 
 ROOT = role_checks.ROOT
@@ -46,7 +46,7 @@ def test_the_guard_is_one_file_that_imports_alone_on_the_oldest_python(tmp_path)
     pyz = tmp_path / "gpuops.pyz"
     pyz.write_bytes(data)
     modules = [n[:-3].replace("/", ".") for n in names if n.startswith("ansible_collections/") and not n.endswith("__init__.py")]
-    assert "ansible_collections.gpuops.fleet.plugins.module_utils._guard" in modules and "gpuops_main.py" in names
+    assert "ansible_collections.gpuops.fleet.plugins.module_utils._node.guard" in modules and "gpuops_main.py" in names
     script = ("import importlib, sys; sys.path.insert(0, %r)\nfor name in %r: importlib.import_module(name)\n"
               "from gpuops_main import entry; sys.exit(entry(argv=['--version']))" % (str(pyz), modules))
     pythons = [sys.executable] + sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8.*/bin/python3")))[-1:]
@@ -55,25 +55,34 @@ def test_the_guard_is_one_file_that_imports_alone_on_the_oldest_python(tmp_path)
         assert (proc.returncode, proc.stdout.strip()) == (0, "gpuops %s" % guard.VERSION), (python, proc.stderr)
 
 
-def test_the_guard_file_is_reproducible_and_holds_what_the_code_imports(tmp_path):
+def test_the_guard_file_is_reproducible_and_holds_the_node_and_common_packages(tmp_path):
     first, names = guard_code.build()
     assert guard_code.build() == (first, names)
     # a source's time is not in it, its content is
     root = tmp_path / "collection"
     shutil.copytree(ROOT, str(root), ignore=shutil.ignore_patterns(".git", ".venv", "build", "out", "tests"))
-    os.utime(str(root / "plugins/module_utils/_errors.py"), (0, 0))
+    os.utime(str(root / "plugins/module_utils/_common/errors.py"), (0, 0))
     assert guard_code.build(str(root))[0] == first
-    with open(str(root / "plugins/module_utils/_errors.py"), "a") as handle:
+    with open(str(root / "plugins/module_utils/_common/errors.py"), "a") as handle:
         handle.write("# changed\n")
     assert guard_code.build(str(root))[0] != first
-    # what it ships is what the entry point's imports reach, nothing else: a module_util nobody imports stays out
-    (root / "plugins/module_utils/_unused.py").write_text("X = 1\n")
-    assert "ansible_collections/gpuops/fleet/plugins/module_utils/_unused.py" not in guard_code.build(str(root))[1]
+    # what it ships is _node and _common whole, byte for byte, and never a file of _cluster
+    (root / "plugins/module_utils/_node/new_helper.py").write_text("X = 1\n")
+    assert "ansible_collections/gpuops/fleet/plugins/module_utils/_node/new_helper.py" in guard_code.build(str(root))[1]
+    base = "ansible_collections/gpuops/fleet/plugins/module_utils/"
+    shipped = sorted(n[len(base):] for n in names if n.startswith(base))
+    expected = sorted(
+        "%s/%s" % (package, name)
+        for package in ("_node", "_common")
+        for name in os.listdir(os.path.join(ROOT, "plugins", "module_utils", package)) if name.endswith(".py")
+    ) + ["__init__.py"]
+    assert shipped == sorted(expected)
+    assert not [n for n in names if "/_cluster/" in n]
     with zipfile.ZipFile(io.BytesIO(first)) as archive:
-        for name in names:
-            if name.startswith("ansible_collections/gpuops/fleet/plugins/module_utils/_") and not name.endswith("__init__.py"):
-                with open(os.path.join(ROOT, "plugins", "module_utils", os.path.basename(name)), "rb") as handle:
-                    assert archive.read(name) == handle.read(), name
+        for name in shipped:
+            if name != "__init__.py":
+                with open(os.path.join(ROOT, "plugins", "module_utils", *name.split("/")), "rb") as handle:
+                    assert archive.read(base + name) == handle.read(), name
 
 
 @pytest.fixture(scope="module")

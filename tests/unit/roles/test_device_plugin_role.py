@@ -6,8 +6,8 @@ variables are private, the README lists every variable; the preflight the module
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuops.fleet.plugins.module_utils import _device_plugin as dp
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import device_plugin as dp
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 

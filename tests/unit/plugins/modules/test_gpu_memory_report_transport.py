@@ -12,8 +12,8 @@ import threading
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _gpu_memory_report as gmr
-from ansible_collections.gpuops.fleet.plugins.module_utils._errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_memory_report as gmr
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.modules import gpu_memory_report as module
 
 TOKEN = "s3cr3t-token-value"

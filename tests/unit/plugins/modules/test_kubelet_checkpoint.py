@@ -13,7 +13,7 @@ import base64
 
 import fakenode
 
-from ansible_collections.gpuops.fleet.plugins.module_utils import _checkpoint as codec
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
 
 NEW = "GPU-68ce64fb-ea68-5ad6-7e72-31f3f07378df"
 OLD = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"

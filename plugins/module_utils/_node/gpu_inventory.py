@@ -1,0 +1,361 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: read the node's NVIDIA GPUs.
+
+Backends:
+
+* ``nvml``: in-process through ``nvidia-ml-py`` (module ``pynvml``), which loads
+  ``libnvidia-ml.so.1`` from the driver; with a ``driver_root`` (a containerized
+  driver: the GPU Operator mounts its driver container's root at ``/run/nvidia/driver``
+  and checks it with ``chroot /run/nvidia/driver nvidia-smi``, gpu-operator
+  ``validator/main.go``), the library is loaded from that root first, so pynvml's
+  ``CDLL("libnvidia-ml.so.1")`` finds it by its soname;
+* ``nvidia-smi``: the CLI (``--query-gpu`` CSV plus ``-L`` for MIG devices);
+  the minor number comes from ``/proc/driver/nvidia/gpus/<bus>/information``.
+
+``gather()`` never raises for a node without a usable driver: it returns facts
+with ``available: false`` and a ``reason``. Running commands goes through a
+``run(argv) -> (rc, stdout, stderr)`` callable supplied by the caller
+(``AnsibleModule.run_command`` in modules).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import socket
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError
+
+BACKENDS = ("auto", "nvml", "nvidia-smi")
+# Where nvidia-smi lives besides PATH: distro packages, GPU operator / GKE installer layouts.
+NVIDIA_SMI_DIRS = ["/usr/bin", "/usr/local/nvidia/bin", "/home/kubernetes/bin/nvidia/bin"]
+
+# Where a driver root (a driver container's filesystem) keeps libnvidia-ml.so.1: Ubuntu and
+# Debian based driver images, RHEL based ones, arm64.
+DRIVER_ROOT_LIB_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib")
+
+_QUERY_FIELDS = "index,uuid,name,pci.bus_id,memory.total,driver_version,mig.mode.current,mig.mode.pending"
+_SMI_EXIT = {
+    2: "invalid argument or query field",
+    3: "the requested operation is not available on the target device",
+    4: "insufficient permissions",
+    6: "no GPUs found",
+    8: "power cables not attached",
+    9: "NVIDIA driver is not loaded",
+    10: "NVIDIA kernel detected an interrupt issue with a GPU",
+    12: "NVML shared library could not be found or loaded",
+    13: "local version of NVML does not implement this function",
+    14: "infoROM is corrupted",
+    15: "the GPU has fallen off the bus or has otherwise become inaccessible",
+    18: "driver/library version mismatch",
+    255: "other error or internal driver error",
+}
+_GPU_LINE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*) \(UUID: (?P<uuid>GPU-[^)]+)\)\s*$")
+_MIG_LINE = re.compile(r"^\s+MIG (?P<profile>\S+)\s+Device\s+(?P<index>\d+): \(UUID: (?P<uuid>MIG-[^)]+)\)\s*$")
+_MIG_NAME = re.compile(r"\bMIG (?P<profile>\S+)")
+_MINOR = re.compile(r"^Device Minor:\s*(\d+)\s*$", re.M)
+
+
+def find_nvidia_smi(explicit=None):
+    """Path of an executable nvidia-smi (``explicit``, else PATH, else NVIDIA_SMI_DIRS) or None.
+
+    Outside Ansible (the node-side gpuops command); modules use ``get_bin_path`` with the same dirs.
+    """
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    for directory in os.environ.get("PATH", "").split(os.pathsep) + NVIDIA_SMI_DIRS:
+        candidate = os.path.join(directory, "nvidia-smi")
+        if directory and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def find_root_nvml(driver_root):
+    """Path of libnvidia-ml.so.1 under ``driver_root``, or None."""
+    for directory in DRIVER_ROOT_LIB_DIRS:
+        candidate = os.path.join(driver_root, directory, "libnvidia-ml.so.1")
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def load_root_nvml(driver_root):
+    path = find_root_nvml(driver_root)
+    if path is None:
+        raise BackendUnavailable(
+            "libnvidia-ml.so.1 not found under the driver root %s (%s): is the driver container (e.g. the GPU Operator's) up?"
+            % (driver_root, ", ".join(DRIVER_ROOT_LIB_DIRS))
+        )
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        raise InventoryError("cannot load %s: %s" % (path, exc), "nvml")
+
+
+def empty_facts(backend=None, reason=None):
+    return {
+        "available": False,
+        "reason": reason,
+        "backend": backend,
+        "driver_version": None,
+        "cuda_driver_version": None,
+        "count": 0,
+        "gpus": [],
+    }
+
+
+def _mig_mode(value):
+    return {1: "enabled", 0: "disabled"}.get(value)
+
+
+def _cuda_version(value):
+    if not value:
+        return None
+    return "%d.%d" % (value // 1000, (value % 1000) // 10)
+
+
+def _text(value):
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def nvml_init(pynvml):
+    """``nvmlInit`` with typed errors: BackendUnavailable (no library), InventoryError (no driver, other failures)."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        raise BackendUnavailable("libnvidia-ml.so.1 (NVML, shipped with the NVIDIA driver) was not found")
+    except pynvml.NVMLError_DriverNotLoaded:
+        raise InventoryError("NVIDIA driver is not loaded (NVML: Driver Not Loaded)", "nvml")
+    except pynvml.NVMLError as exc:
+        raise InventoryError("NVML initialisation failed: %s" % exc, "nvml")
+
+
+def nvml_shutdown(pynvml):
+    """``nvmlShutdown``, its failure ignored (the answers are in hand)."""
+    try:
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError:
+        pass
+
+
+def _gather_nvml():
+    try:
+        import pynvml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise BackendUnavailable("the Python package nvidia-ml-py (module pynvml) is not installed")
+    nvml_init(pynvml)
+    try:
+        facts = empty_facts("nvml")
+        facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
+        try:
+            facts["cuda_driver_version"] = _cuda_version(pynvml.nvmlSystemGetCudaDriverVersion())
+        except pynvml.NVMLError_NotSupported:
+            pass
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            gpu = {
+                "index": index,
+                "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                "pci_bus_id": _text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
+                "minor_number": None,
+                "mig_mode": {"current": None, "pending": None},
+                "mig_devices": [],
+            }
+            try:
+                gpu["minor_number"] = pynvml.nvmlDeviceGetMinorNumber(handle)
+            except pynvml.NVMLError_NotSupported:
+                pass
+            try:
+                current, pending = pynvml.nvmlDeviceGetMigMode(handle)
+                gpu["mig_mode"] = {"current": _mig_mode(current), "pending": _mig_mode(pending)}
+            except pynvml.NVMLError_NotSupported:
+                current = 0
+            if current == 1:
+                gpu["mig_devices"] = _nvml_mig_devices(pynvml, handle)
+            facts["gpus"].append(gpu)
+    except pynvml.NVMLError as exc:
+        raise InventoryError("NVML query failed: %s" % exc, "nvml")
+    finally:
+        nvml_shutdown(pynvml)
+    facts["available"] = True
+    facts["count"] = len(facts["gpus"])
+    return facts
+
+
+def _nvml_mig_devices(pynvml, handle):
+    devices = []
+    for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+        except (pynvml.NVMLError_NotFound, pynvml.NVMLError_InvalidArgument):
+            continue
+        name = _text(pynvml.nvmlDeviceGetName(mig))
+        match = _MIG_NAME.search(name)
+        devices.append(
+            {
+                "index": slot,
+                "uuid": _text(pynvml.nvmlDeviceGetUUID(mig)),
+                "profile": match.group("profile") if match else None,
+                "gpu_instance_id": pynvml.nvmlDeviceGetGpuInstanceId(mig),
+                "compute_instance_id": pynvml.nvmlDeviceGetComputeInstanceId(mig),
+                "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(mig).total // (1024 * 1024),
+            }
+        )
+    return devices
+
+
+def _smi_error(argv, rc, out, err):
+    text = (err or out or "").strip().splitlines()
+    detail = text[0] if text else ""
+    meaning = _SMI_EXIT.get(rc, "exit code %d" % rc)
+    return InventoryError("%s failed (exit %d, %s): %s" % (" ".join(argv[:2]), rc, meaning, detail), "nvidia-smi")
+
+
+def _smi_mode(value):
+    value = value.strip().lower()
+    return value if value in ("enabled", "disabled") else None
+
+
+def _int_or_none(value):
+    value = value.strip()
+    return int(value) if value.isdigit() else None
+
+
+def _minor_from_proc(proc_root, bus_id):
+    # nvidia-smi prints an 8-digit PCI domain, /proc uses 4 digits, lower case.
+    domain, dummy, rest = bus_id.partition(":")
+    name = ("%s:%s" % (domain[-4:], rest)).lower()
+    try:
+        with open(os.path.join(proc_root, "driver", "nvidia", "gpus", name, "information")) as handle:
+            match = _MINOR.search(handle.read())
+    except (IOError, OSError):
+        return None
+    return int(match.group(1)) if match else None
+
+
+def _gather_smi(run, smi, proc_root):
+    argv = [smi, "--query-gpu=" + _QUERY_FIELDS, "--format=csv,noheader,nounits"]
+    try:
+        rc, out, err = run(argv)
+    except (IOError, OSError) as exc:
+        raise BackendUnavailable("cannot run %s: %s" % (smi, exc))
+    facts = empty_facts("nvidia-smi")
+    if rc == 6 and "No devices were found" in (out + err):
+        facts["available"] = True
+        return facts
+    if rc != 0:
+        raise _smi_error(argv, rc, out, err)
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        cols = [c.strip() for c in line.split(", ")]
+        if len(cols) != 8:
+            raise InventoryError("unexpected nvidia-smi --query-gpu line (want 8 columns): %r" % line, "nvidia-smi")
+        facts["driver_version"] = cols[5]
+        facts["gpus"].append(
+            {
+                "index": int(cols[0]),
+                "uuid": cols[1],
+                "name": cols[2],
+                "pci_bus_id": cols[3],
+                "memory_total_mib": _int_or_none(cols[4]),
+                "minor_number": _minor_from_proc(proc_root, cols[3]),
+                "mig_mode": {"current": _smi_mode(cols[6]), "pending": _smi_mode(cols[7])},
+                "mig_devices": [],
+            }
+        )
+    if any(g["mig_mode"]["current"] == "enabled" for g in facts["gpus"]):
+        _smi_mig_devices(run, smi, facts)
+    facts["available"] = True
+    facts["count"] = len(facts["gpus"])
+    return facts
+
+
+def _smi_mig_devices(run, smi, facts):
+    argv = [smi, "-L"]
+    rc, out, err = run(argv)
+    if rc != 0:
+        raise _smi_error(argv, rc, out, err)
+    by_uuid = dict((g["uuid"], g) for g in facts["gpus"])
+    current = None
+    for line in out.splitlines():
+        gpu_match = _GPU_LINE.match(line)
+        if gpu_match:
+            current = by_uuid.get(gpu_match.group("uuid"))
+            continue
+        mig_match = _MIG_LINE.match(line)
+        if mig_match and current is not None:
+            current["mig_devices"].append(
+                {
+                    "index": int(mig_match.group("index")),
+                    "uuid": mig_match.group("uuid"),
+                    "profile": mig_match.group("profile"),
+                    "gpu_instance_id": None,
+                    "compute_instance_id": None,
+                    "memory_total_mib": None,
+                }
+            )
+
+
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
+
+
+def node_identity(files=MACHINE_ID_FILES):
+    """Which machine this is: a hash of its machine-id (never the id itself: machine-id(5) asks that it stay
+    private), else of its host name. The facts carry it, so a repair can refuse another node's inventory."""
+    seed = None
+    for path in files:
+        try:
+            with open(path, "rb") as handle:
+                seed = handle.read(64).strip() or None
+        except (IOError, OSError):
+            continue
+        if seed:
+            break
+    if not seed:
+        seed = socket.gethostname().encode("utf-8", "replace")
+    return hashlib.sha256(b"gpuops.fleet node identity:" + seed).hexdigest()[:32]
+
+
+def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc", driver_root=None):
+    """Return gpuops_gpus facts (with ``node_id``, see node_identity); never raises for a node without a usable driver.
+
+    ``nvidia_smi`` is the resolved path of the CLI or None when it is not installed.
+    ``driver_root`` (e.g. ``/run/nvidia/driver``): NVML is loaded from that root.
+    """
+    facts = _gather(run, backend, nvidia_smi, proc_root, driver_root)
+    facts["node_id"] = node_identity()
+    return facts
+
+
+def _gather(run, backend, nvidia_smi, proc_root, driver_root):
+    if backend not in BACKENDS:
+        raise ValueError("backend must be one of %s" % ", ".join(BACKENDS))
+    reasons = []
+    if backend in ("auto", "nvml"):
+        try:
+            if driver_root:
+                load_root_nvml(driver_root)
+            return _gather_nvml()
+        except BackendUnavailable as exc:
+            reasons.append("nvml: %s" % exc)
+        except InventoryError as exc:
+            return empty_facts("nvml", str(exc))
+    if backend in ("auto", "nvidia-smi"):
+        if nvidia_smi is None:
+            reasons.append("nvidia-smi: not found on PATH")
+        else:
+            try:
+                return _gather_smi(run, nvidia_smi, proc_root)
+            except BackendUnavailable as exc:
+                reasons.append("nvidia-smi: %s" % exc)
+            except InventoryError as exc:
+                return empty_facts("nvidia-smi", str(exc))
+    return empty_facts(None, "; ".join(reasons) + " (is the NVIDIA driver installed?)")

@@ -1,0 +1,77 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which rejected pods are deleted, which are reported (the API's pod dicts, camelCase)."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import rejected_pods as rp
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+MSG = "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, Available: 0"
+
+
+def pod(name, node="n1", phase="Failed", reason="UnexpectedAdmissionError", owner=None, ns="ml", deleting=False):
+    meta = {"name": name, "namespace": ns, "uid": "uid-" + name}
+    if owner:
+        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": owner, "uid": "rs-1", "controller": True}]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-23T05:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase, "reason": reason, "message": MSG}}
+
+
+PODS = [
+    pod("train-abc", owner="train"),
+    pod("notebook"),
+    pod("other-node", node="n2", owner="train"),
+    pod("running", phase="Running", reason=None, owner="train"),
+    pod("oom", reason="OOMKilled", owner="train"),
+    pod("going", owner="train", deleting=True),
+    # an owner reference that is not the controller (e.g. a garbage-collection owner) does not count
+    dict(pod("adopted"), metadata={"name": "adopted", "namespace": "ml", "uid": "u", "ownerReferences": [{"kind": "ConfigMap", "name": "x"}]}),
+]
+
+
+def test_owned_pods_are_deleted_bare_ones_reported_with_a_working_command():
+    rows = rp.classify(PODS, ["n1"])
+    assert [(r["name"], r["action"]) for r in rows] == [("adopted", "report"), ("notebook", "report"), ("train-abc", "delete")]
+    train = rows[2]
+    assert train["controller"] == {"kind": "ReplicaSet", "name": "train", "uid": "rs-1"} and train["recreate_command"] is None
+    assert shlex.split(rows[1]["recreate_command"].split("|")[0]) == ["kubectl", "-n", "ml", "get", "pod", "notebook", "-o", "yaml"]
+    assert rows[1]["recreate_command"].endswith("| kubectl replace --force -f -")
+
+
+def test_bare_pods_are_deleted_only_when_asked():
+    rows = rp.classify(PODS, ["n1"], bare_pods="delete")
+    assert all(r["action"] == "delete" for r in rows)
+
+
+def test_names_that_need_quoting_are_quoted():
+    assert rp.recreate_command("a b", "x;rm") == "kubectl -n 'a b' get pod 'x;rm' -o yaml | kubectl replace --force -f -"
+
+
+def test_summary_check_mode_says_would_and_changes_only_when_something_goes():
+    rows = rp.classify(PODS, ["n1", "n2"])
+    planned = rp.summary(rows, [], check_mode=True)
+    assert planned["changed"] and planned["deleted"] == []
+    assert planned["msg"] == (
+        "4 pod(s) rejected at admission on 2 node(s); would delete 2 with a controller (it replaces them); "
+        "2 bare pod(s) left for you: recreate_command recreates each"
+    )
+    done = rp.summary(rows, ["ml/train-abc", "ml/other-node"], check_mode=False)
+    assert done["changed"] and done["deleted"] == ["ml/other-node", "ml/train-abc"]
+    assert [b["name"] for b in done["bare"]] == ["adopted", "notebook"]
+    nothing = rp.summary(rp.classify(PODS, ["n3"]), [], check_mode=False)
+    assert not nothing["changed"] and nothing["msg"] == "no pod rejected at admission on the nodes given"
+
+
+@pytest.mark.parametrize(
+    "nodes, reasons, bare, field",
+    [("n1", ["x"], "report", "nodes"), (["n1"], [], "report", "reasons"), (["n1"], ["x"], "recreate", "bare_pods")],
+)
+def test_bad_parameters_name_the_field(nodes, reasons, bare, field):
+    with pytest.raises(ParameterError, match="^%s: " % field):
+        rp.validate(nodes, reasons, bare)
