@@ -157,88 +157,26 @@ msg:
   type: str
 """
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain as drain
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_share as share
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import sharing_mode
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 
-try:
-    from kubernetes.client.api import core_v1_api
-    from kubernetes.client.exceptions import ApiException
-except ImportError:
-    # AnsibleK8SModule reports a missing kubernetes library itself
-    pass
-
-
-def _waiter(client, api):
-    def wait_gone(node, names, deadline):
-        pods = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
-        pods.wait(lambda w: not any("%s/%s" % k in names for k in w.objects), deadline)
-        return sorted("%s/%s" % k for k in pods.objects if "%s/%s" % k in names)
-    return wait_gone
+ARGUMENT_SPEC = dict(
+    nodes=dict(type="dict"),
+    hosts_group=dict(type="str", default="gpu_nodes"),
+    sharing_group=dict(type="str", default="gpu_sharing"),
+    label=dict(type="str", default="cgpu"),
+    true_value=dict(type="str", default="true"),
+    false_value=dict(type="str", default="false"),
+    drain=dict(type="bool", default=False),
+    drain_timeout=dict(type="int", default=300),
+    drain_force=dict(type="bool", default=False),
+    drain_delete_emptydir_data=dict(type="bool", default=False),
+)
 
 
 def main():
-    module = k8s_module(dict(
-        nodes=dict(type="dict"),
-        hosts_group=dict(type="str", default="gpu_nodes"),
-        sharing_group=dict(type="str", default="gpu_sharing"),
-        label=dict(type="str", default="cgpu"),
-        true_value=dict(type="str", default="true"),
-        false_value=dict(type="str", default="false"),
-        drain=dict(type="bool", default=False),
-        drain_timeout=dict(type="int", default=300),
-        drain_force=dict(type="bool", default=False),
-        drain_delete_emptydir_data=dict(type="bool", default=False),
-    ))
-    p = module.params
-
-    def work():
-        share.check_mode_params(p["label"], p["true_value"], p["false_value"])
-        if p["drain_timeout"] <= 0:
-            raise ParameterError("drain_timeout", "%d must be a positive number of seconds to wait for evicted pods" % p["drain_timeout"])
-        desired = dict((name, as_bool("nodes.%s" % name, value)) for name, value in (p["nodes"] or {}).items())
-        client = api_client(module)
-        api = core_v1_api.CoreV1Api(client)
-        nodes = [client.sanitize_for_serialization(n) for n in api.list_node().items]
-        pods = [client.sanitize_for_serialization(x) for x in api.list_pod_for_all_namespaces().items]
-        rows = share.mode_plan(nodes, pods, desired, p["label"], p["true_value"], p["false_value"])
-        refused = share.refusal(rows)
-        if refused and not p["drain"]:
-            module.fail_json(msg=refused, plan=rows)
-        evictions, cannot = drain.drain_plan(rows, pods, p["drain_force"], p["drain_delete_emptydir_data"])
-        if cannot:
-            module.fail_json(msg="refusing to drain, nothing was changed: %s" % "; ".join(cannot), plan=rows)
-        by_name = dict((n["metadata"]["name"], n) for n in nodes)
-        leftover = [r["node"] for r in rows if drain.cordoned_by_us(by_name[r["node"]])]
-        if module.check_mode:
-            return rows, [e["pod"] for e in evictions], leftover, evictions
-        if not any(r["change"] for r in rows) and not leftover:
-            return rows, [], [], evictions
-
-        def label_node(row):
-            api.patch_node(row["node"], {"metadata": {"labels": {p["label"]: row["desired"]}}})
-
-        evicted, uncordoned = drain.drain_and_switch(api, rows, by_name, evictions, label_node, _waiter(client, api), ApiException, p["drain_timeout"])
-        return rows, evicted, [n for n in uncordoned if n in leftover], evictions
-
-    rows, evicted, leftover, evictions = run(module, work)
-    changes = [r for r in rows if r["change"]]
-    switched = [{"node": r["node"], "retired": r["removes"]} for r in changes if r["removes"]]
-    diff = {"before": "".join("%s: %s=%s\n" % (r["node"], p["label"], r["current"] if r["current"] is not None else "(unset)") for r in changes),
-            "after": "".join("%s: %s=%s\n" % (r["node"], p["label"], r["desired"]) for r in changes)}
-    verb = "would set" if module.check_mode else "set"
-    msg = ("%s %s on %s" % (verb, p["label"], ", ".join("%s (%s)" % (r["node"], r["desired"]) for r in changes))) if changes else \
-        "every node already has its sharing mode"
-    if evicted:
-        msg += "; %s %s" % ("would evict" if module.check_mode else "evicted", ", ".join(evicted))
-    if leftover:
-        msg += "; %s %s, cordoned by a run of ours that did not finish" % ("would uncordon" if module.check_mode else "uncordoned", ", ".join(leftover))
-    notes = [{"pod": e["pod"], "note": e["note"]} for e in evictions if e["note"]]
-    module.exit_json(changed=bool(changes or leftover), plan=rows, switched=switched, evicted=evicted, eviction_notes=notes,
-                     finished_cordons=leftover, msg=msg, diff=diff)
+    module = k8s_module(ARGUMENT_SPEC)
+    module.exit_json(**run(module, lambda: sharing_mode.switch(api_client(module), module.params, module.check_mode)))
 
 
 if __name__ == "__main__":

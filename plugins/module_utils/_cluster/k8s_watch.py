@@ -101,4 +101,6 @@ def failure(exc):
     status = getattr(exc, "status", None)
     if isinstance(exc, ApiException) and status is not None:
         return {"msg": "Kubernetes API error: %s %s" % (status, getattr(exc, "reason", "")), "status": status}
-    return {"msg": str(exc)}
+    out = dict(getattr(exc, "result", None) or {})  # what a typed error carries beside its message (e.g. the plan)
+    out["msg"] = str(exc)
+    return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import rollout as ro
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.rollout import plan as ro
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 A = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
