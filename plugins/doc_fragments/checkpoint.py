@@ -7,7 +7,7 @@ from __future__ import annotations
 
 
 class ModuleDocFragment(object):
-    """The checkpoint file options (module_utils/_node/args_common.py CHECKPOINT_ARGS)."""
+    """The checkpoint file options (module_utils/_node/options.py CHECKPOINT_ARGS)."""
 
     DOCUMENTATION = r"""
 options:

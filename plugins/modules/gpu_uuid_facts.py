@@ -159,7 +159,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.args_common import BACKEND_ARGS
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import NVIDIA_SMI_DIRS, gather
 
 

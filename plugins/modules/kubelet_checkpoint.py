@@ -366,20 +366,12 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.args_common import BACKEND_ARGS, CHECKPOINT_ARGS
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, argument_spec as table_argument_spec
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, KubeletControlError, KubeletRunningError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import NVIDIA_SMI_DIRS, gather
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.nodefile import DEFAULT_BACKUP_KEEP, DEFAULT_LOCK_DIR, DEFAULT_LOCK_TIMEOUT
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import (
-    DEFAULT_BACKUP_DIR,
-    ON_CORRUPT,
-    ON_UNKNOWN_INVENTORY,
-    OPTION_DEFAULTS,
-    STRATEGIES,
-    validate_options,
-)
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import DEFAULT_RESCUE_SECONDS, RESCUE_SECONDS_RANGE, Kubelet, repair
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, validate_options
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import RESCUE_SECONDS_RANGE, Kubelet, repair
 
 
 def _kubelet(module):
@@ -397,22 +389,9 @@ def _kubelet(module):
 
 
 def main():
-    argument_spec = dict(CHECKPOINT_ARGS, **BACKEND_ARGS)
-    argument_spec.update(
-        gpus=dict(type="dict"),
-        strategy=dict(type="str", default="auto", choices=list(STRATEGIES)),
-        on_corrupt=dict(type="str", default="report", choices=list(ON_CORRUPT)),
-        unknown_inventory=dict(type="str", default="fail", choices=list(ON_UNKNOWN_INVENTORY)),
-        backup_dir=dict(type="path", default=DEFAULT_BACKUP_DIR),
-        backup_keep=dict(type="int", default=DEFAULT_BACKUP_KEEP),
-        resources=dict(type="list", elements="str", default=list(OPTION_DEFAULTS["resources"])),
-        retired_resources=dict(type="list", elements="str", default=[]),
-        lock_dir=dict(type="path", default=DEFAULT_LOCK_DIR),
-        lock_timeout=dict(type="int", default=DEFAULT_LOCK_TIMEOUT),
-        kubelet_unit=dict(type="str", default="kubelet.service"),
-        restart_kubelet=dict(type="bool", default=True),
-        kubelet_rescue_seconds=dict(type="int", default=DEFAULT_RESCUE_SECONDS),
-    )
+    # every repair setting is a row of options.TABLE (shared with the boot guard and the role)
+    argument_spec = dict(table_argument_spec(), **BACKEND_ARGS)
+    argument_spec.update(gpus=dict(type="dict"))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
     facts = params["gpus"]

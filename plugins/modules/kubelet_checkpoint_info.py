@@ -129,7 +129,7 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.args_common import CHECKPOINT_ARGS
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import CHECKPOINT_ARGS
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import describe
 

@@ -18,6 +18,7 @@ import json
 import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair as repair
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME, UNIT_PATH, as_bool, as_int, is_int
@@ -27,14 +28,11 @@ DEFAULT_CONFIG = "/etc/gpuops/gpuops.json"
 
 # The guard's own settings; the rest are the reconcile options (the guard always
 # skips a node whose GPUs cannot be read, so unknown_inventory is not one of them).
+# the guard's own settings (the repair's are options.TABLE's rows marked guard)
 GUARD_DEFAULTS = {
     "backend": "auto",
     "nvidia_smi": None,
     "driver_wait_seconds": 0,
-    "restart_kubelet": True,
-    "kubelet_unit": "kubelet.service",
-    # the bound on how long kubelet stays down when the run that stopped it is killed
-    "kubelet_rescue_seconds": repair.DEFAULT_RESCUE_SECONDS,
     # a containerized driver (GPU Operator): where its root is, the file its validator
     # writes once the driver works, and the late check that waits for it after kubelet
     "driver_root": None,
@@ -42,14 +40,17 @@ GUARD_DEFAULTS = {
     "late_check": False,
     "late_wait_seconds": 600,
 }
-# retired_resources is a one-off after a mode switch (gpu_sharing_mode), never a boot-time setting
-RECONCILE_KEYS = tuple(sorted(k for k in rec.OPTION_DEFAULTS if k not in ("unknown_inventory", "retired_resources")))
-CONFIG_FIELDS = dict((k, rec.OPTION_DEFAULTS[k]) for k in RECONCILE_KEYS)
+# the repair's settings that are gpuops.json keys, checked by validate_options
+RECONCILE_KEYS = tuple(sorted(k for k in options_table.guard_defaults() if k in rec.OPTION_DEFAULTS))
+# the kubelet settings the guard shares with the module and the role, checked by _check_field
+KUBELET_KEYS = tuple(sorted(k for k in options_table.guard_defaults() if k not in rec.OPTION_DEFAULTS))
+CONFIG_FIELDS = options_table.guard_defaults()
 CONFIG_FIELDS.update(GUARD_DEFAULTS)
-CONFIG_FIELDS["resources"] = list(CONFIG_FIELDS["resources"])
 
-INT_FIELDS = ("max_bytes", "driver_wait_seconds", "backup_keep", "lock_timeout", "late_wait_seconds", "kubelet_rescue_seconds")
-BOOL_FIELDS = ("restart_kubelet", "late_check")
+_TYPES = dict((k, options_table.ROWS[k]["type"]) for k in options_table.guard_defaults())
+_TYPES.update(driver_wait_seconds="int", late_wait_seconds="int", late_check="bool")
+INT_FIELDS = tuple(sorted(k for k, kind in _TYPES.items() if kind == "int"))
+BOOL_FIELDS = tuple(sorted(k for k, kind in _TYPES.items() if kind == "bool"))
 OPTIONAL_PATHS = ("nvidia_smi", "driver_root", "driver_ready_file")
 
 ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -101,7 +102,7 @@ def validate(doc, source):
     config = dict(CONFIG_FIELDS)
     config["resources"] = list(config["resources"])
     config.update(doc)
-    for name in sorted(GUARD_DEFAULTS):
+    for name in sorted(set(GUARD_DEFAULTS) | set(KUBELET_KEYS)):
         problem = _check_field(name, config[name])
         if problem:
             raise ParameterError("%s: %s" % (source, name), problem)
@@ -172,7 +173,8 @@ def environment_lines(environment, field="checkpoint_guard_environment"):
 
 
 def role_settings(raw):
-    """The ``checkpoint_guard`` role's variables -> {"config": typed gpuops.json content, "unit": checked unit values}.
+    """The ``checkpoint_guard`` role's variables -> {"config": typed gpuops.json content, "unit": checked unit values,
+    "module_args": kubelet_checkpoint's arguments for the repair step (every row of options.TABLE the role has)}.
 
     ``raw`` maps the config keys plus ``config_path``, ``bin``, ``python``, ``lib_dir``, ``after_units``,
     ``timeout_seconds`` and ``environment`` to the role variables' values. Strings
@@ -201,6 +203,16 @@ def role_settings(raw):
     except ParameterError as exc:
         raise ParameterError(exc.field.replace("checkpoint_guard: ", prefix), exc.reason)
     del config["options"]
+    # the role's settings that are not gpuops.json keys (unknown_inventory): checked here too, so the
+    # repair step's arguments come whole from this one checked result (options.module_args)
+    role_only = {}
+    for row in options_table.TABLE:
+        if row["role"] and not row["guard"]:
+            value = raw.get(row["name"], row["role_default"] if row["role_default"] is not None else row["default"])
+            if row["choices"] and value not in row["choices"]:
+                raise ParameterError(prefix + row["name"], "%r is not one of %s" % (value, ", ".join(row["choices"])))
+            role_only[row["name"]] = value
+    module_args = options_table.module_args(dict(config, **role_only))
     unit = {"environment": environment_lines(raw.get("environment"), prefix + "environment")}
     for key in ("config_path", "bin", "python", "lib_dir"):
         unit[key] = _unit_path(prefix + key, raw.get(key))
@@ -214,4 +226,4 @@ def role_settings(raw):
     unit["timeout_seconds"] = as_int(prefix + "timeout_seconds", raw.get("timeout_seconds"))
     if unit["timeout_seconds"] <= 0:
         raise ParameterError(prefix + "timeout_seconds", "must be a positive number of seconds")
-    return {"config": config, "unit": unit}
+    return {"config": config, "unit": unit, "module_args": module_args}

@@ -19,31 +19,15 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_i
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.gpushare import MEM as GPUSHARE_MEM
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import shared_memory
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, ParameterError, UnsafeFileError
 
-DEFAULT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
-# Not inside device-plugins/: kubelets up to 1.2x delete every file there but the checkpoint.
-DEFAULT_BACKUP_DIR = "/var/lib/gpuops/backups"
-
-STRATEGIES = ("auto", "remove", "prune")
-ON_CORRUPT = ("report", "remove")
-ON_UNKNOWN_INVENTORY = ("fail", "skip")
-
+# the settings' names, types and defaults are options.TABLE's (one owner for the module, the guard and the role)
+DEFAULT_PATH, DEFAULT_BACKUP_DIR = options_table.DEFAULT_PATH, options_table.DEFAULT_BACKUP_DIR
+STRATEGIES, ON_CORRUPT, ON_UNKNOWN_INVENTORY = options_table.STRATEGIES, options_table.ON_CORRUPT, options_table.ON_UNKNOWN_INVENTORY
 # Every setting of a reconcile run, with its default (module options and guard keys alike).
-OPTION_DEFAULTS = {
-    "checkpoint_path": DEFAULT_PATH,
-    "strategy": "auto",
-    "on_corrupt": "report",
-    "unknown_inventory": "fail",
-    "backup_dir": DEFAULT_BACKUP_DIR,
-    "backup_keep": nodefile.DEFAULT_BACKUP_KEEP,
-    "resources": ids.DEFAULT_GPU_RESOURCES,
-    "retired_resources": (),
-    "max_bytes": nodefile.DEFAULT_MAX_BYTES,
-    "lock_dir": nodefile.DEFAULT_LOCK_DIR,
-    "lock_timeout": nodefile.DEFAULT_LOCK_TIMEOUT,
-}
+OPTION_DEFAULTS = options_table.reconcile_defaults()
 
 STATE_MISSING = "missing"
 STATE_CORRUPT = "corrupt"

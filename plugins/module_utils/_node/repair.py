@@ -38,14 +38,14 @@ import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import systemd as systemd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, KubeletControlError, KubeletRunningError
 
 
 # kubelet is started again at most this long after a run that stopped it was killed
-DEFAULT_RESCUE_SECONDS = 60
-RESCUE_SECONDS_RANGE = (1, 3600)
+DEFAULT_RESCUE_SECONDS, RESCUE_SECONDS_RANGE = options_table.DEFAULT_RESCUE_SECONDS, options_table.RESCUE_SECONDS_RANGE
 # what reconcile() does to the checkpoint itself (restoring a killed run's claim is recovery)
 ACTIONS = ("removed", "pruned")
 

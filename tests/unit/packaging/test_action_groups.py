@@ -12,7 +12,7 @@ import sys
 
 import yaml
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.args_common import BACKEND_ARGS, CHECKPOINT_ARGS
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, CHECKPOINT_ARGS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 # the options each group is for (the argspec dicts its members share)

@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: one owner for the checkpoint repair's settings.
+
+``TABLE`` is the one place a setting of a repair is declared: its type, default and choices.
+Everything else derives from it, as community.crypto's ``get_privatekey_argument_spec()`` serves
+its module and its action plugin alike:
+
+* the modules' argument specs (``argument_spec``; ``CHECKPOINT_ARGS`` and ``BACKEND_ARGS`` pair
+  with the doc fragments ``gpuops.fleet.checkpoint`` and ``gpuops.fleet.attributes.gpu_backend``);
+* ``reconcile.OPTION_DEFAULTS`` (what ``validate_options`` fills in);
+* the boot guard's ``gpuops.json`` keys (``guard_config.CONFIG_FIELDS``: the rows marked ``guard``);
+* the ``checkpoint_guard`` role: its ``checkpoint_guard_<name>`` variables (a test proves its
+  defaults and argument specs agree with this table, or differ where ``role_default`` says so),
+  and the module arguments its repair step passes (``module_args``, from the checked settings).
+
+Adding a setting is one row here plus its documentation (module, role spec, role README).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_ids as ids
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import BACKENDS
+
+DEFAULT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+# Not inside device-plugins/: kubelets up to 1.2x delete every file there but the checkpoint.
+DEFAULT_BACKUP_DIR = "/var/lib/gpuops/backups"
+STRATEGIES = ("auto", "remove", "prune")
+ON_CORRUPT = ("report", "remove")
+ON_UNKNOWN_INVENTORY = ("fail", "skip")
+# A run killed while kubelet is stopped: the transient timer armed before the stop starts kubelet
+# at most this many seconds later (repair.Kubelet).
+DEFAULT_RESCUE_SECONDS = 60
+RESCUE_SECONDS_RANGE = (1, 3600)
+
+
+def _row(name, kind, default, choices=None, elements=None, aliases=None, reconcile=True, guard=True, role=True, role_default=None):
+    return {"name": name, "type": kind, "default": default, "choices": choices, "elements": elements, "aliases": aliases,
+            "reconcile": reconcile, "guard": guard, "role": role, "role_default": role_default}
+
+
+# reconcile: a setting of the reconcile run (reconcile.Options); guard: a key of gpuops.json;
+# role: a checkpoint_guard_<name> variable; role_default: the role's default where it differs, and why
+TABLE = (
+    _row("checkpoint_path", "path", DEFAULT_PATH, aliases=["path"]),
+    _row("strategy", "str", "auto", choices=STRATEGIES),
+    _row("on_corrupt", "str", "report", choices=ON_CORRUPT),
+    # the role skips a node whose GPUs cannot be read (a fleet run goes on, the summary names it);
+    # the module fails: one node, one answer. The guard never reads it (boot: no inventory, no repair)
+    _row("unknown_inventory", "str", "fail", choices=ON_UNKNOWN_INVENTORY, guard=False, role_default="skip"),
+    _row("backup_dir", "path", DEFAULT_BACKUP_DIR),
+    _row("backup_keep", "int", nodefile.DEFAULT_BACKUP_KEEP),
+    _row("resources", "list", list(ids.DEFAULT_GPU_RESOURCES), elements="str"),
+    # a one-off after a mode switch (gpu_sharing's retire step), never a boot-time or role setting
+    _row("retired_resources", "list", [], elements="str", guard=False, role=False),
+    _row("max_bytes", "int", nodefile.DEFAULT_MAX_BYTES),
+    _row("lock_dir", "path", nodefile.DEFAULT_LOCK_DIR),
+    _row("lock_timeout", "int", nodefile.DEFAULT_LOCK_TIMEOUT),
+    _row("kubelet_unit", "str", "kubelet.service", reconcile=False),
+    _row("restart_kubelet", "bool", True, reconcile=False),
+    _row("kubelet_rescue_seconds", "int", DEFAULT_RESCUE_SECONDS, reconcile=False),
+)
+ROWS = dict((row["name"], row) for row in TABLE)
+
+
+def _copy(value):
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def reconcile_defaults():
+    """``{setting: default}`` of a reconcile run (reconcile.OPTION_DEFAULTS; lists as tuples: shared, never changed)."""
+    return dict((r["name"], tuple(r["default"]) if r["type"] == "list" else r["default"]) for r in TABLE if r["reconcile"])
+
+
+def guard_defaults():
+    """``{key: default}`` of the rows that are keys of the guard's gpuops.json."""
+    return dict((r["name"], _copy(r["default"])) for r in TABLE if r["guard"])
+
+
+def argument_spec(*names):
+    """Ansible argument specs of the named rows (all rows when none is named)."""
+    spec = {}
+    for row in (ROWS[n] for n in names) if names else TABLE:
+        entry = {"type": row["type"], "default": _copy(row["default"])}
+        for key in ("choices", "aliases"):
+            if row[key]:
+                entry[key] = list(row[key])
+        if row["elements"]:
+            entry["elements"] = row["elements"]
+        spec[row["name"]] = entry
+    return spec
+
+
+def role_defaults():
+    """``{checkpoint_guard_<name>: default}`` the role's defaults must hold (the role's own where it differs)."""
+    return dict(("checkpoint_guard_" + r["name"], _copy(r["role_default"] if r["role_default"] is not None else r["default"]))
+                for r in TABLE if r["role"])
+
+
+def module_args(settings):
+    """kubelet_checkpoint's arguments from the role's checked settings (``guard_config.role_settings``' ``config``
+    plus the role-only rows), so the role passes every setting of the table and nothing else."""
+    return dict((r["name"], _copy(settings[r["name"]])) for r in TABLE if r["role"])
+
+
+CHECKPOINT_ARGS = argument_spec("checkpoint_path", "max_bytes")
+
+BACKEND_ARGS = dict(
+    backend=dict(type="str", default="auto", choices=list(BACKENDS)),
+    driver_root=dict(type="path"),
+)

@@ -1,0 +1,94 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One owner per option set: options.TABLE, and everything that must agree with it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard_config, options, reconcile
+from ansible_collections.gpuops.fleet.plugins.modules import kubelet_checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
+ROLE = os.path.join(ROOT, "roles", "checkpoint_guard")
+
+
+def _yaml(*parts):
+    with open(os.path.join(ROLE, *parts)) as handle:
+        return yaml.safe_load(handle)
+
+
+def test_the_module_argspec_is_the_table_plus_its_own_options():
+    spec = options.argument_spec()
+    assert set(spec) == set(options.ROWS)
+    for name, row in options.ROWS.items():
+        assert spec[name]["type"] == row["type"] and spec[name]["default"] == row["default"]
+        assert spec[name].get("choices") == (list(row["choices"]) if row["choices"] else None)
+        assert spec[name].get("elements") == row["elements"] and spec[name].get("aliases") == row["aliases"]
+    # the module's argspec is built from it (main() reads the table; a restated option would show here)
+    with open(kubelet_checkpoint.__file__) as handle:
+        source = handle.read()
+    for name in options.ROWS:
+        assert "%s=dict(" % name not in source, name
+
+
+def test_the_reconcile_defaults_and_the_guard_keys_derive_from_the_table():
+    assert reconcile.OPTION_DEFAULTS == dict((r["name"], tuple(r["default"]) if r["type"] == "list" else r["default"])
+                                            for r in options.TABLE if r["reconcile"])
+    guard_rows = set(r["name"] for r in options.TABLE if r["guard"])
+    assert guard_rows <= set(guard_config.CONFIG_FIELDS)
+    assert set(guard_config.CONFIG_FIELDS) - guard_rows == set(guard_config.GUARD_DEFAULTS)
+    for name in guard_rows:
+        assert guard_config.CONFIG_FIELDS[name] == options.ROWS[name]["default"], name
+
+
+def test_the_role_defaults_and_argument_specs_agree_with_the_table():
+    defaults = _yaml("defaults", "main.yml")
+    spec = _yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    for variable, default in options.role_defaults().items():
+        row = options.ROWS[variable[len("checkpoint_guard_"):]]
+        assert defaults[variable] == default, variable
+        assert spec[variable]["default"] == default, variable
+        assert spec[variable]["type"] == row["type"], variable
+        assert sorted(spec[variable].get("choices") or ()) == sorted(row["choices"] or ()), variable
+        if row["elements"]:
+            assert spec[variable]["elements"] == row["elements"], variable
+    # a row the role does not have is not a role variable
+    assert "checkpoint_guard_retired_resources" not in defaults
+
+
+def test_the_role_passes_every_table_setting_from_one_checked_result():
+    raw = dict(_yaml("vars", "main.yml")["__checkpoint_guard_raw"])
+    assert set(r["name"] for r in options.TABLE if r["role"]) <= set(raw)
+    # the role's variables as strings (AWX survey): module_args is typed and holds every role row
+    values = dict((k, "x") for k in raw)
+    values.update(checkpoint_path="/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint", backup_dir="/var/lib/gpuops/backups",
+                  backup_keep="3", lock_dir="/run/gpuops", lock_timeout="30", strategy="prune", on_corrupt="report",
+                  unknown_inventory="skip", resources=["nvidia.com/gpu"], backend="auto", nvidia_smi="", max_bytes="1024",
+                  driver_wait_seconds="0", restart_kubelet="yes", kubelet_rescue_seconds="60", kubelet_unit="kubelet.service",
+                  driver_root="", driver_ready_file="", late_check="false", late_wait_seconds="600", config_path="/etc/gpuops/gpuops.json",
+                  bin="/usr/local/bin/gpuops", python="/usr/bin/python3", lib_dir="/usr/local/lib/gpuops", after_units=[],
+                  timeout_seconds="120", environment={})
+    args = guard_config.role_settings(values)["module_args"]
+    assert set(args) == set(r["name"] for r in options.TABLE if r["role"])
+    assert (args["backup_keep"], args["restart_kubelet"], args["strategy"], args["unknown_inventory"]) == (3, True, "prune", "skip")
+    # the tasks pass that result, not a list of their own
+    for step in ("reconcile.yml", "plan.yml"):
+        task = _yaml("tasks", step)[0]
+        assert "checkpoint_guard_settings).module_args" in task["gpuops.fleet.kubelet_checkpoint"], step
+
+
+def test_a_role_only_setting_out_of_its_choices_is_refused_by_name():
+    raw = dict(_yaml("vars", "main.yml")["__checkpoint_guard_raw"])
+    values = dict((k, None) for k in raw)
+    values.update(unknown_inventory="sometimes", kubelet_unit="kubelet.service", backend="auto", config_path="/etc/g.json",
+                  bin="/usr/local/bin/gpuops", python="/usr/bin/python3", lib_dir="/usr/local/lib/gpuops", timeout_seconds="1")
+    for key in ("checkpoint_path", "backup_dir", "lock_dir", "strategy", "on_corrupt", "resources", "max_bytes", "backup_keep",
+                "lock_timeout", "restart_kubelet", "kubelet_rescue_seconds", "driver_wait_seconds", "late_check", "late_wait_seconds"):
+        values.pop(key)
+    with pytest.raises(ParameterError, match="checkpoint_guard_unknown_inventory"):
+        guard_config.role_settings(values)
