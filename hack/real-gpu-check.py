@@ -34,7 +34,7 @@ if not os.path.exists(LINK):
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import systemd as systemd  # noqa: E402
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import systemd  # noqa: E402
 
 STALE = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
 FIELDS = ("index", "uuid", "name", "pci_bus_id", "memory_total_mib", "minor_number")

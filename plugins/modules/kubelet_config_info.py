@@ -121,7 +121,7 @@ def main():
     params = module.params
     try:
         result = kubelet_config.read(root=params["root"], cmdline=params["cmdline"],
-                                      config_path=params["config_path"], hostname=params["hostname"])
+                                     config_path=params["config_path"], hostname=params["hostname"])
     except GpuopsError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **result)

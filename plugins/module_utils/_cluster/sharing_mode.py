@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain as drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_share as share
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool

@@ -29,12 +29,12 @@ import shutil
 import sys
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar as devchar
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_metrics as gpu_metrics
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_metrics
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair as repair
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import systemd as systemd
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import systemd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import (
     GpuopsError,
     InventoryError,

@@ -20,7 +20,7 @@ import re
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair as repair
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME, UNIT_PATH, as_bool, as_int, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 

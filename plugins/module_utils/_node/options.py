@@ -22,7 +22,7 @@ Adding a setting is one row here plus its documentation (module, role spec, role
 from __future__ import annotations
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_ids as ids
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import BACKENDS
 
 DEFAULT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"

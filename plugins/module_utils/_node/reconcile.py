@@ -18,7 +18,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoi
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_ids as ids
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.gpushare import MEM as GPUSHARE_MEM
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import shared_memory
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, ParameterError, UnsafeFileError

@@ -37,10 +37,10 @@ import shutil
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import systemd as systemd
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import systemd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, KubeletControlError, KubeletRunningError
 
 

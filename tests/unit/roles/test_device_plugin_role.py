@@ -17,7 +17,7 @@ def load(*parts):
 
 
 def test_argument_specs_match_defaults_keys_and_values():
-    assert role_checks.spec_problems("device_plugin", entries=("main", "node_facts")) == []
+    assert role_checks.spec_problems("device_plugin", entries=("main", "node_facts", "verify")) == []
 
 
 def test_internal_vars_are_private():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain as drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 
 
 def pod(name, owner=None, mirror=False, empty_dir=False):

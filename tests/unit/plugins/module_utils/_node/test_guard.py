@@ -18,9 +18,9 @@ import fakenode
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar as devchar
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard as guard
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import jsonlog as jsonlog
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import jsonlog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
@@ -358,7 +358,7 @@ def test_an_unwritable_log_changes_neither_decision_nor_exit_code(node, how):
 
 
 def test_a_held_lock_is_exit_7(node, tmp_path):
-    from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+    from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 
     run = node([NEW_GPU], lock_timeout=1)
     with nodefile.run_lock(str(tmp_path / "run/gpuops"), str(run.checkpoint)):

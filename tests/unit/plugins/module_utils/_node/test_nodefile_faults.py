@@ -23,7 +23,7 @@ import threading
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rc
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import (
     GpuopsError,

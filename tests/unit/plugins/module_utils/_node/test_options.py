@@ -38,7 +38,7 @@ def test_the_module_argspec_is_the_table_plus_its_own_options():
 
 def test_the_reconcile_defaults_and_the_guard_keys_derive_from_the_table():
     assert reconcile.OPTION_DEFAULTS == dict((r["name"], tuple(r["default"]) if r["type"] == "list" else r["default"])
-                                            for r in options.TABLE if r["reconcile"])
+                                             for r in options.TABLE if r["reconcile"])
     guard_rows = set(r["name"] for r in options.TABLE if r["guard"])
     assert guard_rows <= set(guard_config.CONFIG_FIELDS)
     assert set(guard_config.CONFIG_FIELDS) - guard_rows == set(guard_config.GUARD_DEFAULTS)
@@ -48,7 +48,12 @@ def test_the_reconcile_defaults_and_the_guard_keys_derive_from_the_table():
 
 def test_the_role_defaults_and_argument_specs_agree_with_the_table():
     defaults = _yaml("defaults", "main.yml")
-    spec = _yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    specs = _yaml("meta", "argument_specs.yml")["argument_specs"]
+    spec = specs["main"]["options"]
+    # the repair entry point declares every repair setting, exactly as the main one does
+    assert set(options.role_defaults()) <= set(specs["repair"]["options"])
+    for variable in specs["repair"]["options"]:
+        assert specs["repair"]["options"][variable] == spec[variable], variable
     for variable, default in options.role_defaults().items():
         row = options.ROWS[variable[len("checkpoint_guard_"):]]
         assert defaults[variable] == default, variable
@@ -77,7 +82,7 @@ def test_the_role_passes_every_table_setting_from_one_checked_result():
     assert set(args) == set(r["name"] for r in options.TABLE if r["role"])
     assert (args["backup_keep"], args["restart_kubelet"], args["strategy"], args["unknown_inventory"]) == (3, True, "prune", "skip")
     # the tasks pass that result, not a list of their own
-    for step in ("reconcile.yml", "plan.yml"):
+    for step in ("repair.yml", "plan.yml"):
         task = _yaml("tasks", step)[0]
         assert "checkpoint_guard_settings).module_args" in task["gpuops.fleet.kubelet_checkpoint"], step
 

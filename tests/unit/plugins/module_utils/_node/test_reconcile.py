@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_ids as ids
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rc
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ChangedWhileWorkingError, InventoryError, ParameterError, UnsafeFileError
 

@@ -20,10 +20,10 @@ import time
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard as guard
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile as nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rc
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair as repair
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, KubeletControlError, KubeletRunningError, NodeFileError
 
 NEW = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
