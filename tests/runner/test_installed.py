@@ -34,7 +34,13 @@ def readonly(tmp_path):
 
     yield target, seal
     for path in mounted:
-        subprocess.run(["umount", str(path)], check=False)
+        # a process the run left behind (or the kernel, briefly) can hold the mount busy: detach it
+        # lazily then, and make sure it is gone, so no read-only mount outlives the test (a later
+        # `rm -rf` of the checkout would fail on it)
+        if subprocess.run(["umount", str(path)], check=False, capture_output=True).returncode != 0:
+            subprocess.run(["umount", "--lazy", str(path)], check=True)
+        with open("/proc/self/mountinfo") as handle:
+            assert " %s " % path not in handle.read(), "the read-only mount %s is still there" % path
 
 
 def test_site_by_fqcn_from_a_read_only_installed_tarball(tmp_path, readonly, fake_lib_dir):
