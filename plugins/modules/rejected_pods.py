@@ -8,7 +8,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: rejected_pods
-short_description: Bring back pods that kubelet rejected at admission on repaired GPU nodes
+short_description: Bring back pods that kubelet rejected at admission, or that a gone GPU broke, on repaired GPU nodes
 version_added: 0.2.0
 description:
   - Finds the pods on the given nodes that kubelet rejected at admission (phase C(Failed), reason
@@ -45,6 +45,18 @@ options:
     type: list
     elements: str
     default: [UnexpectedAdmissionError]
+  stale_pod_uids:
+    description:
+      - UIDs of the pods whose checkpoint entries named a GPU the node no longer has (the repair's
+        C(affected_pods[].pod_uid); C(site.yml) passes them).
+      - Such a pod that is still C(Running) or C(Pending) with a container waiting in C(CreateContainerError) or
+        C(RunContainerError) is broken for good. A real kubelet (checked with v1.20.2) re-admits it from its checkpoint
+        entry and reuses the gone GPU's cached allocation at every container start, so its container never starts
+        again. It is brought back like a rejected pod (deleted when it has a controller, else reported).
+      - A pod that fails to start for another reason, or whose UID is not listed here, is never touched.
+    type: list
+    elements: str
+    default: []
   bare_pods:
     description:
       - What to do with rejected pods that have no controller. V(report) lists them with C(recreate_command);
@@ -78,7 +90,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 pods:
-  description: Every rejected pod found on the nodes, with what was (or would be) done.
+  description:
+    - Every pod found to bring back on the nodes, with what was (or would be) done.
+    - C(kind) is V(rejected) (Failed at admission) or V(gpu_gone) (Running or Pending, a container unable to start on
+      a GPU the repair found gone); C(phase), C(reason) and C(message) are the pod's, or its waiting container's.
   returned: always
   type: list
   elements: dict
@@ -87,6 +102,8 @@ pods:
       name: train-7d9c-abcde
       uid: 0c1d...
       node: gpu-node-7
+      phase: Failed
+      kind: rejected
       reason: UnexpectedAdmissionError
       message: "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, Available: 0"
       controller: {kind: ReplicaSet, name: train-7d9c, uid: 9a8b...}
@@ -99,7 +116,7 @@ deleted:
   elements: str
   sample: [ml/train-7d9c-abcde]
 bare:
-  description: Rejected pods without a controller, with C(recreate_command) and C(action) (V(report) or V(delete)).
+  description: Pods to bring back that have no controller, with C(kind), C(recreate_command) and C(action) (V(report) or V(delete)).
   returned: always
   type: list
   elements: dict
@@ -107,6 +124,7 @@ bare:
     - namespace: ml
       name: notebook
       node: gpu-node-7
+      kind: rejected
       action: report
       recreate_command: kubectl -n ml get pod notebook -o yaml | kubectl replace --force -f -
 msg:
@@ -133,17 +151,20 @@ def main():
         nodes=dict(type="list", elements="str", required=True),
         reasons=dict(type="list", elements="str", default=list(rejected.DEFAULT_REASONS)),
         bare_pods=dict(type="str", default="report", choices=list(rejected.BARE_POD_ACTIONS)),
+        stale_pod_uids=dict(type="list", elements="str", default=[]),
     ))
     params = module.params
 
     def work():
-        rejected.validate(params["nodes"], params["reasons"], params["bare_pods"])
+        rejected.validate(params["nodes"], params["reasons"], params["bare_pods"], params["stale_pod_uids"])
         api = core_v1_api.CoreV1Api(api_client(module))
         pods = []
         for node in sorted(set(params["nodes"])):
-            listed = api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s,status.phase=Failed" % node)
+            # Failed pods only, unless the repair named pods on a gone GPU (those are Running)
+            selector = "spec.nodeName=%s" % node if params["stale_pod_uids"] else "spec.nodeName=%s,status.phase=Failed" % node
+            listed = api.list_pod_for_all_namespaces(field_selector=selector)
             pods.extend(api.api_client.sanitize_for_serialization(p) for p in listed.items)
-        rows = rejected.classify(pods, params["nodes"], params["reasons"], params["bare_pods"])
+        rows = rejected.classify(pods, params["nodes"], params["reasons"], params["bare_pods"], params["stale_pod_uids"])
         deleted = []
         if not module.check_mode:
             for row in rows:

@@ -22,10 +22,30 @@ What it models, per node (``--nodes`` JSON: a list of objects):
   it was given, one per line (what ``nvidia-smi --query-gpu=uuid --format=csv,noheader``
   prints in a container that got those GPUs). It fails admission (``UnexpectedAdmissionError``,
   as kubelet does) when the node has fewer allocatable GPUs than it requests.
-* While a node carries the label ``gpuops.test/reject-gpu-pods=true`` (a stale device checkpoint:
-  kubelet's device manager cannot allocate what the scheduler promised), every pod that requests
+* While a node carries the label ``gpuops.test/reject-gpu-pods=true``, every pod that requests
   ``nvidia.com/gpu`` fails admission (``Failed``/``UnexpectedAdmissionError``, kubelet's message),
-  whatever its restart policy; a test removes the label to "repair" the node.
+  whatever its restart policy; a test removes the label to "repair" the node. This models the
+  window between a real kubelet's start and its device plugin's registration, the only time a
+  real kubelet rejects them (see below); it is not what a stale entry does once the plugin is back.
+* A GPU pod annotated ``gpuops.test/gpu-gone=true`` (its checkpoint entry names a GPU the node no
+  longer has) stays ``Running`` with its container waiting in ``CreateContainerError``, as a real
+  kubelet leaves it after the container's first restart.
+
+What a real kubelet does, and where this model stops (kubelet v1.20.2 with containerd 1.6, checked
+on a real node of this machine kind: ../shared/recipes/real-kubelet-node.md in the workplace):
+
+* ``UnexpectedAdmissionError`` comes only while the checkpoint names the resource and the plugin
+  has not registered since kubelet started. Once it has, a stale entry does not block new pods
+  (available = healthy devices - in use; a gone GPU is not among the healthy ones).
+* A running pod whose entry names a gone GPU is re-admitted from the checkpoint across kubelet's
+  restart, with no call to the plugin, and kept Running. At every later container start kubelet
+  reuses the gone GPU's cached allocation and the container cannot be created
+  (``CreateContainerError``), for ever.
+* Deleting the checkpoint (the field report's fix) admits the running GPU pods before the plugin
+  registers, with no allocation: a restarted container gets no GPU at all, and a later pod may be
+  given a GPU one of them still uses.
+* Pruning with the collection's codec keeps a valid pod's entry (kubelet reads it back), and the
+  pod on the gone GPU is rejected at re-admission and killed.
 * Pods being deleted are removed (grace period 0) after ``--stop-delay``, as kubelet does once
   the containers are gone.
 * Init containers run to completion (exit 0) before the pod's containers start. One whose
@@ -427,6 +447,10 @@ class SimKubelet:
             total += int(limits.get(GPU, 0))
         return total
 
+    @staticmethod
+    def gpu_gone(pod):
+        return ((pod.metadata.annotations or {}).get("gpuops.test/gpu-gone") == "true")
+
     def rejects_gpu_pods(self, node):
         labels = self.api.read_node(node).metadata.labels or {}
         return labels.get("gpuops.test/reject-gpu-pods") == "true"
@@ -461,15 +485,20 @@ class SimKubelet:
             self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
             return
         ready = not (self.is_plugin(pod) and "plugin_crash" in faults)
+        gone = self.gpu_request(pod) and self.gpu_gone(pod)
+        ready = ready and not gone
         statuses = []
         for ctr in pod.spec.containers:
-            if ready:
+            if gone:
+                state = {"waiting": {"reason": "CreateContainerError",
+                                     "message": "failed to generate spec: lstat /dev/gpuops-gone-gpu: no such file or directory (SIMULATED)"}}
+            elif ready:
                 state = {"running": {"startedAt": stamp}}
             else:
                 state = {"waiting": {"reason": "CrashLoopBackOff",
                                      "message": "back-off 10s restarting failed container (SIMULATED fault plugin_crash)"}}
             statuses.append({"name": ctr.name, "image": ctr.image, "imageID": "", "ready": ready,
-                             "restartCount": 0 if ready else 3, "started": ready, "state": state})
+                             "restartCount": 0 if ready and not gone else (1 if gone else 3), "started": ready, "state": state})
         cond = "True" if ready else "False"
         status = {
             "phase": "Running", "startTime": stamp, "hostIP": "127.0.0.1", "podIP": "10.244.0.1",

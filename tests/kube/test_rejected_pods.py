@@ -90,3 +90,46 @@ def test_verification_fails_when_the_node_gives_a_gpu_it_does_not_have(fleet):
     rc, run = f.play(extra, playbook="recover_pods.yml")
     assert rc != 0
     assert "%s: the pod saw GPU-00000000-dead-beef-0000-000000000000; gpu_uuid_facts lists %s" % (node, GPU) in run.failure()
+
+
+def test_a_running_pod_on_a_gone_gpu_is_replaced_when_the_repair_named_it(fleet):
+    # a real kubelet keeps such a pod Running, its container in CreateContainerError at every start;
+    # the repair names its UID (kubelet_checkpoint's affected_pods), recover_pods.yml brings it back
+    f = fleet([{"name": "gpu-a", "gpus": [GPU]}])
+    node = f.prefix + "gpu-a"
+    gone = {"gpuops.test/gpu-gone": "true"}
+    f.cluster.core.create_namespaced_pod(f.namespace, {"metadata": {"name": "notebook", "annotations": gone}, "spec": gpu_pod_spec(node)})
+    f.cluster.core.create_namespaced_pod(f.namespace, {"metadata": {"name": "unnamed", "annotations": gone}, "spec": gpu_pod_spec(node)})
+    f.cluster.apps.create_namespaced_replica_set(f.namespace, {
+        "metadata": {"name": "train"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "train"}},
+                 "template": {"metadata": {"labels": {"app": "train"}, "annotations": gone}, "spec": gpu_pod_spec(node)}},
+    })
+
+    def broken():
+        return {n: p for n, p in pods(f).items() if p.status.phase == "Running" and any(
+            (c.state.waiting and c.state.waiting.reason == "CreateContainerError") for c in p.status.container_statuses or ())}
+
+    f.wait(lambda: len(broken()) == 3, lambda: "three pods in CreateContainerError (pods: %s)" % sorted(pods(f)))
+    first = [n for n in broken() if n.startswith("train-")][0]
+    # "unnamed" is broken the same way, but the repair did not name it: never touched
+    stale = [pods(f)[first].metadata.uid, pods(f)["notebook"].metadata.uid]
+    # the ReplicaSet's replacement is a fresh pod on the repaired node: give the template a present GPU
+    f.cluster.apps.patch_namespaced_replica_set("train", f.namespace, {"spec": {"template": {"metadata": {"annotations": {"gpuops.test/gpu-gone": None}}}}})
+    extra = {"gpuops_recover_nodes": [node], "gpuops_recover_pods": True, "gpuops_stale_pod_uids": stale}
+
+    rc, run = f.play(extra, playbook="recover_pods.yml")
+    assert rc == 0, run.failure()
+    done = run.localhost("Delete rejected pods that have a controller, list the bare ones")
+    assert done["deleted"] == ["%s/%s" % (f.namespace, first)]
+    assert [(b["name"], b["kind"], b["action"]) for b in done["bare"]] == [("notebook", "gpu_gone", "report")]
+    assert "CreateContainerError" in [p["reason"] for p in done["pods"] if p["name"] == first]
+    f.wait(lambda: first not in pods(f) and any(n.startswith("train-") and p.status.phase == "Running" and not n == first
+                                                and n not in broken() for n, p in pods(f).items()),
+           "the ReplicaSet's replacement Running on a present GPU")
+    assert sorted(broken()) == ["notebook", "unnamed"]  # the bare pod is reported, the unnamed one untouched
+    deletes = [e for e in run.api_calls if e["verb"] == "delete" and e["objectRef"]["resource"] == "pods"]
+    assert [e["objectRef"]["name"] for e in deletes] == [first]
+    # a second run: the bare pod is reported again, nothing deleted
+    rc, again = f.play(extra, playbook="recover_pods.yml")
+    assert rc == 0 and again.localhost("Delete rejected pods that have a controller, list the bare ones")["deleted"] == []

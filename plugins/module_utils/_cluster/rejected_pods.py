@@ -15,6 +15,17 @@ checkpoint, a plugin not registered yet), kubelet rejects the pod at admission: 
 * a bare pod is never recreated by anyone: it is reported with the command that recreates
   it, and deleted only when asked (``bare_pods: delete``).
 
+A pod still Running on a GPU the node no longer has is broken too, differently. A real kubelet
+(checked with v1.20.2, containerd 1.6, ``../shared/recipes/real-kubelet-node.md`` in this project's
+workplace) keeps such a pod Running across its restart: it re-admits it from its checkpoint entry
+without asking the plugin, and at every later container start it reuses the cached allocation of
+the gone GPU, so the container never starts again (``CreateContainerError``: the device node is
+gone; with the NVIDIA runtime, its hook refuses the unknown UUID). Only the repair knows which pods'
+entries named a gone GPU (``kubelet_checkpoint``'s ``affected_pods``); given those UIDs
+(``stale_pod_uids``), such a pod whose container waits in one of ``BROKEN_START_REASONS`` is
+brought back the same way. A pod that fails to start for any other reason, or whose UID the
+repair did not name, is never touched.
+
 Pure logic on pod dicts as the API returns them (camelCase keys); the module does the I/O.
 """
 
@@ -26,6 +37,8 @@ from shlex import quote
 
 DEFAULT_REASONS = ("UnexpectedAdmissionError",)
 BARE_POD_ACTIONS = ("report", "delete")
+# a container kubelet cannot create or start (the runtime refuses the gone GPU's device or UUID)
+BROKEN_START_REASONS = ("CreateContainerError", "RunContainerError")
 
 
 def controller_of(pod):
@@ -41,7 +54,23 @@ def recreate_command(namespace, name):
     return "kubectl -n %s get pod %s -o yaml | kubectl replace --force -f -" % (quote(namespace), quote(name))
 
 
-def validate(nodes, reasons, bare_pods):
+def validate(nodes, reasons, bare_pods, stale_pod_uids=()):
+    if not isinstance(stale_pod_uids, (list, tuple)) or not all(isinstance(u, str) and u for u in stale_pod_uids):
+        raise ParameterError("stale_pod_uids", "must be a list of pod UIDs (kubelet_checkpoint's affected_pods[].pod_uid)")
+    _validate(nodes, reasons, bare_pods)
+
+
+def broken_start(pod):
+    """``(reason, message)`` of the first container (init or regular) waiting in BROKEN_START_REASONS, else None."""
+    status = pod.get("status") or {}
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in BROKEN_START_REASONS:
+            return waiting.get("reason"), "container %s: %s" % (container.get("name"), waiting.get("message") or waiting.get("reason"))
+    return None
+
+
+def _validate(nodes, reasons, bare_pods):
     if not isinstance(nodes, list) or not all(isinstance(n, str) and n for n in nodes):
         raise ParameterError("nodes", "must be a list of Kubernetes node names")
     if not isinstance(reasons, list) or not reasons or not all(isinstance(r, str) and r for r in reasons):
@@ -50,17 +79,28 @@ def validate(nodes, reasons, bare_pods):
         raise ParameterError("bare_pods", "%r is not one of %s" % (bare_pods, ", ".join(BARE_POD_ACTIONS)))
 
 
-def classify(pods, nodes, reasons=DEFAULT_REASONS, bare_pods="report"):
-    """One row per rejected pod on ``nodes`` (Failed, status.reason in ``reasons``, not being deleted)."""
+def classify(pods, nodes, reasons=DEFAULT_REASONS, bare_pods="report", stale_pod_uids=()):
+    """One row per pod to bring back on ``nodes``, never one being deleted:
+
+    * rejected at admission: phase Failed, ``status.reason`` in ``reasons``;
+    * broken on a gone GPU: not finished, its UID in ``stale_pod_uids``, a container waiting in
+      BROKEN_START_REASONS.
+    """
     wanted = set(nodes)
+    stale = set(stale_pod_uids or ())
     rows = []
     for pod in pods:
         meta = pod.get("metadata") or {}
         status = pod.get("status") or {}
         node = (pod.get("spec") or {}).get("nodeName")
-        if node not in wanted or status.get("phase") != "Failed" or status.get("reason") not in reasons:
+        if node not in wanted or meta.get("deletionTimestamp"):
             continue
-        if meta.get("deletionTimestamp"):
+        phase = status.get("phase")
+        if phase == "Failed" and status.get("reason") in reasons:
+            reason, message, kind = status.get("reason"), status.get("message"), "rejected"
+        elif phase in ("Running", "Pending") and meta.get("uid") in stale and broken_start(pod):
+            (reason, message), kind = broken_start(pod), "gpu_gone"
+        else:
             continue
         owner = controller_of(pod)
         row = {
@@ -68,8 +108,10 @@ def classify(pods, nodes, reasons=DEFAULT_REASONS, bare_pods="report"):
             "name": meta.get("name"),
             "uid": meta.get("uid"),
             "node": node,
-            "reason": status.get("reason"),
-            "message": status.get("message"),
+            "phase": phase,
+            "kind": kind,
+            "reason": reason,
+            "message": message,
             "controller": owner,
             "action": "delete" if owner is not None or bare_pods == "delete" else "report",
             "recreate_command": None if owner is not None else recreate_command(meta.get("namespace") or "default", meta.get("name") or ""),
@@ -83,7 +125,10 @@ def summary(rows, deleted, check_mode):
     verb = "would delete" if check_mode else "deleted"
     owned = [r for r in rows if r["controller"] is not None]
     bare = [r for r in rows if r["controller"] is None]
-    parts = ["%d pod(s) rejected at admission on %d node(s)" % (len(rows), len(set(r["node"] for r in rows)))]
+    rejected = len([r for r in rows if r["kind"] == "rejected"])
+    broken = len(rows) - rejected
+    parts = ["%d pod(s) rejected at admission%s on %d node(s)" % (
+        rejected, " and %d Running but unable to start a container on a gone GPU" % broken if broken else "", len(set(r["node"] for r in rows)))]
     if owned:
         parts.append("%s %d with a controller (it replaces them)" % (verb, len([r for r in owned if r["action"] == "delete"])))
     bare_deleted = [r for r in bare if r["action"] == "delete"]
@@ -96,6 +141,6 @@ def summary(rows, deleted, check_mode):
         "changed": bool(deleted) or (check_mode and any(r["action"] == "delete" for r in rows)),
         "pods": rows,
         "deleted": sorted(deleted),
-        "bare": [dict((k, r[k]) for k in ("namespace", "name", "node", "recreate_command", "action")) for r in bare],
-        "msg": "; ".join(parts) if rows else "no pod rejected at admission on the nodes given",
+        "bare": [dict((k, r[k]) for k in ("namespace", "name", "node", "kind", "recreate_command", "action")) for r in bare],
+        "msg": "; ".join(parts) if rows else "no pod rejected at admission, and none broken on a gone GPU, on the nodes given",
     }

@@ -65,7 +65,7 @@ def test_summary_check_mode_says_would_and_changes_only_when_something_goes():
     assert done["changed"] and done["deleted"] == ["ml/other-node", "ml/train-abc"]
     assert [b["name"] for b in done["bare"]] == ["adopted", "notebook"]
     nothing = rp.summary(rp.classify(PODS, ["n3"]), [], check_mode=False)
-    assert not nothing["changed"] and nothing["msg"] == "no pod rejected at admission on the nodes given"
+    assert not nothing["changed"] and nothing["msg"] == "no pod rejected at admission, and none broken on a gone GPU, on the nodes given"
 
 
 @pytest.mark.parametrize(
@@ -75,3 +75,43 @@ def test_summary_check_mode_says_would_and_changes_only_when_something_goes():
 def test_bad_parameters_name_the_field(nodes, reasons, bare, field):
     with pytest.raises(ParameterError, match="^%s: " % field):
         rp.validate(nodes, reasons, bare)
+
+
+# -- Running on a gone GPU (real kubelet v1.20.2: CreateContainerError at every container start) ----
+
+LSTAT = 'failed to generate spec: lstat /dev/fake/GPU-0a0a: no such file or directory'
+
+
+def broken(name, owner=None, reason="CreateContainerError", phase="Running", init=False):
+    p = pod(name, phase=phase, reason=None, owner=owner)
+    status = {"name": "cuda", "state": {"waiting": {"reason": reason, "message": LSTAT}}, "restartCount": 1}
+    p["status"]["initContainerStatuses" if init else "containerStatuses"] = [status]
+    return p
+
+
+def test_a_running_pod_on_a_gone_gpu_is_brought_back_only_when_the_repair_named_it():
+    pods = [broken("stale-rs", owner="train"), broken("stale-bare"), broken("stale-init", owner="train", init=True, phase="Pending"),
+            broken("config-error", owner="train"),  # same state, but the repair did not name it
+            broken("pull", owner="train", reason="ImagePullBackOff"), pod("train-abc", owner="train")]
+    named = ["uid-stale-rs", "uid-stale-bare", "uid-stale-init", "uid-pull"]
+    rows = rp.classify(pods, ["n1"], stale_pod_uids=named)
+    assert [(r["name"], r["kind"], r["reason"], r["action"]) for r in rows] == [
+        ("stale-bare", "gpu_gone", "CreateContainerError", "report"),
+        ("stale-init", "gpu_gone", "CreateContainerError", "delete"),
+        ("stale-rs", "gpu_gone", "CreateContainerError", "delete"),
+        ("train-abc", "rejected", "UnexpectedAdmissionError", "delete")]
+    assert rows[2]["message"] == "container cuda: " + LSTAT and rows[2]["phase"] == "Running"
+    # without the repair's UIDs nothing Running is touched
+    assert [r["name"] for r in rp.classify(pods, ["n1"])] == ["train-abc"]
+
+
+def test_the_summary_tells_the_two_kinds_apart():
+    rows = rp.classify([broken("stale-rs", owner="train"), pod("train-abc", owner="train")], ["n1"], stale_pod_uids=["uid-stale-rs"])
+    out = rp.summary(rows, ["ml/stale-rs", "ml/train-abc"], False)
+    assert out["msg"].startswith("1 pod(s) rejected at admission and 1 Running but unable to start a container on a gone GPU on 1 node(s)")
+
+
+@pytest.mark.parametrize("value", ["uid", [""], [3], None])
+def test_stale_pod_uids_must_be_a_list_of_uids(value):
+    with pytest.raises(ParameterError, match="stale_pod_uids"):
+        rp.validate(["n1"], ["UnexpectedAdmissionError"], "report", value)
