@@ -20,17 +20,20 @@ of ansible's process tree, from wait4) and seconds per host.
     .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining] [--repair-max N]
 
 Goals: the check stage over 200 hosts within 1.5x of ping over the same hosts (issue 11), cost
-linear in N; the first full run within 5x ping, a second within 2.5x ping (issue 22). Local connections: the "nodes" share this machine's cores with the controller.
+linear in N; the first full run within 5x ping, a second within 2.5x ping (issue 22). Local
+connections: the "nodes" share this machine's cores with the controller.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, ".venv", "bin")
@@ -86,9 +89,8 @@ def measure(nodes, env, work, repair=True):
 def guard_contents():
     """(files, lines of code, controller files) of the guard's one file, as the role installs it."""
     sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
-    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code as guard_code  # pylint: disable=import-outside-toplevel
-    import io  # pylint: disable=import-outside-toplevel
-    import zipfile  # pylint: disable=import-outside-toplevel
+    # pylint: disable-next=import-outside-toplevel
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code as guard_code
     data, names = guard_code.build()
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         code = [n for n in names if n.endswith(".py") and archive.read(n).strip()]
