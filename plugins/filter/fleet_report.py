@@ -33,6 +33,14 @@ def _ran(result):
     return isinstance(result, dict) and not result.get("skipped")
 
 
+def _guard(installed, check_mode):
+    """``installed`` where the guard_install step ran and left (or, in check mode, found) the guard in place:
+    it self-tests every install that writes a file, so a step that succeeded is a guard that runs."""
+    if not _ran(installed) or installed.get("failed") or (check_mode and installed.get("changed")):
+        return "not installed"
+    return "installed"
+
+
 def _sharing(node_vars, k8s_name, result, gpu_share):
     """The node's shared GPU memory: from the cluster (gpu_share_info) when given, else from its checkpoint."""
     if isinstance(gpu_share, list):
@@ -72,7 +80,7 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
     facts = (node_vars.get("ansible_facts") or {}).get("gpuops_gpus") or {}
     action = result.get("action") or "none"
     kubelet = result.get("kubelet") or {}
-    selftest = node_vars.get("checkpoint_guard_selftest")
+    installed = node_vars.get("checkpoint_guard_installed")
     summary = {
         "node": node,
         "simulated": str(node_vars.get("gpuops_lab", False)).lower() in ("true", "yes", "1", "on"),
@@ -90,7 +98,7 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
         "kubelet_would_restart": bool(kubelet.get("would_restart")),
         "kubelet_down_seconds": kubelet.get("down_seconds"),
         "restart_batch": node_vars.get("gpuops_restart_batch"),
-        "guard": "installed" if isinstance(selftest, dict) and "rc" in selftest else "not installed",
+        "guard": _guard(installed, check_mode),
         "msg": result.get("msg") or "",
     }
     k8s_name = node_vars.get("gpuops_k8s_node_name") or node_vars.get("gpuops_node_name") or node

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import stat
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+
 
 def nvidia_char_devices(dev_root="/dev"):
     """[(path, major, minor)] of the NVIDIA character devices under ``dev_root``."""
@@ -54,3 +56,29 @@ def dev_char_symlinks(dev_root="/dev", dry_run=False):
             os.symlink(target, link)
         out["created"].append(link)
     return out
+
+
+class DevCharError(GpuopsError):
+    """nvidia-ctk failed to create the links (``rc``, its message)."""
+
+    def __init__(self, rc, message):
+        self.rc = rc
+        super(DevCharError, self).__init__("nvidia-ctk failed (rc %d): %s" % (rc, message))
+
+
+def ensure_links(run, dev_root="/dev", dry_run=False, ctk=None):
+    """The links made the way the node prefers: ``nvidia-ctk system create-dev-char-symlinks --create-all``
+    when ``ctk`` (its path) is given, else our own (never replacing a link). ``run(argv) -> (rc, out, err)``.
+
+    Returns ``(tool, {created, present, conflicts})``; raises DevCharError when nvidia-ctk fails.
+    The ``gpuops dev-char-symlinks`` command and the guard's install (``install.py``) both call this.
+    """
+    before = dev_char_symlinks(dev_root, dry_run=True)
+    if ctk and not dry_run and dev_root == "/dev":
+        rc, out, err = run([ctk, "system", "create-dev-char-symlinks", "--create-all"])
+        if rc != 0:
+            raise DevCharError(rc, (err or out).strip())
+        after = dev_char_symlinks(dev_root, dry_run=True)
+        created = sorted(set(after["present"]) - set(before["present"]))
+        return "nvidia-ctk", {"created": created, "present": before["present"], "conflicts": after["conflicts"]}
+    return "gpuops", dev_char_symlinks(dev_root, dry_run=dry_run)

@@ -287,20 +287,11 @@ def _finish(log, code, result):
 
 
 def _dev_char_command(args, log, run):
-    ctk = shutil.which("nvidia-ctk")
-    before = devchar.dev_char_symlinks(args.dev_root, dry_run=True)
-    if ctk and not args.dry_run and args.dev_root == "/dev":
-        rc, out, err = run([ctk, "system", "create-dev-char-symlinks", "--create-all"])
-        if rc != 0:
-            log.emit("error", "dev_char_failed", "nvidia-ctk failed (rc %d): %s" % (rc, (err or out).strip()), rc=rc)
-            return EXIT_ACTION_FAILED
-        tool = "nvidia-ctk"
-        after = devchar.dev_char_symlinks(args.dev_root, dry_run=True)
-        created = sorted(set(after["present"]) - set(before["present"]))
-        result = {"created": created, "present": before["present"], "conflicts": after["conflicts"]}
-    else:
-        tool = "gpuops"
-        result = devchar.dev_char_symlinks(args.dev_root, dry_run=args.dry_run)
+    try:
+        tool, result = devchar.ensure_links(run, args.dev_root, dry_run=args.dry_run, ctk=shutil.which("nvidia-ctk"))
+    except devchar.DevCharError as exc:
+        log.emit("error", "dev_char_failed", str(exc), rc=exc.rc)
+        return EXIT_ACTION_FAILED
     level = "warning" if result["conflicts"] else "info"
     log.emit(
         level,

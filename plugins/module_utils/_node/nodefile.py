@@ -167,6 +167,37 @@ def _write_new(path, data, st=None, mode=0o600):
         os.close(fd)
 
 
+def write_file(path, data, mode):
+    """Replace ``path`` with ``data`` atomically (temp file beside it, fsync, rename, directory fsync).
+
+    A kill at any instant leaves the old file or the new one; a temp file it leaves behind
+    (``.<name>.gpuops-file-*.tmp``) is removed by the next call for the same path. ``path``
+    must not be a symlink or a directory. For the guard's own files, not for kubelet's checkpoint
+    (which ``replace`` handles with a backup and a claim).
+    """
+    directory, base = os.path.split(path)
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise NodeFileError("checking", path, exc)
+    else:
+        if not stat.S_ISREG(st.st_mode):
+            raise UnsafeFileError("%s is not a regular file (a symlink or a directory): remove it or change the path" % path)
+    stale = _temp_pattern(path, ("file",))
+    temp = _temp_name(directory, base, "file")
+    try:
+        for name in _listdir(directory):
+            if stale.match(name):
+                os.unlink(os.path.join(directory, name))
+        _write_new(temp, data, mode=mode)
+        os.rename(temp, path)
+        _fsync_dir(directory)
+    except OSError as exc:
+        _unlink_quietly(temp)
+        raise NodeFileError("writing", path, exc)
+
+
 # ---------------------------------------------------------------------------
 # One run at a time
 # ---------------------------------------------------------------------------

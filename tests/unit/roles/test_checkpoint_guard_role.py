@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import glob
 import io
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -129,3 +131,38 @@ def test_installed_command_runs_the_shipped_code(lab_install):
     lib = lab_install / "usr" / "local" / "lib" / "gpuops"
     assert os.listdir(str(lib)) == ["gpuops.pyz"], "one file per node"
     assert (lib / "gpuops.pyz").read_bytes() == guard_code.build()[0]
+
+
+def test_the_install_is_one_module_call_check_mode_writes_nothing_and_a_second_run_sends_no_code(tmp_path):
+    root = tmp_path / "node"
+    root.mkdir()
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  roles:\n    - role: gpuops.fleet.checkpoint_guard\n"
+        "      checkpoint_guard_reconcile_now: false\n      checkpoint_guard_sysroot: %s\n"
+        "      checkpoint_guard_python: /usr/bin/python3\n"
+        "      checkpoint_guard_checkpoint_path: %s/kubelet_internal_checkpoint\n"
+        "  post_tasks:\n    - copy: {content: \"{{ checkpoint_guard_installed | to_json }}\", dest: %s}\n"
+        "      check_mode: false\n      changed_when: false\n" % (root, root, tmp_path / "installed.json")
+    )
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_PYTHON_INTERPRETER=os.path.join(ROOT, ".venv", "bin", "python"))
+
+    def run(*extra):
+        proc = subprocess.run(
+            [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)] + list(extra),
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+        installed = json.loads((tmp_path / "installed.json").read_text())
+        changed = int(re.search(r"localhost\s+: ok=\d+\s+changed=(\d+)", proc.stdout).group(1))
+        return installed, changed
+
+    planned, dummy = run("--check", "--diff")
+    assert planned["changed"] and planned["code"]["sent"] and planned["selftest"] is None
+    assert sorted(os.listdir(str(root))) == [], "check mode wrote nothing"
+    first, changed = run()
+    assert changed == 1 and first["code"]["sent"] and first["selftest"]["rc"] in (0, 3, 4, 5)
+    assert {os.path.basename(f["path"]) for f in first["files"]} == {"gpuops.pyz", "gpuops", "gpuops.json", "gpuops.service"}
+    second, changed = run()
+    assert changed == 0 and not second["changed"] and not second["code"]["sent"] and second["files"] == []

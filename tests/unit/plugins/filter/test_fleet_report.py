@@ -131,7 +131,7 @@ def test_node_summary_after_a_repair_takes_the_repair_result():
     done = {"status": "stale", "action": "removed", "layout": "v2", "backup_path": "/b", "msg": "moved",
             "kubelet": {"restarted": True, "down_seconds": 0.2}}
     row = fr.fleet_node_summary(_node_vars("n1", PLAN_STALE, done, gpuops_restart_batch={"hosts": ["n1"], "offset": 0},
-                                           checkpoint_guard_selftest={"rc": 0}), ["n1"])
+                                           checkpoint_guard_installed={"changed": True, "selftest": {"rc": 0}}), ["n1"])
     assert row == {"node": "n1", "simulated": True, "gpus": 1, "gpu_uuids": [NEW], "driver": "535.104.05", "inventory_reason": None,
                    "layout": "v2", "status": "stale", "stale": {}, "action": "removed", "planned_action": None, "backup": "/b",
                    "kubelet_restarted": True, "kubelet_would_restart": False, "kubelet_down_seconds": 0.2,
@@ -207,3 +207,17 @@ def test_the_gpu_memory_column_when_prometheus_was_read():
     table = fr.fleet_table([read, unknown]).splitlines()
     assert table[0].endswith("GPU memory") and table[2].endswith("15.4/32.0 GiB (48%)") and table[3].endswith(" -")
     assert "GPU memory" not in fr.fleet_table([fr.fleet_node_summary(_node_vars("gpu-a"), ["gpu-a"])])
+
+
+@pytest.mark.parametrize("installed, check_mode, guard", [
+    ({"changed": True, "selftest": {"rc": 0}}, False, "installed"),    # written, self-tested
+    ({"changed": False, "selftest": None}, False, "installed"),        # a second run: in place, nothing to test again
+    ({"changed": False, "selftest": None}, True, "installed"),         # check mode, already in place
+    ({"changed": True, "selftest": None}, True, "not installed"),      # check mode: it would be written
+    ({"failed": True, "msg": "the installed guard does not run"}, False, "not installed"),
+    ({"skipped": True, "changed": False}, False, "not installed"),
+    (None, False, "not installed"),
+])
+def test_node_summary_says_whether_the_guard_is_in_place(installed, check_mode, guard):
+    node = _node_vars("n1", {"status": "up_to_date", "action": "none"}, checkpoint_guard_installed=installed)
+    assert fr.fleet_node_summary(node, ["n1"], check_mode=check_mode)["guard"] == guard

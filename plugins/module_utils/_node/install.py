@@ -1,0 +1,259 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: install the boot guard on a node in one step.
+
+What the ``gpuops.fleet.checkpoint_guard`` role used to do in about fifteen tasks (one round
+trip each), done by one call on the node (``gpuops.fleet.guard_install``):
+
+1. the directories, with their modes;
+2. the command's code, one file (``gpuops.pyz``, built on the controller): compared by SHA-256;
+   when it differs and the bytes were not sent, nothing is done and ``code_needed`` is returned,
+   so the controller sends the file only to the nodes that need it (a second run sends nothing);
+3. what an older layout or a switched-off feature left (``absent``): a unit among them is
+   disabled first;
+4. the text files (the wrapper, the configuration, the units), each written atomically
+   (``nodefile.write_file``) only when its bytes or mode differ;
+5. the self-test: the installed command's ``report`` with its configuration (read-only), when
+   a file changed or ``selftest.always`` (an unchanged install passed it when it was written);
+6. the ``/dev/char`` links of the NVIDIA device nodes, before any daemon-reload
+   (nvidia-container-toolkit#251: without them a reload makes running GPU containers lose
+   their devices on systemd-cgroup nodes);
+7. systemd: one daemon-reload when a unit file changed, then each unit enabled or disabled.
+
+Check mode changes nothing and says what would change. ``run`` is ``run(argv, env) ->
+(rc, stdout, stderr)``: the module passes ``AnsibleModule.run_command``, tests a fake.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import stat
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, NodeFileError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar, nodefile
+
+# A self-test exit code the guard's ``report`` may end with on a working install: 0 up to
+# date, 3 inventory unknown, 4 corrupt, 5 would act. 1 and 2 mean a broken install.
+SELFTEST_OK = (0, 3, 4, 5)
+DIFF_MAX_BYTES = 65536
+
+
+class InstallError(GpuopsError):
+    """A step of the install failed; ``result`` holds what was done up to then."""
+
+    def __init__(self, message, result=None):
+        self.result = result
+        super(InstallError, self).__init__(message)
+
+
+def sha256_of(path):
+    """SHA-256 of a regular file, or None when it is missing."""
+    data = _read(path)
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def _read(path):
+    """The bytes of a regular file, None when it is missing; anything else at ``path`` is refused."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise NodeFileError("checking", path, exc)
+    if not stat.S_ISREG(st.st_mode):
+        raise InstallError("%s is not a regular file (a symlink or a directory): remove it or change the role's path" % path)
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except IOError as exc:
+        raise NodeFileError("reading", path, exc)
+
+
+def _mode_of(path):
+    try:
+        return stat.S_IMODE(os.lstat(path).st_mode)
+    except OSError:
+        return None
+
+
+def _directory(entry, check_mode):
+    path, mode = entry["path"], int(entry["mode"], 8)
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise NodeFileError("checking", path, exc)
+        if not check_mode:
+            try:
+                os.makedirs(path, mode)
+                os.chmod(path, mode)
+            except OSError as exc2:
+                raise NodeFileError("creating directory", path, exc2)
+        return {"path": path, "action": "created"}
+    if not stat.S_ISDIR(st.st_mode):
+        raise InstallError("%s exists and is not a directory: move it away or change the role's path" % path)
+    if stat.S_IMODE(st.st_mode) != mode:
+        if not check_mode:
+            try:
+                os.chmod(path, mode)
+            except OSError as exc:
+                raise NodeFileError("changing the mode of", path, exc)
+        return {"path": path, "action": "mode"}
+    return None
+
+
+def _file(path, data, mode, check_mode, diff, binary=False):
+    """Write one file when its bytes or mode differ; returns (row or None, diff or None)."""
+    before = _read(path)
+    mode_before = _mode_of(path) if before is not None else None
+    if before == data and mode_before == mode:
+        return None, None
+    action = "created" if before is None else ("updated" if before != data else "mode")
+    if not check_mode:
+        nodefile.write_file(path, data, mode)
+    row = {"path": path, "action": action, "sha256": hashlib.sha256(data).hexdigest()}
+    change = None
+    if diff:
+        if binary:
+            change = {"before_header": path, "after_header": path,
+                      "before": "" if before is None else "(binary, sha256 %s)\n" % hashlib.sha256(before).hexdigest(),
+                      "after": "(binary, sha256 %s)\n" % row["sha256"]}
+        elif len(data) <= DIFF_MAX_BYTES and (before is None or len(before) <= DIFF_MAX_BYTES):
+            change = {"before_header": path, "after_header": path,
+                      "before": (before or b"").decode("utf-8", "replace"), "after": data.decode("utf-8", "replace")}
+    return row, change
+
+
+def _absent(entry, check_mode, systemd, run):
+    path = entry["path"]
+    if not os.path.lexists(path):
+        return None
+    unit = entry.get("unit")
+    disabled = False
+    if unit and systemd:
+        disabled = _enable(unit, False, check_mode, run) is not None
+    if not check_mode:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError as exc:
+            raise NodeFileError("removing", path, exc)
+    return {"path": path, "action": "removed", "unit_disabled": unit if disabled else None}
+
+
+def _enabled(unit, run):
+    rc, out, dummy = run(["systemctl", "is-enabled", unit], None)
+    word = out.strip().splitlines()[0].strip() if out.strip() else ""
+    return rc == 0 and word in ("enabled", "enabled-runtime", "alias", "static", "indirect", "generated")
+
+
+def _enable(unit, enabled, check_mode, run):
+    """Enable or disable one unit when it is not so already; the row, or None."""
+    now = _enabled(unit, run)
+    if now == enabled:
+        return None
+    if not check_mode:
+        rc, dummy, err = run(["systemctl", "enable" if enabled else "disable", unit], None)
+        if rc != 0:
+            raise InstallError("systemctl %s %s failed (rc %d): %s" % ("enable" if enabled else "disable", unit, rc, err.strip()))
+    return {"unit": unit, "enabled": enabled}
+
+
+def install(spec, run, check_mode=False, diff=False, dev_root="/dev"):
+    """Apply ``spec`` (see the module's options); returns the result (``changed``, what was done)."""
+    result = {"changed": False, "code_needed": False, "directories": [], "files": [], "removed": [],
+              "selftest": None, "dev_char_symlinks": None, "daemon_reload": False, "units": []}
+    diffs = []
+    try:
+        for entry in spec.get("directories") or ():
+            row = _directory(entry, check_mode)
+            if row:
+                result["directories"].append(row)
+
+        code = spec["code"]
+        code_changed = sha256_of(code["path"]) != code["sha256"] or _mode_of(code["path"]) != int(code["mode"], 8)
+        if code_changed and code.get("data") is None and not check_mode:
+            # nothing done yet but the directories: the controller sends the bytes and calls again
+            result["code_needed"] = True
+            result["changed"] = bool(result["directories"])
+            return result
+        if code_changed:
+            data = code.get("data")
+            if data is not None and hashlib.sha256(data).hexdigest() != code["sha256"]:
+                raise InstallError("code: the bytes sent do not have the SHA-256 the controller announced (a truncated transfer?): run again")
+            if check_mode and data is None:
+                row = {"path": code["path"], "action": "created" if not os.path.exists(code["path"]) else "updated", "sha256": code["sha256"]}
+                change = {"before_header": code["path"], "after_header": code["path"], "before": "",
+                          "after": "(binary, sha256 %s)\n" % code["sha256"]} if diff else None
+            else:
+                row, change = _file(code["path"], data, int(code["mode"], 8), check_mode, diff, binary=True)
+            if row:
+                result["files"].append(row)
+            if change:
+                diffs.append(change)
+
+        systemd = bool(spec.get("systemd"))
+        units_changed = False
+        for entry in spec.get("absent") or ():
+            row = _absent(entry, check_mode, systemd, run)
+            if row:
+                result["removed"].append(row)
+                units_changed = units_changed or bool(entry.get("unit"))
+
+        for entry in spec.get("files") or ():
+            row, change = _file(entry["path"], entry["content"].encode("utf-8"), int(entry["mode"], 8), check_mode, diff)
+            if row:
+                result["files"].append(row)
+                units_changed = units_changed or bool(entry.get("unit"))
+            if change:
+                diffs.append(change)
+
+        selftest = spec.get("selftest")
+        written = bool(result["files"] or result["removed"])
+        if selftest and not check_mode and (written or selftest.get("always")):
+            rc, out, err = run(list(selftest["argv"]), selftest.get("environment") or None)
+            result["selftest"] = {"rc": rc, "cmd": list(selftest["argv"]), "stdout": out, "stderr": err}
+            if rc not in SELFTEST_OK:
+                raise InstallError("the installed guard does not run (%s ended with rc %d): %s"
+                                   % (" ".join(selftest["argv"]), rc, (err.strip() or out.strip())[-2000:]))
+
+        if systemd:
+            if spec.get("dev_char_symlinks") and os.path.exists(os.path.join(dev_root, "nvidiactl")):
+                try:
+                    tool, links = devchar.ensure_links(lambda argv: run(argv, None), dev_root, dry_run=check_mode,
+                                                       ctk=shutil.which("nvidia-ctk"))
+                except devchar.DevCharError as exc:
+                    raise InstallError("the /dev/char links were not made, so systemd was not reloaded: %s" % exc)
+                result["dev_char_symlinks"] = dict(links, tool=tool)
+            if units_changed:
+                result["daemon_reload"] = True
+                if not check_mode:
+                    rc, dummy, err = run(["systemctl", "daemon-reload"], None)
+                    if rc != 0:
+                        raise InstallError("systemctl daemon-reload failed (rc %d): %s" % (rc, err.strip()))
+            for unit in spec.get("units") or ():
+                row = _enable(unit["name"], unit["enabled"], check_mode, run)
+                if row:
+                    result["units"].append(row)
+    except InstallError as exc:
+        exc.result = _done(result, diffs)
+        raise
+    except GpuopsError as exc:
+        raise InstallError(str(exc), _done(result, diffs))
+    return _done(result, diffs)
+
+
+def _done(result, diffs):
+    links = result["dev_char_symlinks"]
+    result["changed"] = bool(result["directories"] or result["files"] or result["removed"] or result["units"]
+                             or result["daemon_reload"] or (links and links["created"]))
+    if diffs:
+        result["diff"] = diffs
+    return result

@@ -1,0 +1,301 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: guard_install
+short_description: Install the node-side gpuops command, its configuration and units in one step
+version_added: 0.3.0
+description:
+  - Installs the boot guard on a node with one call instead of a task per file - the directories, the command's code
+    (one file), the wrapper, the configuration and the units (each written atomically, only when its bytes or mode
+    differ), then a self-test of the installed command, the C(/dev/char) links of the NVIDIA device nodes, one
+    C(systemctl daemon-reload) when a unit file changed, and each unit enabled or disabled.
+  - The code is one zip built on the controller by the action plugin from the C(gpuops) command's entry point and the
+    collection's node code (C(plugins/module_utils/_node), C(_common)) whole - reproducible, the same collection gives
+    the same bytes. The action plugin first reads the node's file's SHA-256 with C(sha256sum) (a shell command, no
+    module) and sends the bytes only where it differs, so every run is one module call per node and a second run
+    sends no code.
+  - The C(gpuops.fleet.checkpoint_guard) role calls it with files it renders from its templates. Use the role.
+author:
+  - gpuops.fleet maintainers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.fleet.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+    details: Text files show their before and after; the code file shows its SHA-256.
+  idempotent:
+    support: full
+options:
+  directories:
+    description: Directories to create (with their parents) and give a mode, in this order.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path.
+        type: path
+        required: true
+      mode:
+        description: Octal mode, e.g. C("0755").
+        type: str
+        required: true
+  code:
+    description: Where the command's code goes. The action plugin adds its SHA-256 and, where needed, its bytes.
+    type: dict
+    required: true
+    suboptions:
+      path:
+        description: Absolute path of the file, e.g. C(/usr/local/lib/gpuops/gpuops.pyz).
+        type: path
+        required: true
+      mode:
+        description: Octal mode.
+        type: str
+        default: "0644"
+      sha256:
+        description: SHA-256 of the file the controller built (set by the action plugin).
+        type: str
+      data:
+        description: The file's bytes, base64 (set by the action plugin only where the node's file differs; never logged).
+        type: str
+  files:
+    description: Text files to write, in this order (the wrapper, the configuration, the units).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path.
+        type: path
+        required: true
+      content:
+        description: The file's text.
+        type: str
+        required: true
+      mode:
+        description: Octal mode.
+        type: str
+        required: true
+      unit:
+        description: Whether it is a systemd unit file (a change makes one C(systemctl daemon-reload)).
+        type: bool
+        default: false
+  absent:
+    description: Paths to remove when present (what an older layout or a switched-off feature left); a directory goes whole.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path.
+        type: path
+        required: true
+      unit:
+        description: The systemd unit this file is, disabled before it is removed (with O(systemd=true)).
+        type: str
+  selftest:
+    description:
+      - The installed command to run once the files are in place (read-only, e.g. C(gpuops report --config ...)). Exit
+        codes 0, 3, 4 and 5 mean the guard works; any other fails the task with its output.
+      - Run when a file was written or removed (an unchanged install passed it when it was written), or every time with
+        O(selftest.always=true). Not run in check mode.
+    type: dict
+    suboptions:
+      argv:
+        description: The command and its arguments.
+        type: list
+        elements: str
+        required: true
+      environment:
+        description: Environment variables added for it (e.g. C(LD_LIBRARY_PATH) of the driver).
+        type: dict
+        default: {}
+      always:
+        description: Run it even when nothing changed.
+        type: bool
+        default: false
+  systemd:
+    description: Whether systemd manages the units here (false in a sysroot or a container without systemd).
+    type: bool
+    default: false
+  dev_char_symlinks:
+    description:
+      - With O(systemd=true), create C(/dev/char/MAJOR:MINOR) links for the NVIDIA device nodes before any daemon-reload
+        (nvidia-container-toolkit#251), where C(/dev/nvidiactl) exists.
+    type: bool
+    default: false
+  units:
+    description: Units to enable or disable (with O(systemd=true)), after the daemon-reload.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Unit name.
+        type: str
+        required: true
+      enabled:
+        description: Whether it starts at boot.
+        type: bool
+        required: true
+seealso:
+  - module: gpuops.fleet.kubelet_checkpoint
+"""
+
+EXAMPLES = r"""
+# The gpuops.fleet.checkpoint_guard role's install step, shortened
+- name: Install the boot guard
+  gpuops.fleet.guard_install:
+    directories:
+      - {path: /usr/local/lib/gpuops, mode: "0755"}
+    code:
+      path: /usr/local/lib/gpuops/gpuops.pyz
+    files:
+      - path: /usr/local/bin/gpuops
+        content: "{{ lookup('ansible.builtin.template', 'gpuops.j2') }}"
+        mode: "0755"
+      - path: /etc/systemd/system/gpuops.service
+        content: "{{ lookup('ansible.builtin.template', 'gpuops.service.j2') }}"
+        mode: "0644"
+        unit: true
+    selftest:
+      argv: [/usr/local/bin/gpuops, report, --config, /etc/gpuops/gpuops.json]
+    systemd: true
+    dev_char_symlinks: true
+    units:
+      - {name: gpuops.service, enabled: true}
+"""
+
+RETURN = r"""
+code:
+  description: The command's code file the controller built.
+  returned: always
+  type: dict
+  contains:
+    path: {description: Where it is on the node., type: str}
+    sha256: {description: Its SHA-256 (the same for the same collection)., type: str}
+    size: {description: Its size in bytes., type: int}
+    entries: {description: The archive's entries., type: list, elements: str}
+    sent: {description: Whether its bytes were sent to this node in this run., type: bool}
+directories:
+  description: Directories created (V(created)) or given their mode (V(mode)).
+  returned: always
+  type: list
+  elements: dict
+files:
+  description: Files written, each with its C(path), C(action) (V(created), V(updated), V(mode)) and C(sha256).
+  returned: always
+  type: list
+  elements: dict
+removed:
+  description: Paths removed, each with the unit disabled first, if any.
+  returned: always
+  type: list
+  elements: dict
+selftest:
+  description: The self-test's C(rc), C(cmd), C(stdout) and C(stderr); null where it did not run (check mode, nothing changed).
+  returned: always
+  type: dict
+dev_char_symlinks:
+  description: C(created), C(present) and C(conflicts) of the /dev/char links; null where not run.
+  returned: always
+  type: dict
+daemon_reload:
+  description: Whether systemd was (or in check mode would be) reloaded.
+  returned: always
+  type: bool
+units:
+  description: Units enabled or disabled, each with C(unit) and C(enabled).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import base64
+import binascii
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import install
+
+MODE = re.compile(r"\A0?[0-7]{3,4}\Z")
+
+ARGUMENT_SPEC = dict(
+    directories=dict(type="list", elements="dict", default=[], options=dict(
+        path=dict(type="path", required=True), mode=dict(type="str", required=True))),
+    code=dict(type="dict", required=True, options=dict(
+        path=dict(type="path", required=True), mode=dict(type="str", default="0644"),
+        sha256=dict(type="str"), data=dict(type="str", no_log=True))),
+    files=dict(type="list", elements="dict", default=[], options=dict(
+        path=dict(type="path", required=True), content=dict(type="str", required=True),
+        mode=dict(type="str", required=True), unit=dict(type="bool", default=False))),
+    absent=dict(type="list", elements="dict", default=[], options=dict(
+        path=dict(type="path", required=True), unit=dict(type="str"))),
+    selftest=dict(type="dict", options=dict(
+        argv=dict(type="list", elements="str", required=True), environment=dict(type="dict", default={}),
+        always=dict(type="bool", default=False))),
+    systemd=dict(type="bool", default=False),
+    dev_char_symlinks=dict(type="bool", default=False),
+    units=dict(type="list", elements="dict", default=[], options=dict(
+        name=dict(type="str", required=True), enabled=dict(type="bool", required=True))),
+)
+
+
+def checked(params):
+    """The module's options as install()'s spec; ParameterError names the option and the fix."""
+    for option in ("directories", "files", "absent"):
+        for index, entry in enumerate(params[option]):
+            where = "%s[%d]" % (option, index)
+            if not os.path.isabs(entry["path"]):
+                raise ParameterError(where + ".path", "%r must be an absolute path" % (entry["path"],))
+            if "mode" in entry and not MODE.match(entry["mode"]):
+                raise ParameterError(where + ".mode", "%r must be an octal mode such as \"0644\"" % (entry["mode"],))
+    code = dict(params["code"])
+    if not os.path.isabs(code["path"]) or not MODE.match(code["mode"]):
+        raise ParameterError("code", "path must be absolute and mode octal, got %r and %r" % (code["path"], code["mode"]))
+    if not code.get("sha256") or not re.match(r"\A[0-9a-f]{64}\Z", code["sha256"]):
+        raise ParameterError("code.sha256", "the action plugin sets it: run gpuops.fleet.guard_install as a task, not with -m or a raw module call")
+    if code.get("data") is not None:
+        try:
+            code["data"] = base64.b64decode(code["data"], validate=True)
+        except (binascii.Error, ValueError):
+            raise ParameterError("code.data", "not base64 (the action plugin sets it)")
+    selftest = params["selftest"]
+    if selftest:
+        bad = [k for k, v in (selftest["environment"] or {}).items() if not re.match(r"\A[A-Za-z_][A-Za-z0-9_]*\Z", str(k)) or "\0" in str(v)]
+        if bad:
+            raise ParameterError("selftest.environment", "%r is not a valid variable name or its value holds a NUL byte" % (bad[0],))
+        selftest = {"argv": selftest["argv"], "always": selftest["always"],
+                    "environment": dict((str(k), str(v)) for k, v in selftest["environment"].items())}
+    return dict(params, code=code, selftest=selftest)
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+
+    def run(argv, env):
+        return module.run_command(argv, environ_update=env or {})
+
+    try:
+        spec = checked(module.params)
+        result = install(spec, run, check_mode=module.check_mode, diff=module._diff)
+    except GpuopsError as exc:
+        # an install step that failed says what was done before it (InstallError.result)
+        module.fail_json(msg=str(exc), **(getattr(exc, "result", None) or {}))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

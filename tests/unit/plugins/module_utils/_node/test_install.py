@@ -1,0 +1,202 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The guard's one-step install (_node/install.py) on a temp directory, systemctl scripted."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import install as inst
+
+CODE = b"PK\x05\x06" + b"\x00" * 18  # an empty zip: bytes, not text
+
+
+class Systemctl(object):
+    """Scripted systemctl: unit enablement in a dict, every call recorded in order."""
+
+    def __init__(self, enabled=None, fail=()):
+        self.enabled = dict(enabled or {})
+        self.calls = []
+        self.fail = fail
+
+    def __call__(self, argv, env):
+        self.calls.append(list(argv))
+        if argv[0] != "systemctl":
+            return self.selftest(argv, env)
+        verb = argv[1]
+        if verb in self.fail:
+            return 1, "", "Failed to %s: Access denied" % verb
+        if verb == "is-enabled":
+            on = self.enabled.get(argv[2])
+            return (0, "enabled\n", "") if on else (1, "disabled\n" if on is False else "", "")
+        if verb in ("enable", "disable"):
+            self.enabled[argv[2]] = verb == "enable"
+        return 0, "", ""
+
+    def selftest(self, argv, env):
+        return 0, '{"event": "finished"}\n', ""
+
+    def verbs(self):
+        return [" ".join(c[1:]) for c in self.calls if c[0] == "systemctl" and c[1] != "is-enabled"]
+
+
+def spec(root, **extra):
+    found = {
+        "directories": [{"path": str(root / "lib"), "mode": "0755"}, {"path": str(root / "backups"), "mode": "0700"},
+                        {"path": str(root / "units"), "mode": "0755"}],
+        "code": {"path": str(root / "lib" / "gpuops.pyz"), "mode": "0644", "sha256": hashlib.sha256(CODE).hexdigest(), "data": CODE},
+        "files": [{"path": str(root / "lib" / "gpuops"), "content": "#!/usr/bin/python3\n", "mode": "0755", "unit": False},
+                  {"path": str(root / "units" / "gpuops.service"), "content": "[Unit]\nDescription=x\n", "mode": "0644", "unit": True}],
+        "absent": [{"path": str(root / "lib" / "ansible_collections"), "unit": None},
+                   {"path": str(root / "units" / "gpuops-late.service"), "unit": "gpuops-late.service"}],
+        "selftest": {"argv": [str(root / "lib" / "gpuops"), "report"], "environment": {"A": "1"}, "always": False},
+        "systemd": True,
+        "dev_char_symlinks": True,
+        "units": [{"name": "gpuops.service", "enabled": True}],
+    }
+    found.update(extra)
+    return found
+
+
+def test_a_first_install_writes_everything_then_reloads_once_and_a_second_changes_nothing(tmp_path):
+    systemctl = Systemctl()
+    first = inst.install(spec(tmp_path), systemctl, dev_root=str(tmp_path / "nodev"))
+    assert first["changed"] and first["daemon_reload"]
+    assert [f["action"] for f in first["files"]] == ["created", "created", "created"]
+    assert (tmp_path / "lib" / "gpuops.pyz").read_bytes() == CODE
+    assert stat.S_IMODE(os.stat(str(tmp_path / "lib" / "gpuops")).st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(str(tmp_path / "backups")).st_mode) == 0o700
+    assert first["selftest"]["rc"] == 0
+    # the reload comes after the files and before the enable
+    assert systemctl.verbs() == ["daemon-reload", "enable gpuops.service"]
+    # nothing left beside the files
+    assert sorted(os.listdir(str(tmp_path / "lib"))) == ["gpuops", "gpuops.pyz"]
+
+    again = Systemctl(enabled={"gpuops.service": True})
+    second = inst.install(spec(tmp_path), again, dev_root=str(tmp_path / "nodev"))
+    assert not second["changed"]
+    assert (second["files"], second["directories"], second["removed"], second["units"]) == ([], [], [], [])
+    # an unchanged install was self-tested when written: no process, no reload, no enable
+    assert second["selftest"] is None and again.verbs() == []
+    assert [c[0] for c in again.calls] == ["systemctl"]  # is-enabled only
+
+
+def test_check_mode_changes_nothing_and_says_what_would_change_with_a_diff(tmp_path):
+    systemctl = Systemctl()
+    s = spec(tmp_path)
+    s["code"] = dict(s["code"], data=None)  # check mode needs no bytes
+    result = inst.install(s, systemctl, check_mode=True, diff=True, dev_root=str(tmp_path / "nodev"))
+    assert result["changed"] and result["daemon_reload"] and result["units"] == [{"unit": "gpuops.service", "enabled": True}]
+    assert os.listdir(str(tmp_path)) == []
+    assert systemctl.verbs() == [] and result["selftest"] is None
+    assert [d["after_header"] for d in result["diff"]] == [s["code"]["path"], s["files"][0]["path"], s["files"][1]["path"]]
+    assert result["diff"][0]["after"] == "(binary, sha256 %s)\n" % s["code"]["sha256"]
+    assert result["diff"][2]["after"] == "[Unit]\nDescription=x\n"
+
+
+def test_a_changed_file_is_rewritten_atomically_with_a_diff_and_a_wrong_mode_is_fixed(tmp_path):
+    inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    unit = tmp_path / "units" / "gpuops.service"
+    unit.write_text("[Unit]\nDescription=old\n")
+    os.chmod(str(tmp_path / "lib" / "gpuops"), 0o700)
+    # a temp file a killed run left beside the unit goes too
+    leftover = tmp_path / "units" / ".gpuops.service.gpuops-file-123-0badcafe.tmp"
+    leftover.write_text("half")
+    systemctl = Systemctl(enabled={"gpuops.service": True})
+    result = inst.install(spec(tmp_path), systemctl, diff=True, dev_root=str(tmp_path / "nodev"))
+    assert {f["path"]: f["action"] for f in result["files"]} == {str(tmp_path / "lib" / "gpuops"): "mode", str(unit): "updated"}
+    assert unit.read_text() == "[Unit]\nDescription=x\n" and not leftover.exists()
+    assert [d["before"] for d in result["diff"] if d["after_header"] == str(unit)] == ["[Unit]\nDescription=old\n"]
+    assert systemctl.verbs() == ["daemon-reload"]
+    assert result["selftest"]["rc"] == 0
+
+
+def test_without_the_bytes_a_differing_code_file_asks_for_them_and_changes_nothing_else(tmp_path):
+    s = spec(tmp_path)
+    s["code"] = dict(s["code"], data=None)
+    systemctl = Systemctl()
+    result = inst.install(s, systemctl, dev_root=str(tmp_path / "nodev"))
+    assert result["code_needed"] and result["files"] == [] and systemctl.calls == []
+    assert not (tmp_path / "lib" / "gpuops").exists()
+
+
+def test_bytes_that_do_not_match_the_announced_sha256_are_refused(tmp_path):
+    s = spec(tmp_path)
+    s["code"] = dict(s["code"], data=CODE[:-1])
+    with pytest.raises(inst.InstallError, match="do not have the SHA-256"):
+        inst.install(s, Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert not (tmp_path / "lib" / "gpuops.pyz").exists()
+
+
+def test_an_older_layout_and_a_switched_off_late_unit_are_removed_the_unit_disabled_first(tmp_path):
+    old = tmp_path / "lib" / "ansible_collections" / "gpuops"
+    old.mkdir(parents=True)
+    (old / "x.py").write_text("X = 1\n")
+    (tmp_path / "units").mkdir()
+    (tmp_path / "units" / "gpuops-late.service").write_text("[Unit]\n")
+    systemctl = Systemctl(enabled={"gpuops-late.service": True})
+    result = inst.install(spec(tmp_path), systemctl, dev_root=str(tmp_path / "nodev"))
+    assert [r["path"] for r in result["removed"]] == [str(tmp_path / "lib" / "ansible_collections"), str(tmp_path / "units" / "gpuops-late.service")]
+    assert result["removed"][1]["unit_disabled"] == "gpuops-late.service"
+    assert not (tmp_path / "lib" / "ansible_collections").exists()
+    assert systemctl.verbs() == ["disable gpuops-late.service", "daemon-reload", "enable gpuops.service"]
+
+
+def test_a_self_test_that_fails_fails_the_install_with_its_output_and_what_was_done(tmp_path):
+    class Broken(Systemctl):
+        def selftest(self, argv, env):
+            assert env == {"A": "1"}
+            return 2, "", "ModuleNotFoundError: No module named 'gpuops_main'"
+
+    systemctl = Broken()
+    with pytest.raises(inst.InstallError, match="does not run.*rc 2.*gpuops_main") as caught:
+        inst.install(spec(tmp_path), systemctl, dev_root=str(tmp_path / "nodev"))
+    assert caught.value.result["changed"] and len(caught.value.result["files"]) == 3
+    # a broken guard is not enabled, and systemd is not reloaded for it
+    assert systemctl.verbs() == []
+
+
+def test_dev_char_links_are_made_before_the_reload(tmp_path, monkeypatch):
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    made = []
+    monkeypatch.setattr(inst.devchar, "dev_char_symlinks",
+                        lambda root, dry_run=False: made.append(("links", dry_run)) or {"created": ["c"], "present": [], "conflicts": []})
+    (dev / "nvidiactl").write_text("")
+    systemctl = Systemctl()
+    real_call = systemctl.__call__
+
+    def recording(argv, env):
+        made.append(tuple(argv[:2]))
+        return real_call(argv, env)
+
+    result = inst.install(spec(tmp_path), recording, dev_root=str(dev))
+    assert result["dev_char_symlinks"]["created"] == ["c"]
+    assert made.index(("links", True)) < made.index(("systemctl", "daemon-reload"))
+
+
+def test_a_failed_systemctl_names_the_verb_and_the_unit(tmp_path):
+    with pytest.raises(inst.InstallError, match="systemctl enable gpuops.service failed .rc 1.: Failed to enable: Access denied"):
+        inst.install(spec(tmp_path), Systemctl(fail=("enable",)), dev_root=str(tmp_path / "nodev"))
+
+
+def test_a_path_that_is_a_directory_or_a_symlink_is_refused(tmp_path):
+    (tmp_path / "lib" / "gpuops").mkdir(parents=True)
+    with pytest.raises(inst.InstallError, match="not a regular file"):
+        inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "lib").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(inst.InstallError, match="is not a directory"):
+        inst.install(spec(other), Systemctl(), dev_root=str(tmp_path / "nodev"))
+
+
+def test_without_systemd_nothing_calls_systemctl(tmp_path):
+    systemctl = Systemctl()
+    result = inst.install(spec(tmp_path, systemd=False), systemctl, dev_root=str(tmp_path / "nodev"))
+    assert result["changed"] and not result["daemon_reload"] and result["units"] == []
+    assert [c[0] for c in systemctl.calls] == [str(tmp_path / "lib" / "gpuops")]  # the self-test only
