@@ -2,14 +2,21 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The checkpoint_guard role's data path: its variables -> gpuops.json and gpuops.service values."""
+"""The checkpoint_guard role's data path: its variables -> gpuops.json and gpuops.service values -> the files."""
 
 from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+import re
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import role_settings
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_files
+
+# an absolute path with nothing a unit line or a shell could take apart (the unit directory, the sysroot)
+_PLAIN_PATH = re.compile(r"\A/[A-Za-z0-9._+@:/-]*\Z")
 
 
 def checkpoint_guard_settings(raw):
@@ -20,6 +27,21 @@ def checkpoint_guard_settings(raw):
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
 
 
+def checkpoint_guard_files(settings, root="", unit_dir="/etc/systemd/system", hardening=True, late_check=False):
+    """The guard's wrapper, configuration and units for gpuops.fleet.guard_install, from checkpoint_guard_settings."""
+    try:
+        if not isinstance(settings, dict) or not {"config", "unit"} <= set(settings):
+            raise ParameterError("_input", "expected the result of gpuops.fleet.checkpoint_guard_settings")
+        if root not in ("", None) and not _PLAIN_PATH.match(str(root)):
+            raise ParameterError("checkpoint_guard_sysroot", "%r must be / or an absolute path of letters, digits and ._+@:/-" % (root,))
+        if not isinstance(unit_dir, str) or not _PLAIN_PATH.match(unit_dir):
+            raise ParameterError("checkpoint_guard_unit_dir", "%r must be an absolute path of letters, digits and ._+@:/-" % (unit_dir,))
+        return _guard_files.files(settings, root or "", unit_dir.rstrip("/") or "/", as_bool("checkpoint_guard_hardening", hardening),
+                                  as_bool("checkpoint_guard_late_check", late_check))
+    except GpuopsError as exc:
+        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"checkpoint_guard_settings": checkpoint_guard_settings}
+        return {"checkpoint_guard_settings": checkpoint_guard_settings, "checkpoint_guard_files": checkpoint_guard_files}

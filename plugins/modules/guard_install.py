@@ -20,7 +20,8 @@ description:
     the same bytes. The action plugin first reads the node's file's SHA-256 with C(sha256sum) (a shell command, no
     module) and sends the bytes only where it differs, so every run is one module call per node and a second run
     sends no code.
-  - The C(gpuops.fleet.checkpoint_guard) role calls it with files it renders from its templates. Use the role.
+  - The C(gpuops.fleet.checkpoint_guard) role calls it with the files C(gpuops.fleet.checkpoint_guard_files) builds from
+    its checked settings. Use the role.
 author:
   - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
@@ -161,10 +162,10 @@ EXAMPLES = r"""
       path: /usr/local/lib/gpuops/gpuops.pyz
     files:
       - path: /usr/local/bin/gpuops
-        content: "{{ lookup('ansible.builtin.template', 'gpuops.j2') }}"
+        content: "{{ wrapper_text }}"
         mode: "0755"
       - path: /etc/systemd/system/gpuops.service
-        content: "{{ lookup('ansible.builtin.template', 'gpuops.service.j2') }}"
+        content: "{{ unit_text }}"
         mode: "0644"
         unit: true
     selftest:

@@ -90,6 +90,7 @@ import heapq
 import http.server
 import json
 import os
+import shutil
 import signal
 import ssl
 import subprocess
@@ -192,6 +193,7 @@ class LogServer(object):
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
+        shutil.rmtree(workdir)  # the key is loaded: nothing stays in /tmp
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()

@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.fleet.plugins.filter.checkpoint_guard import checkpoint_guard_settings
+from ansible_collections.gpuops.fleet.plugins.filter.checkpoint_guard import checkpoint_guard_files, checkpoint_guard_settings
 
 BASE = {
     "checkpoint_path": "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
@@ -80,3 +82,46 @@ def test_what_could_break_the_root_unit_or_the_config_is_refused_by_name(kw, mes
 def test_environment_is_quoted_for_systemd():
     lines = settings(environment={"PATH": "/a:/b", "X": 'say "hi" \\ 100%', "N": 5})["unit"]["environment"]
     assert lines == ['Environment="N=5"', 'Environment="PATH=/a:/b"', 'Environment="X=say \\"hi\\" \\\\ 100%%"']
+
+
+def test_the_files_are_built_from_the_checked_settings():
+    built = checkpoint_guard_files(settings(environment={"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64"}), root="/srv/node",
+                                   unit_dir="/etc/systemd/system", hardening="yes", late_check="false")
+    by_name = dict((f["path"], f) for f in built)
+    assert sorted(by_name) == ["/srv/node/etc/gpuops/gpuops.json", "/srv/node/etc/systemd/system/gpuops.service", "/srv/node/usr/local/bin/gpuops"]
+    assert [f["unit"] for f in built] == [False, False, True] and [f["mode"] for f in built] == ["0755", "0644", "0644"]
+    wrapper = by_name["/srv/node/usr/local/bin/gpuops"]["content"]
+    assert wrapper.startswith("#!/usr/bin/python3\n")
+    compile(wrapper, "gpuops", "exec")  # valid Python, its paths repr() literals under the sysroot
+    assert "sys.path.insert(0, '/srv/node/usr/local/lib/gpuops/gpuops.pyz')" in wrapper
+    assert json.loads(by_name["/srv/node/etc/gpuops/gpuops.json"]["content"])["strategy"] == "remove"
+    unit = by_name["/srv/node/etc/systemd/system/gpuops.service"]["content"].splitlines()
+    # the unit names node paths, not the sysroot's
+    for line in ("ExecStart=/usr/local/bin/gpuops check --config /etc/gpuops/gpuops.json", "Before=kubelet.service",
+                 "After=local-fs.target nvidia-persistenced.service", "TimeoutStartSec=120", "ProtectSystem=full",
+                 'Environment="LD_LIBRARY_PATH=/usr/local/nvidia/lib64"', "WantedBy=multi-user.target kubelet.service",
+                 "RequiresMountsFor=/var/lib/kubelet/device-plugins /var/lib/gpuops/backups"):
+        assert line in unit, line
+    assert not [line for line in unit if line.startswith(("Requires=", "BindsTo="))]
+
+
+def test_the_late_unit_comes_with_the_late_check_and_hardening_can_be_off():
+    built = checkpoint_guard_files(settings(), hardening=False, late_check=True)
+    assert [f["path"] for f in built][-1] == "/etc/systemd/system/gpuops-late.service"
+    late = built[-1]["content"].splitlines()
+    assert "ExecStart=/usr/local/bin/gpuops check --late --config /etc/gpuops/gpuops.json" in late and "Type=exec" in late
+    assert not [f for f in built if "NoNewPrivileges=yes" in f["content"]]
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"unit_dir": "etc/systemd"}, "checkpoint_guard_unit_dir: 'etc/systemd' must be an absolute path"),
+    ({"unit_dir": "/etc/systemd/system\nExecStartPre=/bin/sh"}, "checkpoint_guard_unit_dir"),
+    ({"root": "/srv/my node"}, "checkpoint_guard_sysroot"),
+    ({"hardening": "maybe"}, "checkpoint_guard_hardening: expected true or false"),
+    ({"late_check": "sometimes"}, "checkpoint_guard_late_check: expected true or false"),
+])
+def test_a_bad_location_or_switch_is_refused_by_name(kw, message):
+    with pytest.raises(AnsibleFilterError, match=message.replace("\n", ".")):
+        checkpoint_guard_files(settings(), **kw)
+    with pytest.raises(AnsibleFilterError, match="expected the result of gpuops.fleet.checkpoint_guard_settings"):
+        checkpoint_guard_files({"config": {}})

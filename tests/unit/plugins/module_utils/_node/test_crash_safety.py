@@ -190,7 +190,11 @@ def test_the_module_killed_at_each_step(killed_node, strategy, step):
     def play(env_extra):
         env = dict(node.env, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_PYTHON_INTERPRETER=sys.executable, ANSIBLE_NOCOLOR="1",
                    ANSIBLE_LOCAL_TEMP=str(node.tmp / "al"), ANSIBLE_REMOTE_TEMP=str(node.tmp / "ar"))
-        extra = {"module_args": args, "module_env": dict(env_extra, GPUOPS_FAKE_SYSTEMD_DIR=str(node.systemd)), "result_file": str(node.tmp / "result.json")}
+        # TMPDIR: AnsiballZ's payload directory of a killed module stays in the test's own directory, not /tmp
+        payload = node.tmp / "payload"
+        payload.mkdir(exist_ok=True)
+        module_env = dict(env_extra, GPUOPS_FAKE_SYSTEMD_DIR=str(node.systemd), TMPDIR=str(payload))
+        extra = {"module_args": args, "module_env": module_env, "result_file": str(node.tmp / "result.json")}
         cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps(extra), str(playbook)]
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
 

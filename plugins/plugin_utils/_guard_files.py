@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection (controller only): the boot guard's text files, built from data.
+
+The ``checkpoint_guard`` role's wrapper (``/usr/local/bin/gpuops``), configuration (``gpuops.json``) and
+units (``gpuops.service``, ``gpuops-late.service``) from the checked settings of
+``_node/guard_config.role_settings``: every value in them was checked there (paths, unit names,
+``Environment=`` lines), and each line is built here from one value, so no value can add a line.
+Python string literals in the wrapper are ``repr()``s. One call per host renders all of them (the
+role's templates were one lookup and one settings evaluation each).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+
+HEADER = "# Managed by the gpuops.fleet.checkpoint_guard role: local changes are overwritten at its next run."
+HARDENING = ["NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectHome=read-only", "ProtectSystem=full"]
+
+
+def wrapper(settings, root):
+    unit = settings["unit"]
+    return "\n".join([
+        "#!" + unit["python"],
+        HEADER,
+        "# gpuops.fleet boot guard. The code is the collection's node code and its entry point, one file",
+        "# (gpuops.fleet.guard_install) installed by the gpuops.fleet.checkpoint_guard role. `gpuops --help` lists exit codes.",
+        "import sys",
+        "",
+        "sys.path.insert(0, %r)" % (root + unit["lib_dir"] + "/gpuops.pyz"),
+        "from gpuops_main import entry  # noqa: E402",
+        "",
+        "sys.exit(entry(default_config=%r))" % (root + unit["config_path"]),
+        "",
+    ])
+
+
+def config(settings):
+    return json.dumps(settings["config"], indent=2, sort_keys=True, separators=(",", ": ")) + "\n"
+
+
+def _mounts(settings):
+    return "RequiresMountsFor=%s %s" % (posixpath.dirname(settings["config"]["checkpoint_path"]), settings["config"]["backup_dir"])
+
+
+def _service_tail(settings, hardening):
+    return settings["unit"]["environment"] + (HARDENING if hardening else [])
+
+
+def service(settings, hardening):
+    unit, kubelet = settings["unit"], settings["config"]["kubelet_unit"]
+    return "\n".join([
+        HEADER,
+        "# gpuops.fleet boot guard: runs once per boot, after the NVIDIA driver is up and before",
+        "# kubelet, so kubelet never starts on a checkpoint that lists GPUs this node no longer has.",
+        "[Unit]",
+        "Description=gpuops: check kubelet's device checkpoint against the node's GPUs",
+        "After=" + " ".join(["local-fs.target"] + unit["after_units"]),
+        "Before=" + kubelet,
+        "# Ordering only, no Requires=/BindsTo=: kubelet starts even when the guard fails.",
+        _mounts(settings),
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "ExecStart=%s check --config %s" % (unit["bin"], unit["config_path"]),
+        "TimeoutStartSec=%d" % unit["timeout_seconds"],
+        "SyslogIdentifier=gpuops",
+    ] + _service_tail(settings, hardening) + [
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target " + kubelet,
+        "",
+    ])
+
+
+def late_service(settings, hardening):
+    unit, kubelet = settings["unit"], settings["config"]["kubelet_unit"]
+    return "\n".join([
+        HEADER,
+        "# gpuops.fleet late check: for a driver that comes up after kubelet (a driver container such as",
+        "# the GPU Operator's). Started after kubelet at every boot; waits (bounded) for the driver's",
+        "# ready file and readable GPUs, then checks once. A change is made in the runtime order: stop",
+        "# kubelet, repair, start kubelet. A driver that never comes up ends with exit 3, nothing touched.",
+        "[Unit]",
+        "Description=gpuops: late check of kubelet's device checkpoint once a containerized NVIDIA driver is up",
+        "After=" + kubelet,
+        _mounts(settings),
+        "",
+        "[Service]",
+        "# exec: the unit is started once the command runs, so boot does not wait for the driver",
+        "Type=exec",
+        "ExecStart=%s check --late --config %s" % (unit["bin"], unit["config_path"]),
+        "SyslogIdentifier=gpuops-late",
+    ] + _service_tail(settings, hardening) + [
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ])
+
+
+def files(settings, root, unit_dir, hardening, late_check):
+    """[{path, content, mode, unit}] for gpuops.fleet.guard_install, paths under the sysroot ``root``."""
+    unit = settings["unit"]
+    found = [
+        {"path": root + unit["bin"], "content": wrapper(settings, root), "mode": "0755", "unit": False},
+        {"path": root + unit["config_path"], "content": config(settings), "mode": "0644", "unit": False},
+        {"path": root + unit_dir + "/gpuops.service", "content": service(settings, hardening), "mode": "0644", "unit": True},
+    ]
+    if late_check:
+        found.append({"path": root + unit_dir + "/gpuops-late.service", "content": late_service(settings, hardening), "mode": "0644", "unit": True})
+    return found
