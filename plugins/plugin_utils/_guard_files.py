@@ -42,65 +42,52 @@ def config(settings):
     return json.dumps(settings["config"], indent=2, sort_keys=True, separators=(",", ": ")) + "\n"
 
 
-def _mounts(settings):
-    return "RequiresMountsFor=%s %s" % (posixpath.dirname(settings["config"]["checkpoint_path"]), settings["config"]["backup_dir"])
-
-
-def _service_tail(settings, hardening):
-    return settings["unit"]["environment"] + (HARDENING if hardening else [])
+def _unit_file(settings, hardening, comments, unit_lines, service_lines, wanted_by):
+    """One unit: the header, its comment, [Unit] (ending with the mounts it needs), [Service] (ending with
+    the checked Environment= lines and the hardening), [Install]."""
+    config = settings["config"]
+    mounts = "RequiresMountsFor=%s %s" % (posixpath.dirname(config["checkpoint_path"]), config["backup_dir"])
+    return "\n".join(
+        [HEADER] + comments + ["[Unit]"] + unit_lines + [mounts, "", "[Service]"] + service_lines
+        + settings["unit"]["environment"] + (HARDENING if hardening else []) + ["", "[Install]", "WantedBy=" + wanted_by, ""]
+    )
 
 
 def service(settings, hardening):
     unit, kubelet = settings["unit"], settings["config"]["kubelet_unit"]
-    return "\n".join([
-        HEADER,
+    return _unit_file(settings, hardening, [
         "# gpuops.fleet boot guard: runs once per boot, after the NVIDIA driver is up and before",
         "# kubelet, so kubelet never starts on a checkpoint that lists GPUs this node no longer has.",
-        "[Unit]",
+    ], [
         "Description=gpuops: check kubelet's device checkpoint against the node's GPUs",
         "After=" + " ".join(["local-fs.target"] + unit["after_units"]),
         "Before=" + kubelet,
         "# Ordering only, no Requires=/BindsTo=: kubelet starts even when the guard fails.",
-        _mounts(settings),
-        "",
-        "[Service]",
+    ], [
         "Type=oneshot",
         "RemainAfterExit=yes",
         "ExecStart=%s check --config %s" % (unit["bin"], unit["config_path"]),
         "TimeoutStartSec=%d" % unit["timeout_seconds"],
         "SyslogIdentifier=gpuops",
-    ] + _service_tail(settings, hardening) + [
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target " + kubelet,
-        "",
-    ])
+    ], "multi-user.target " + kubelet)
 
 
 def late_service(settings, hardening):
     unit, kubelet = settings["unit"], settings["config"]["kubelet_unit"]
-    return "\n".join([
-        HEADER,
+    return _unit_file(settings, hardening, [
         "# gpuops.fleet late check: for a driver that comes up after kubelet (a driver container such as",
         "# the GPU Operator's). Started after kubelet at every boot; waits (bounded) for the driver's",
         "# ready file and readable GPUs, then checks once. A change is made in the runtime order: stop",
         "# kubelet, repair, start kubelet. A driver that never comes up ends with exit 3, nothing touched.",
-        "[Unit]",
+    ], [
         "Description=gpuops: late check of kubelet's device checkpoint once a containerized NVIDIA driver is up",
         "After=" + kubelet,
-        _mounts(settings),
-        "",
-        "[Service]",
+    ], [
         "# exec: the unit is started once the command runs, so boot does not wait for the driver",
         "Type=exec",
         "ExecStart=%s check --late --config %s" % (unit["bin"], unit["config_path"]),
         "SyslogIdentifier=gpuops-late",
-    ] + _service_tail(settings, hardening) + [
-        "",
-        "[Install]",
-        "WantedBy=multi-user.target",
-        "",
-    ])
+    ], "multi-user.target")
 
 
 def files(settings, root, unit_dir, hardening, late_check):
