@@ -36,7 +36,8 @@ class ActionModule(ActionBase):
         # The node's file is compared first with a shell command, not a module (no Python on the node):
         # the bytes go only where it differs, and every run is one module call. Where sha256sum is
         # missing the bytes go; where the file changed in between, the module asks for them (code_needed).
-        sent = self._node_sha256(code["path"]) != sha
+        # check mode compares only: the module says from the SHA-256 alone that the file would change
+        sent = not self._play_context.check_mode and self._node_sha256(code["path"]) != sha
         args["code"] = with_data if sent else dict(code, sha256=sha)
         try:
             done = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)

@@ -159,7 +159,8 @@ def test_the_install_is_one_module_call_check_mode_writes_nothing_and_a_second_r
         return installed, changed
 
     planned, dummy = run("--check", "--diff")
-    assert planned["changed"] and planned["code"]["sent"] and planned["selftest"] is None
+    assert planned["changed"] and not planned["code"]["sent"] and planned["selftest"] is None
+    assert "gpuops.pyz" in [os.path.basename(f["path"]) for f in planned["files"]]
     assert sorted(os.listdir(str(root))) == [], "check mode wrote nothing"
     first, changed = run()
     assert changed == 1 and first["code"]["sent"] and first["selftest"]["rc"] in (0, 3, 4, 5)
