@@ -18,8 +18,8 @@ description:
   - The code is one zip built on the controller by the action plugin from the C(gpuops) command's entry point and the
     collection's node code (C(plugins/module_utils/_node), C(_common)) whole - reproducible, the same collection gives
     the same bytes. The action plugin first reads the node's file's SHA-256 with C(sha256sum) (a shell command, no
-    module) and sends the bytes only where it differs, so every run is one module call per node and a second run
-    sends no code.
+    module) and sends the bytes only where it differs (never in check mode), so every run is one module call per node
+    and a second run sends no code.
   - The C(gpuops.fleet.checkpoint_guard) role calls it with the files C(gpuops.fleet.checkpoint_guard_files) builds from
     its checked settings. Use the role.
 author:
