@@ -32,17 +32,16 @@ class ActionModule(ActionBase):
             return dict(result, failed=True, msg="code.%s: not an option here (code takes path and mode; the plugin adds the rest)" % unknown[0])
         data, names = build()
         sha = digest(data)
-        with_data = dict(code, sha256=sha, data=base64.b64encode(data).decode("ascii"))
         # The node's file is compared first with a shell command, not a module (no Python on the node):
         # the bytes go only where it differs, and every run is one module call. Where sha256sum is
         # missing the bytes go; where the file changed in between, the module asks for them (code_needed).
         # check mode compares only: the module says from the SHA-256 alone that the file would change
         sent = not self._play_context.check_mode and self._node_sha256(code["path"]) != sha
-        args["code"] = with_data if sent else dict(code, sha256=sha)
+        args["code"] = self._code(code, sha, data if sent else None)
         try:
             done = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
             if done.get("code_needed") and not done.get("failed"):
-                args["code"] = with_data
+                args["code"] = self._code(code, sha, data)
                 sent = True
                 done = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
         finally:
@@ -53,6 +52,11 @@ class ActionModule(ActionBase):
         result.update(done)
         result["code"] = {"path": code["path"], "sha256": sha, "size": len(data), "entries": names, "sent": sent}
         return result
+
+    @staticmethod
+    def _code(code, sha, data):
+        """The module's ``code`` option: its SHA-256, and its bytes (base64) only where they go."""
+        return dict(code, sha256=sha, **({} if data is None else {"data": base64.b64encode(data).decode("ascii")}))
 
     def _node_sha256(self, path):
         """SHA-256 of the node's file from ``sha256sum`` (coreutils, busybox), or None (missing file or tool)."""

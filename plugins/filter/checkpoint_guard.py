@@ -8,15 +8,10 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-import re
-
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import role_settings
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_files
-
-# an absolute path with nothing a unit line or a shell could take apart (the unit directory, the sysroot)
-_PLAIN_PATH = re.compile(r"\A/[A-Za-z0-9._+@:/-]*\Z")
 
 
 def checkpoint_guard_settings(raw):
@@ -32,10 +27,11 @@ def checkpoint_guard_files(settings, root="", unit_dir="/etc/systemd/system", ha
     try:
         if not isinstance(settings, dict) or not {"config", "unit"} <= set(settings):
             raise ParameterError("_input", "expected the result of gpuops.fleet.checkpoint_guard_settings")
-        if root not in ("", None) and not _PLAIN_PATH.match(str(root)):
-            raise ParameterError("checkpoint_guard_sysroot", "%r must be / or an absolute path of letters, digits and ._+@:/-" % (root,))
-        if not isinstance(unit_dir, str) or not _PLAIN_PATH.match(unit_dir):
-            raise ParameterError("checkpoint_guard_unit_dir", "%r must be an absolute path of letters, digits and ._+@:/-" % (unit_dir,))
+        # the same check as every path the role writes into a unit (role_settings)
+        if root not in ("", None) and not UNIT_PATH.match(str(root)):
+            raise ParameterError("checkpoint_guard_sysroot", "%r must be / or an absolute path of letters, digits and ._@+:,=/-" % (root,))
+        if not isinstance(unit_dir, str) or not UNIT_PATH.match(unit_dir):
+            raise ParameterError("checkpoint_guard_unit_dir", "%r must be an absolute path of letters, digits and ._@+:,=/-" % (unit_dir,))
         return _guard_files.files(settings, root or "", unit_dir.rstrip("/") or "/", as_bool("checkpoint_guard_hardening", hardening),
                                   as_bool("checkpoint_guard_late_check", late_check))
     except GpuopsError as exc:

@@ -228,6 +228,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import install
 
@@ -275,7 +276,7 @@ def checked(params):
             raise ParameterError("code.data", "not base64 (the action plugin sets it)")
     selftest = params["selftest"]
     if selftest:
-        bad = [k for k, v in (selftest["environment"] or {}).items() if not re.match(r"\A[A-Za-z_][A-Za-z0-9_]*\Z", str(k)) or "\0" in str(v)]
+        bad = [k for k, v in (selftest["environment"] or {}).items() if not ENV_NAME.match(str(k)) or "\0" in str(v)]
         if bad:
             raise ParameterError("selftest.environment", "%r is not a valid variable name or its value holds a NUL byte" % (bad[0],))
         selftest = {"argv": selftest["argv"], "always": selftest["always"],

@@ -76,6 +76,8 @@ _QUALIFIED = r"(?:%s/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?" % _SUBDOMAIN
 # absolute paths that go unquoted into a unit line (ExecStart=, ReadWritePaths=): no white space,
 # quotes, backslashes, specifiers (%) or control characters
 UNIT_PATH = re.compile(r"\A/[A-Za-z0-9._@+:,=/-]*\Z")
+# An environment variable name (systemd Environment=, a process environment).
+ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 CHECKS = {
     "dns_label": (r"\A%s\Z" % _LABEL, 63, "a DNS-1123 label: lowercase letters, digits and '-', starting and ending with a letter or digit"),
     "dns_subdomain": (r"\A%s\Z" % _SUBDOMAIN, 253, "a DNS-1123 subdomain: DNS-1123 labels joined by '.'"),

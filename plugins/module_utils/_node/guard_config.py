@@ -21,7 +21,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inve
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME, UNIT_PATH, as_bool, as_int, is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME, UNIT_NAME, UNIT_PATH, as_bool, as_int, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 DEFAULT_CONFIG = "/etc/gpuops/gpuops.json"
@@ -53,7 +53,6 @@ INT_FIELDS = tuple(sorted(k for k, kind in _TYPES.items() if kind == "int"))
 BOOL_FIELDS = tuple(sorted(k for k, kind in _TYPES.items() if kind == "bool"))
 OPTIONAL_PATHS = ("nvidia_smi", "driver_root", "driver_ready_file")
 
-ENV_NAME = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]*\Z")
 _CONTROL = re.compile(u"[\x00-\x1f\x7f]")
 
 

@@ -51,36 +51,6 @@ class InstallError(GpuopsError):
         super(InstallError, self).__init__(message)
 
 
-def sha256_of(path):
-    """SHA-256 of a regular file, or None when it is missing."""
-    data = _read(path)
-    return None if data is None else hashlib.sha256(data).hexdigest()
-
-
-def _read(path):
-    """The bytes of a regular file, None when it is missing; anything else at ``path`` is refused."""
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            return None
-        raise NodeFileError("checking", path, exc)
-    if not stat.S_ISREG(st.st_mode):
-        raise InstallError("%s is not a regular file (a symlink or a directory): remove it or change the role's path" % path)
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except IOError as exc:
-        raise NodeFileError("reading", path, exc)
-
-
-def _mode_of(path):
-    try:
-        return stat.S_IMODE(os.lstat(path).st_mode)
-    except OSError:
-        return None
-
-
 def _directory(entry, check_mode):
     path, mode = entry["path"], int(entry["mode"], 8)
     try:
@@ -107,22 +77,27 @@ def _directory(entry, check_mode):
     return None
 
 
-def _file(path, data, mode, check_mode, diff, binary=False):
-    """Write one file when its bytes or mode differ; returns (row or None, diff or None)."""
-    before = _read(path)
-    mode_before = _mode_of(path) if before is not None else None
-    if before == data and mode_before == mode:
+def _file(path, data, mode, check_mode, diff, binary=False, sha256=None):
+    """Write one file when its bytes or mode differ; returns (row or None, diff or None).
+
+    ``data`` may be None where only its ``sha256`` is known (the code file before its bytes are
+    sent): then nothing is written (check mode, or the caller asks for the bytes)."""
+    found = nodefile.read(path)  # no symlink followed, the mode from the same descriptor
+    before = found.data if found is not None else None
+    sha = hashlib.sha256(data).hexdigest() if data is not None else sha256
+    same = before is not None and hashlib.sha256(before).hexdigest() == sha
+    if same and stat.S_IMODE(found.st.st_mode) == mode:
         return None, None
-    action = "created" if before is None else ("updated" if before != data else "mode")
-    if not check_mode:
+    action = "created" if before is None else ("mode" if same else "updated")
+    if not check_mode and data is not None:
         nodefile.write_file(path, data, mode)
-    row = {"path": path, "action": action, "sha256": hashlib.sha256(data).hexdigest()}
+    row = {"path": path, "action": action, "sha256": sha}
     change = None
     if diff:
         if binary:
             change = {"before_header": path, "after_header": path,
                       "before": "" if before is None else "(binary, sha256 %s)\n" % hashlib.sha256(before).hexdigest(),
-                      "after": "(binary, sha256 %s)\n" % row["sha256"]}
+                      "after": "(binary, sha256 %s)\n" % sha}
         elif len(data) <= DIFF_MAX_BYTES and (before is None or len(before) <= DIFF_MAX_BYTES):
             change = {"before_header": path, "after_header": path,
                       "before": (before or b"").decode("utf-8", "replace"), "after": data.decode("utf-8", "replace")}
@@ -178,26 +153,19 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev"):
                 result["directories"].append(row)
 
         code = spec["code"]
-        code_changed = sha256_of(code["path"]) != code["sha256"] or _mode_of(code["path"]) != int(code["mode"], 8)
-        if code_changed and code.get("data") is None and not check_mode:
+        data = code.get("data")
+        if data is not None and hashlib.sha256(data).hexdigest() != code["sha256"]:
+            raise InstallError("code: the bytes sent do not have the SHA-256 the controller announced (a truncated transfer?): run again")
+        row, change = _file(code["path"], data, int(code["mode"], 8), check_mode, diff, binary=True, sha256=code["sha256"])
+        if row and data is None and not check_mode:
             # nothing done yet but the directories: the controller sends the bytes and calls again
             result["code_needed"] = True
             result["changed"] = bool(result["directories"])
             return result
-        if code_changed:
-            data = code.get("data")
-            if data is not None and hashlib.sha256(data).hexdigest() != code["sha256"]:
-                raise InstallError("code: the bytes sent do not have the SHA-256 the controller announced (a truncated transfer?): run again")
-            if check_mode and data is None:
-                row = {"path": code["path"], "action": "created" if not os.path.exists(code["path"]) else "updated", "sha256": code["sha256"]}
-                change = {"before_header": code["path"], "after_header": code["path"], "before": "",
-                          "after": "(binary, sha256 %s)\n" % code["sha256"]} if diff else None
-            else:
-                row, change = _file(code["path"], data, int(code["mode"], 8), check_mode, diff, binary=True)
-            if row:
-                result["files"].append(row)
-            if change:
-                diffs.append(change)
+        if row:
+            result["files"].append(row)
+        if change:
+            diffs.append(change)
 
         systemd = bool(spec.get("systemd"))
         units_changed = False

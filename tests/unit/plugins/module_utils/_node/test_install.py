@@ -200,3 +200,16 @@ def test_without_systemd_nothing_calls_systemctl(tmp_path):
     result = inst.install(spec(tmp_path, systemd=False), systemctl, dev_root=str(tmp_path / "nodev"))
     assert result["changed"] and not result["daemon_reload"] and result["units"] == []
     assert [c[0] for c in systemctl.calls] == [str(tmp_path / "lib" / "gpuops")]  # the self-test only
+
+
+def test_check_mode_on_an_installed_node_says_which_code_it_replaces_and_writes_nothing(tmp_path):
+    inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    newer = CODE + b"\x00"
+    s = spec(tmp_path)
+    s["code"] = dict(s["code"], sha256=hashlib.sha256(newer).hexdigest(), data=None)
+    result = inst.install(s, Systemctl(enabled={"gpuops.service": True}), check_mode=True, diff=True, dev_root=str(tmp_path / "nodev"))
+    assert [(f["action"], f["sha256"]) for f in result["files"]] == [("updated", s["code"]["sha256"])]
+    assert result["diff"] == [{"before_header": s["code"]["path"], "after_header": s["code"]["path"],
+                               "before": "(binary, sha256 %s)\n" % hashlib.sha256(CODE).hexdigest(),
+                               "after": "(binary, sha256 %s)\n" % s["code"]["sha256"]}]
+    assert (tmp_path / "lib" / "gpuops.pyz").read_bytes() == CODE
