@@ -4,16 +4,19 @@
 # kube-scheduler built once from Debian bookworm's `kubernetes` source package
 # (1.20.5+really1.20.2), cached under ~/.cache/gpuops/kube-<version>/.
 #
-#   hack/kube-cluster.sh build        build (or reuse) the binaries
+#   hack/kube-cluster.sh build        build (or reuse) the binaries (and kubelet, kubectl)
 #   hack/kube-cluster.sh start DIR    start etcd + control plane; writes DIR/kubeconfig, DIR/env
 #   hack/kube-cluster.sh stop DIR     stop what `start DIR` started
 #
-# Nodes and their status come from tests/kube/simkubelet.py (the simulated kubelet).
+# Nodes and their status come from tests/kube/simkubelet.py (the simulated kubelet), or from a
+# real kubelet + containerd node joined to this control plane: hack/kube-node.sh.
 set -euo pipefail
 KUBE_VERSION=v1.20.2
 CACHE=${GPUOPS_CACHE:-$HOME/.cache/gpuops}
 BINDIR=$CACHE/kube-$KUBE_VERSION
-COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler)
+# kubelet and kubectl serve the real node (hack/kube-node.sh) and the tests' own use; all five come
+# from one `make WHAT=...` call, so the code generators run once
+COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 log() { echo "kube-cluster: $*" >&2; }
 
@@ -26,9 +29,9 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-have_binaries() {
+missing_binaries() {
   local c
-  for c in "${COMPONENTS[@]}"; do [ -x "$BINDIR/$c" ] || return 1; done
+  for c in "${COMPONENTS[@]}"; do [ -x "$BINDIR/$c" ] || echo "$c"; done
 }
 
 # deb-src for the mirror apt already uses, in a sources file of our own (removed afterwards)
@@ -46,7 +49,9 @@ with_deb_src() {
 }
 
 build() {
-  if have_binaries; then
+  local missing
+  missing=$(missing_binaries)
+  if [ -z "$missing" ]; then
     log "reusing ${COMPONENTS[*]} from $BINDIR"
     return 0
   fi
@@ -68,19 +73,20 @@ build() {
   cp -r "$gocode/json-iterator/go" "$src/vendor/github.com/json-iterator/go"
   mkdir -p "$src/.go/src/k8s.io"
   ln -s "$src" "$src/.go/src/k8s.io/kubernetes"
-  local start=$SECONDS what=()
-  for c in "${COMPONENTS[@]}"; do what+=("cmd/$c"); done
+  local start=$SECONDS what=() c
+  for c in $missing; do what+=("cmd/$c"); done
   log "building ${what[*]} (GOPATH mode, Go $(go env GOVERSION); about 10 minutes on 2 cores)"
   (cd "$src/.go/src/k8s.io/kubernetes" &&
     GO111MODULE=off GOPROXY=off GOFLAGS=-mod=vendor CGO_ENABLED=0 GOPATH=$src/.go \
       KUBE_GIT_VERSION=$KUBE_VERSION KUBE_GIT_TREE_STATE=clean \
       make WHAT="${what[*]}" >"$work/build.log" 2>&1) || { tail -40 "$work/build.log" >&2; exit 1; }
-  mkdir -p "$BINDIR.tmp"
-  for c in "${COMPONENTS[@]}"; do
-    cp "$src/_output/local/bin/linux/amd64/$c" "$BINDIR.tmp/$c" 2>/dev/null ||
-      cp "$src/_output/bin/$c" "$BINDIR.tmp/$c"
+  # only the missing ones were built; each lands whole (copy, then rename) beside those already cached
+  mkdir -p "$BINDIR"
+  for c in $missing; do
+    cp "$src/_output/local/bin/linux/amd64/$c" "$BINDIR/.$c.tmp" 2>/dev/null ||
+      cp "$src/_output/bin/$c" "$BINDIR/.$c.tmp"
+    mv "$BINDIR/.$c.tmp" "$BINDIR/$c"
   done
-  rm -rf "$BINDIR" && mv "$BINDIR.tmp" "$BINDIR"
   log "built in $((SECONDS - start)) s into $BINDIR"
 }
 

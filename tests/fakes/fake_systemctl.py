@@ -5,8 +5,13 @@
 # that variable it answers as systemctl does on a host not booted with systemd. The real
 # order against real systemd is tested by the Molecule scenarios. A file <unit>.fail holding
 # a verb (e.g. "stop") makes that verb fail for the unit, as a hung or broken kubelet would.
+# A file <unit>.command (JSON: {"start": argv, "start-no-block": argv, "stop": argv, "is-active":
+# argv}) puts a real process behind the unit: the verbs run those commands (hack/kube-node.sh's
+# kubelet-start/-stop/-status for the REAL kubelet node), is-active is "active" when its command
+# exits 0, and the journal still gets a line per start and stop.
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -25,7 +30,17 @@ def main(argv):
     def state_path(unit):
         return os.path.join(root, unit + ".state")
 
+    def commands(unit):
+        try:
+            with open(os.path.join(root, unit + ".command")) as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            return None
+
     def state(unit):
+        real = commands(unit)
+        if real is not None:
+            return "active" if subprocess.call(real["is-active"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0 else "inactive"
         try:
             with open(state_path(unit)) as handle:
                 return handle.read().strip() or "inactive"
@@ -52,6 +67,18 @@ def main(argv):
                     return 1
         except FileNotFoundError:
             pass
+    for unit in units:
+        real = commands(unit)
+        if real is not None and verb in ("start", "stop", "restart"):
+            key = "start-no-block" if verb == "start" and "--no-block" in argv else verb
+            rc = subprocess.call(real["stop"]) if verb == "restart" else 0
+            rc = rc or subprocess.call(real[key if verb != "restart" else "start"], stdin=subprocess.DEVNULL)
+            if rc:
+                sys.stderr.write("Job for %s failed because the control process exited with error code.\n" % unit)
+                return 1
+            with open(os.path.join(root, "journal.jsonl"), "a") as handle:
+                handle.write(json.dumps({"time": time.time(), "unit": unit, "verb": verb, "state": state(unit), "pid": os.getpid()}) + "\n")
+    units = [unit for unit in units if commands(unit) is None]
     if verb in ("start", "restart"):
         for unit in units:
             set_state(unit, "active")

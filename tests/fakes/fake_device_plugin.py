@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A fake NVIDIA device plugin for a REAL kubelet's device manager (deviceplugin v1beta1, gRPC).
+
+    python fake_device_plugin.py --config FAKE_NVML_CONFIG --devdir DIR [--dp-dir DIR] [--resource NAME]
+
+It advertises ``nvidia.com/gpu`` with the GPU UUIDs of the fake-NVML config file
+(tests/fakes/fakenode.py's format: the file the node's fake libnvidia-ml.so.1 reads, so NVML and
+kubelet agree on the UUIDs, and a "replaced GPU" written there changes both at the plugin's next
+start). Like the real plugin's ``--pass-device-specs``, ``Allocate`` returns
+``NVIDIA_VISIBLE_DEVICES=<uuids>`` and one DeviceSpec per GPU whose host node is
+``DIR/<uuid>`` (a character device, a /dev/null twin) at ``/dev/nvidiaN``. The nodes of GPUs no
+longer in the config are removed, so a container started with a gone GPU's cached allocation fails
+the way a real one does (``CreateContainerError``).
+
+kubelet removes every socket in its device-plugin directory when it starts and recreates
+``kubelet.sock``: the plugin watches that socket's inode and registers again, as the real
+plugin does (it watches with fsnotify). Runs until SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import stat
+import sys
+import threading
+from concurrent import futures
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kubelet_grpc  # noqa: E402  pylint: disable=wrong-import-position
+
+pb, rpc, dummy, dummy2 = kubelet_grpc.load()
+log = logging.getLogger("fake-device-plugin")
+SOCKET_NAME = "gpuops-fake-nvidia.sock"
+
+
+def read_uuids(config):
+    """The GPU UUIDs of a fake-NVML config, in order (``gpu|<uuid>|...`` lines)."""
+    with open(config) as handle:
+        return [line.split("|")[1] for line in handle.read().splitlines() if line.startswith("gpu|")]
+
+
+class Plugin(rpc.DevicePluginServicer):
+    def __init__(self, uuids, devdir):
+        self.uuids = uuids
+        self.devdir = devdir
+        self.stopped = threading.Event()
+
+    def GetDevicePluginOptions(self, request, context):
+        return pb.DevicePluginOptions()
+
+    def ListAndWatch(self, request, context):
+        log.info("ListAndWatch: %s", self.uuids)
+        yield pb.ListAndWatchResponse(devices=[pb.Device(ID=u, health="Healthy") for u in self.uuids])
+        while context.is_active() and not self.stopped.wait(1):
+            pass
+
+    def GetPreferredAllocation(self, request, context):
+        return pb.PreferredAllocationResponse()
+
+    def Allocate(self, request, context):
+        reply = pb.AllocateResponse()
+        for want in request.container_requests:
+            ids = list(want.devicesIDs)
+            unknown = [i for i in ids if i not in self.uuids]
+            if unknown:
+                log.warning("Allocate of unknown devices %s", unknown)
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "unknown device(s) %s" % unknown)
+            log.info("Allocate %s", ids)
+            reply.container_responses.append(pb.ContainerAllocateResponse(
+                envs={"NVIDIA_VISIBLE_DEVICES": ",".join(ids)},
+                devices=[pb.DeviceSpec(container_path="/dev/nvidia%d" % n, host_path=os.path.join(self.devdir, i), permissions="rw")
+                         for n, i in enumerate(ids)]))
+        return reply
+
+    def PreStartContainer(self, request, context):
+        return pb.PreStartContainerResponse()
+
+
+def make_device_nodes(devdir, uuids):
+    os.makedirs(devdir, exist_ok=True)
+    for name in os.listdir(devdir):
+        if name not in uuids:
+            os.unlink(os.path.join(devdir, name))
+            log.info("removed the device node of %s (not in the config: a replaced GPU)", name)
+    for uuid in uuids:
+        path = os.path.join(devdir, uuid)
+        if not os.path.exists(path):
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+
+
+def serve_and_register(args, uuids):
+    sock = os.path.join(args.dp_dir, SOCKET_NAME)
+    if os.path.exists(sock):
+        os.unlink(sock)
+    plugin = Plugin(uuids, args.devdir)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    rpc.add_DevicePluginServicer_to_server(plugin, server)
+    server.add_insecure_port("unix://" + sock)
+    server.start()
+    try:
+        with grpc.insecure_channel("unix://" + os.path.join(args.dp_dir, "kubelet.sock")) as channel:
+            grpc.channel_ready_future(channel).result(timeout=10)
+            rpc.RegistrationStub(channel).Register(pb.RegisterRequest(
+                version="v1beta1", endpoint=SOCKET_NAME, resource_name=args.resource, options=pb.DevicePluginOptions()), timeout=10)
+    except Exception:
+        plugin.stopped.set()
+        server.stop(0)
+        raise
+    log.info("registered %s with kubelet: %s", args.resource, uuids)
+    return plugin, server
+
+
+def inode(path):
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="the fake-NVML config (GPUOPS_FAKE_NVML_CONFIG)")
+    parser.add_argument("--devdir", required=True, help="where the GPUs' device nodes are made")
+    parser.add_argument("--dp-dir", default="/var/lib/kubelet/device-plugins", help="kubelet's device-plugin directory")
+    parser.add_argument("--resource", default="nvidia.com/gpu")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    uuids = read_uuids(args.config)
+    make_device_nodes(args.devdir, uuids)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: done.set())
+    signal.signal(signal.SIGINT, lambda *a: done.set())
+    plugin = server = None
+    registered_at = None
+    kubelet_sock = os.path.join(args.dp_dir, "kubelet.sock")
+    while not done.is_set():
+        current = inode(kubelet_sock)
+        if current is not None and (current != registered_at or not os.path.exists(os.path.join(args.dp_dir, SOCKET_NAME))):
+            if server is not None:
+                plugin.stopped.set()
+                server.stop(0)
+                plugin = server = None
+            try:
+                plugin, server = serve_and_register(args, uuids)
+                registered_at = current
+            except Exception as exc:  # kubelet still starting: try again in a moment
+                log.warning("registration failed: %s", exc)
+        done.wait(0.5)
+    if server is not None:
+        plugin.stopped.set()
+        server.stop(0)
+    sock = os.path.join(args.dp_dir, SOCKET_NAME)
+    if os.path.exists(sock):
+        os.unlink(sock)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Fixtures: one real control plane and one REAL kubelet node (hack/kube-node.sh) per session.
+
+The node needs root, cgroup v1 and Debian's containerd (``hack/kube-node.sh check``). Where the
+machine cannot run it, a local run skips these tests with the reason; CI (``GPUOPS_REQUIRE_KUBE_NODE=1``,
+which .ci/run exports, or ``CI`` set) fails instead, so a CI run can never pass by skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import realnode  # noqa: E402  pylint: disable=wrong-import-position
+import kubefleet  # noqa: E402  pylint: disable=wrong-import-position
+
+
+@pytest.fixture(scope="session")
+def node_machine():
+    why = realnode.unsupported()
+    if why:
+        if os.environ.get("GPUOPS_REQUIRE_KUBE_NODE") == "1" or os.environ.get("CI"):
+            pytest.fail("CI must run the real kubelet node, and this machine cannot: %s" % why)
+        pytest.skip("this machine cannot run the real kubelet node: %s" % why)
+
+
+@pytest.fixture(scope="session")
+def fake_lib_dir():
+    return kubefleet.fakenode.build_lib(os.path.join(kubefleet.ROOT, "build", "fakes"))
+
+
+@pytest.fixture(scope="session")
+def cluster(node_machine, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("cluster")
+    try:
+        yield kubefleet.start_cluster(workdir)
+    finally:
+        kubefleet.stop_cluster(workdir)
+
+
+@pytest.fixture()
+def real_node(cluster, tmp_path, fake_lib_dir):
+    """A fresh real node per test (``real_node.up(gpus)``), torn down after it; nothing may be left behind."""
+    node = realnode.RealNode(cluster, tmp_path / "node", fake_lib_dir)
+    try:
+        yield node
+    finally:
+        node.down()
+    assert node.leftovers() == [], "the node's teardown left these behind"

@@ -1,0 +1,223 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The REAL kubelet node of hack/kube-node.sh, driven from the tests.
+
+kubelet v1.20.2 and containerd are real; the GPUs are SIMULATED: the fake libnvidia-ml.so.1 and
+the fake device plugin read the same config file (``nvml.cfg`` in the run directory), so NVML
+(what our modules read) and kubelet (what the plugin registers) agree on the UUIDs, and
+``set_gpus`` replaces a GPU in both at their next start. kubelet is stopped and started through
+hack/kube-node.sh, directly or through the ``systemctl`` verbs our code calls (the fake
+systemctl of tests/fakes runs kube-node.sh for ``kubelet.service``: see ``systemd_dir``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path[:0] = [os.path.join(ROOT, "tests", "fakes"), os.path.join(ROOT, "tests", "kube")]
+import fakenode  # noqa: E402  pylint: disable=wrong-import-position
+import kubelet_grpc  # noqa: E402  pylint: disable=wrong-import-position
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402
+
+SCRIPT = os.path.join(ROOT, "hack", "kube-node.sh")
+NAME = "127.0.0.1"  # the node's name (see hack/kube-node.sh)
+CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"  # hard-coded in kubelet 1.20
+BUSYBOX = "registry.local/busybox:1.35"
+RESOURCE = "nvidia.com/gpu"
+# A GPU container that prints what it was given, then runs until /tmp/crash exists (the test's way to
+# make the application crash: `kubectl exec POD -- touch /tmp/crash`; the restarted container has a fresh
+# writable layer, so it runs again)
+GPU_COMMAND = ("echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; ls /dev/nvidia0 2>&1; "
+               "while [ ! -e /tmp/crash ]; do sleep 0.5; done; echo crashing; exit 1")
+
+
+def unsupported():
+    """Why this machine cannot run the node (hack/kube-node.sh check), or None."""
+    proc = subprocess.run([SCRIPT, "check"], capture_output=True, text=True, check=False)
+    return None if proc.returncode == 0 else (proc.stdout + proc.stderr).strip()
+
+
+class RealNode(object):
+    def __init__(self, cluster, run_dir, lib_dir):
+        self.cluster = cluster
+        self.dir = str(run_dir)
+        self.lib_dir = lib_dir
+        self.nvml_config = os.path.join(self.dir, "nvml.cfg")
+        self.systemd_dir = os.path.join(self.dir, "systemd")
+        self.pod_resources_socket = os.path.join(self.dir, "kubelet", "pod-resources", "kubelet.sock")
+        self.timings = {}
+
+    # --- the node's life ---------------------------------------------------------------
+    def _script(self, *args):
+        started = time.monotonic()
+        proc = subprocess.run([SCRIPT] + list(args), capture_output=True, text=True, timeout=300, check=False)
+        if proc.returncode != 0:
+            raise AssertionError("hack/kube-node.sh %s failed (rc %d):\n%s" % (" ".join(args), proc.returncode, proc.stdout + proc.stderr))
+        return time.monotonic() - started
+
+    def up(self, gpus):
+        os.makedirs(self.systemd_dir, exist_ok=True)
+        self.set_gpus(gpus)
+        self.timings["up_seconds"] = self._script("up", self.dir, self.cluster.workdir)
+        # kubelet.service behind the fake systemctl is this real kubelet
+        with open(os.path.join(self.systemd_dir, "kubelet.service.command"), "w") as handle:
+            json.dump({"start": [SCRIPT, "kubelet-start", self.dir], "start-no-block": [SCRIPT, "kubelet-start", self.dir, "--no-wait"],
+                       "stop": [SCRIPT, "kubelet-stop", self.dir], "is-active": [SCRIPT, "kubelet-status", self.dir]}, handle)
+        started = time.monotonic()
+        self.plugin_start()
+        self.wait_allocatable(len(gpus))
+        self.timings["gpus_allocatable_seconds"] = time.monotonic() - started
+
+    def down(self):
+        self._script("down", self.dir)
+
+    def leftovers(self):
+        """What a torn-down node left on this machine: processes, mounts, the bridge, cgroups, kubelet's paths."""
+        left = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                        cmdline = handle.read().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                if self.dir in cmdline:
+                    left.append("process %s: %s" % (pid, cmdline[:200]))
+        with open("/proc/self/mountinfo") as handle:
+            left += ["mount " + line.split()[4] for line in handle if line.split()[4].startswith((self.dir + "/", "/var/lib/kubelet", "/run/containerd"))]
+        if os.path.exists("/sys/class/net/gpuopsnode0"):
+            left.append("link gpuopsnode0")
+        left += ["cgroup " + c for c in ("/sys/fs/cgroup/memory/kubepods", "/sys/fs/cgroup/cpu/kubepods") if os.path.exists(c)]
+        left += [p for p in ("/var/lib/kubelet", "/run/containerd", "/var/log/pods", "/run/gpuops-kube-node.dir") if os.path.exists(p)]
+        return left
+
+    def kubelet_stop(self):
+        self._script("kubelet-stop", self.dir)
+
+    def kubelet_start(self):
+        self._script("kubelet-start", self.dir)
+
+    def kubelet_running(self):
+        return subprocess.call([SCRIPT, "kubelet-status", self.dir]) == 0
+
+    def plugin_start(self):
+        self._script("plugin-start", self.dir, self.nvml_config)
+
+    def plugin_stop(self):
+        self._script("plugin-stop", self.dir)
+
+    def set_gpus(self, uuids):
+        """The node's GPUs (fake NVML and, at the plugin's next start, kubelet's device plugin)."""
+        fakenode.write_config(self.nvml_config, [fakenode.gpu(u, bus="00000000:00:%02x.0" % (7 + n), minor=n) for n, u in enumerate(uuids)])
+
+    def environ(self):
+        """The environment a node-side command (module, guard) runs in: fake NVML, fake systemctl -> real kubelet."""
+        env = fakenode.environ(self.lib_dir, self.nvml_config)
+        env["GPUOPS_FAKE_SYSTEMD_DIR"] = self.systemd_dir
+        return env
+
+    def log(self, name="kubelet"):
+        with open(os.path.join(self.dir, "log", name + ".log")) as handle:
+            return handle.read()
+
+    # --- what kubelet says -------------------------------------------------------------------
+    def checkpoint(self):
+        """kubelet's checkpoint, decoded by the project's codec (the checksum must hold)."""
+        with open(CHECKPOINT, "rb") as handle:
+            raw = handle.read()
+        decoded = codec.decode(raw)
+        assert decoded.valid, "kubelet wrote a checkpoint our codec rejects: %s" % decoded.error
+        assert codec.encode(decoded.checkpoint)[0] == raw, "the codec does not reproduce kubelet's bytes"
+        return decoded.checkpoint
+
+    def allocations(self):
+        """{pod UID: [device IDs]} of the checkpoint."""
+        found = {}
+        for entry in self.checkpoint().entries:
+            found.setdefault(entry.pod_uid, []).extend(d for ids in entry.device_ids.values() for d in ids)
+        return found
+
+    def pod_resources(self):
+        """kubelet's pod-resources API: {(namespace, pod, container): {resource: [device IDs]}}."""
+        return kubelet_grpc.pod_resources(self.pod_resources_socket)
+
+    def allocatable(self):
+        node = self.cluster.core.read_node(NAME)
+        return int((node.status.allocatable or {}).get(RESOURCE, "0"))
+
+    def wait_allocatable(self, count, timeout=60):
+        wait(lambda: self.allocatable() == count, "%s allocatable = %d" % (RESOURCE, count), timeout)
+
+    def ready(self):
+        node = self.cluster.core.read_node(NAME)
+        return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+    # --- pods ----------------------------------------------------------------------------------
+    def gpu_pod(self, name, namespace, owner=None):
+        """A bare pod (or, with ``owner``, a pod template's body) asking for one GPU on this node."""
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace, "labels": {"app": name}},
+               "spec": {"nodeName": NAME, "terminationGracePeriodSeconds": 1,
+                        "containers": [{"name": "cuda", "image": BUSYBOX, "imagePullPolicy": "Never", "command": ["/bin/sh", "-c", GPU_COMMAND],
+                                        "resources": {"limits": {RESOURCE: "1"}}}]}}
+        return pod
+
+    def create_pod(self, name, namespace):
+        return self.cluster.core.create_namespaced_pod(namespace, self.gpu_pod(name, namespace))
+
+    def create_replicaset(self, name, namespace):
+        pod = self.gpu_pod(name, namespace)
+        body = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name, "namespace": namespace},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}}, "spec": pod["spec"]}}}
+        return self.cluster.apps.create_namespaced_replica_set(namespace, body)
+
+    def pods(self, namespace):
+        return {p.metadata.name: p for p in self.cluster.core.list_namespaced_pod(namespace).items}
+
+    def exec(self, namespace, pod, command, timeout=30):
+        """``kubectl exec`` through the API server and the real kubelet (the tests' own kubectl v1.20.2)."""
+        kubectl = os.path.join(os.environ.get("GPUOPS_CACHE", os.path.expanduser("~/.cache/gpuops")), "kube-v1.20.2", "kubectl")
+        proc = subprocess.run([kubectl, "--kubeconfig", self.cluster.kubeconfig, "-n", namespace, "exec", pod, "--"] + command,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    def crash(self, namespace, pod):
+        """Make the pod's application exit (its container restarts, restartPolicy Always)."""
+        rc, out = self.exec(namespace, pod, ["touch", "/tmp/crash"])
+        assert rc == 0, out
+
+    def logs(self, namespace, pod, previous=False):
+        return self.cluster.core.read_namespaced_pod_log(pod, namespace, container="cuda", previous=previous)
+
+
+def wait(predicate, what, timeout=60, interval=0.3):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+        except Exception as exc:  # pylint: disable=broad-except  # the API or kubelet still starting
+            last = exc
+        if last and not isinstance(last, Exception):
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %d s waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def container_state(pod):
+    """('running'|'waiting'|'terminated'|None, reason, restart count) of the pod's container."""
+    statuses = pod.status.container_statuses or []
+    if not statuses:
+        return None, None, 0
+    state = statuses[0].state
+    for word in ("running", "waiting", "terminated"):
+        value = getattr(state, word)
+        if value is not None:
+            return word, getattr(value, "reason", None), statuses[0].restart_count
+    return None, None, statuses[0].restart_count

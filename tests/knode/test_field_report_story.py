@@ -1,0 +1,223 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Field report 000's story on a REAL kubelet v1.20.2 (hack/kube-node.sh), both repair strategies.
+
+GPUs are SIMULATED (fake NVML and a fake device plugin over kubelet's real device-plugin API);
+kubelet, its device manager and checkpoint, containerd and the control plane are real.
+
+The story: three GPUs A, B, C. Pods on each: ``keeper`` (bare) on A, ``mover`` (a ReplicaSet's)
+on B, ``orphan`` (bare) on C. kubelet is stopped, B and C are replaced by new boards B2, C2 (NVML
+and the plugin both see A, B2, C2), a pod ``late`` is created meanwhile, and kubelet then the
+plugin start, in a reboot's order. Then what field report 000 saw happens: ``late`` fails with
+UnexpectedAdmissionError, and the containers of ``mover`` and ``orphan`` cannot start again
+(CreateContainerError: kubelet reuses the gone GPUs' cached allocations). Then site.yml runs
+against this node, with the cluster configured, and the outcome is checked against kubelet's own
+checkpoint and its pod-resources API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+import realnode
+from realnode import container_state, wait
+
+ROOT = realnode.ROOT
+BIN = os.path.dirname(sys.executable)
+A = "GPU-0a0a0a0a-1111-4111-8111-00000000000a"
+B = "GPU-0b0b0b0b-2222-4222-8222-00000000000b"
+C = "GPU-0c0c0c0c-3333-4333-8333-00000000000c"
+B2 = "GPU-0b2b2b2b-4444-4444-8444-0000000000b2"
+C2 = "GPU-0c2c2c2c-5555-4555-8555-0000000000c2"
+RECAP = re.compile(r"^knode\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def inventory(node, tmp, strategy):
+    """site.yml's inventory for the real node: local connection, its own sysroot for the guard's files."""
+    env = node.environ()
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "gpuops_node_name": realnode.NAME,
+        "gpuops_lab": True,  # kubelet is real, the GPUs are SIMULATED: the report says so
+        "checkpoint_guard_sysroot": str(tmp / "sysroot"),
+        "checkpoint_guard_python": sys.executable,
+        "checkpoint_guard_checkpoint_path": realnode.CHECKPOINT,
+        "checkpoint_guard_backup_dir": str(tmp / "backups"),
+        "checkpoint_guard_lock_dir": str(tmp / "run"),
+        "checkpoint_guard_driver_wait_seconds": 0,
+        "checkpoint_guard_kubelet_control": True,
+        "checkpoint_guard_strategy": strategy,
+        "checkpoint_guard_environment": {k: env[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG", "GPUOPS_FAKE_SYSTEMD_DIR")},
+    }
+    doc = {"gpu_nodes": {"hosts": {"knode": host}},
+           "all": {"vars": {"gpuops_device_plugin": False, "gpuops_kubeconfig": node.cluster.kubeconfig}}}
+    path = tmp / "inventory.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def site(node, tmp, strategy, *args):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-tmp"))
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy), os.path.join(ROOT, "playbooks", "site.yml"),
+           "-e", json.dumps({"gpuops_report_dir": str(tmp / "report")})] + list(args)
+    started = time.monotonic()
+    proc = subprocess.run(cmd, cwd=str(tmp), env=env, capture_output=True, text=True, timeout=600, check=False)
+    out = proc.stdout + proc.stderr
+    report = json.loads((tmp / "report" / "fleet-summary.json").read_text()) if proc.returncode == 0 else None
+    return proc.returncode, out, report, time.monotonic() - started
+
+
+def recap(out):
+    found = RECAP.search(out)
+    assert found, out[-3000:]
+    return tuple(int(x) for x in found.groups())
+
+
+def env_gpu(log_text):
+    """The NVIDIA_VISIBLE_DEVICES a container printed at its start."""
+    found = re.findall(r"^NVIDIA_VISIBLE_DEVICES=(.*)$", log_text, re.M)
+    return found[-1] if found else None
+
+
+def story(node, namespace):
+    """Up to the failures of field report 000. Returns {pod name: UID} and which GPU each pod started on."""
+    node.cluster.namespace(namespace)
+    node.up([A, B, C])
+    # one pod at a time, so that we know which GPU each got (kubelet picks any free one)
+    held = {}
+    for name, make in (("keeper", node.create_pod), ("mover", node.create_replicaset), ("orphan", node.create_pod)):
+        make(name, namespace)
+        pod = wait(lambda name=name: next((p for n, p in node.pods(namespace).items() if n.startswith(name) and container_state(p)[0] == "running"), None),
+                   "%s Running" % name)
+        held[pod.metadata.name] = pod.metadata.uid
+    allocations = node.allocations()
+    gpu_of = dict((name, allocations[uid][0]) for name, uid in held.items())
+    assert sorted(gpu_of.values()) == sorted([A, B, C]), gpu_of
+    return held, gpu_of
+
+
+def replace_gpus(node, gone, namespace):
+    """kubelet stopped, the GPUs in ``gone`` replaced (NVML and plugin), a pod created meanwhile, kubelet then plugin started."""
+    node.kubelet_stop()
+    node.plugin_stop()
+    new = dict(zip(gone, (B2, C2)))
+    node.set_gpus([new.get(g, g) for g in (A, B, C)])
+    node.create_pod("late", namespace)  # the scheduler's view is stale: it is bound while kubelet is down
+    node.kubelet_start()
+    # the window before the plugin registers: kubelet admits "late" and cannot give it a GPU
+    late = wait(lambda: (lambda p: p if p.status.phase == "Failed" else None)(node.pods(namespace)["late"]), "late rejected", timeout=90)
+    node.plugin_start()
+    node.wait_allocatable(3)
+    return late, new
+
+
+FIGURES = os.path.join(ROOT, "out", "knode-strategies.json")
+
+
+def record(strategy, **figures):
+    """The strategy table of the README and the closing note (out/knode-strategies.json)."""
+    os.makedirs(os.path.dirname(FIGURES), exist_ok=True)
+    try:
+        with open(FIGURES) as handle:
+            table = json.load(handle)
+    except (OSError, ValueError):
+        table = {}
+    table[strategy] = figures
+    with open(FIGURES, "w") as handle:
+        json.dump(table, handle, indent=1, sort_keys=True)
+
+
+def fill_free_gpus(node, namespace, prefix):
+    """As many new one-GPU pods as kubelet counts free GPUs, each Running; returns {pod name: GPU}."""
+    free = node.allocatable() - sum(len(ids) for ids in node.allocations().values())
+    for n in range(free):
+        node.create_pod("%s-%d" % (prefix, n), namespace)
+    names = ["%s-%d" % (prefix, n) for n in range(free)]
+    wait(lambda: all(container_state(node.pods(namespace)[n])[0] == "running" for n in names), "%s pods Running" % prefix, timeout=90)
+    pods = node.pods(namespace)
+    allocations = node.allocations()
+    return dict((n, allocations[pods[n].metadata.uid][0]) for n in names)
+
+
+def gpus_given_twice(node, present, holders):
+    """GPUs kubelet handed to another container while ``holders`` ({GPU: pod name}: containers started
+    before the repair that still run with that GPU) use them. Also checks that kubelet's checkpoint and
+    its pod-resources API agree, and that kubelet itself never lists a GPU twice or a gone one."""
+    from_checkpoint = sorted(d for ids in node.allocations().values() for d in ids)
+    listed = node.pod_resources()
+    from_api = sorted(d for resources in listed.values() for d in resources.get(realnode.RESOURCE, []))
+    assert from_checkpoint == from_api, (from_checkpoint, from_api)
+    assert len(set(from_api)) == len(from_api) and set(from_api) <= set(present), from_api
+    return sorted(gpu for gpu, holder in holders.items()
+                  if any(gpu in r.get(realnode.RESOURCE, []) and pod != holder for (dummy, pod, dummy2), r in listed.items()))
+
+
+def test_the_field_report_story_pruned(real_node, tmp_path):
+    """strategy auto (prunes: a valid entry remains): every assertion of the story."""
+    node, ns = real_node, "story-prune"
+    held, gpu_of = story(node, ns)
+    mover = next(n for n in held if n.startswith("mover"))
+    late, new = replace_gpus(node, [gpu_of[mover], gpu_of["orphan"]], ns)
+    present = [new.get(g, g) for g in (A, B, C)]
+    # the failures field report 000 met, as a real kubelet 1.20.2 gives them
+    assert late.status.reason == "UnexpectedAdmissionError", late.status
+    pods = node.pods(ns)
+    assert all(container_state(pods[n])[0] == "running" for n in held), dict((n, container_state(p)) for n, p in pods.items())
+    for name in (mover, "orphan"):
+        node.crash(ns, name)
+    for name in (mover, "orphan"):
+        wait(lambda name=name: container_state(node.pods(ns)[name])[1] == "CreateContainerError", "%s in CreateContainerError" % name, timeout=90)
+    assert "no such file or directory" in node.pods(ns)[mover].status.container_statuses[0].state.waiting.message
+
+    rc, out, report, seconds = site(node, tmp_path, "auto")
+    assert rc == 0, out[-6000:]
+    assert recap(out)[3] == 0
+    row = report["nodes"][0]
+    assert row["action"] == "pruned" and row["kubelet_restarted"] and row["simulated"], row
+    assert sorted(row["stale"][realnode.RESOURCE]) == sorted(new), row["stale"]
+
+    # keeper: the same pod, its container never restarted, its GPU kept (checkpoint and pod-resources API)
+    pods = node.pods(ns)
+    keeper = pods["keeper"]
+    assert keeper.metadata.uid == held["keeper"] and container_state(keeper)[:1] == ("running",) and container_state(keeper)[2] == 0
+    assert node.allocations()[held["keeper"]] == [gpu_of["keeper"]]
+    assert node.pod_resources()[(ns, "keeper", "cuda")] == {realnode.RESOURCE: [gpu_of["keeper"]]}
+    # the replaced GPUs' pods: the ReplicaSet's brought back by its controller on a present GPU, the bare ones reported
+    rejected = dict((r["name"], r) for r in report["rejected_pods"])
+    assert rejected[mover]["action"] == "delete" and rejected[mover]["controller"]["kind"] == "ReplicaSet", rejected
+    assert rejected["orphan"]["action"] == "report" and rejected["late"]["action"] == "report", rejected
+    assert "orphan" in pods and "late" in pods, "a bare pod was deleted: nothing would recreate it"
+    replacement = wait(lambda: next((p for n, p in node.pods(ns).items() if n.startswith("mover") and n != mover
+                                     and container_state(p)[0] == "running"), None), "the ReplicaSet's new pod Running", timeout=90)
+    assert mover not in node.pods(ns)
+    assert node.allocations()[replacement.metadata.uid][0] in set(new.values())
+    assert env_gpu(node.logs(ns, replacement.metadata.name)) in set(new.values())
+
+    # no GPU twice: fill every GPU kubelet counts free; keeper's running container still has its GPU alone
+    filled = fill_free_gpus(node, ns, "fill")
+    assert gpu_of["keeper"] not in filled.values(), filled
+    twice = gpus_given_twice(node, present, {gpu_of["keeper"]: "keeper"})
+    assert twice == []
+    # keeper survives an application crash: its container restarts with the same GPU
+    node.crash(ns, "keeper")
+    wait(lambda: container_state(node.pods(ns)["keeper"])[0] == "running" and container_state(node.pods(ns)["keeper"])[2] == 1, "keeper restarted")
+    assert env_gpu(node.logs(ns, "keeper")) == gpu_of["keeper"] and "/dev/nvidia0" in node.logs(ns, "keeper").splitlines()[1]
+
+    # the second run changes nothing (and deletes nothing)
+    rc, again, report2, seconds2 = site(node, tmp_path, "auto")
+    assert rc == 0 and recap(again)[1] == 0, again[-6000:]
+    assert report2["nodes"][0]["action"] == "none" and not report2["nodes"][0]["kubelet_restarted"]
+    assert all(r["action"] != "delete" for r in report2.get("rejected_pods") or [])
+    record("prune (auto)", pods_kept=["keeper"], pods_brought_back=[mover + " -> " + replacement.metadata.name],
+           pods_reported=sorted(r for r in rejected if rejected[r]["action"] == "report"), gpus_double_allocated=len(twice),
+           kubelet_down_seconds=row["kubelet_down_seconds"], first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1),
+           node_up_seconds=round(node.timings["up_seconds"], 1))
