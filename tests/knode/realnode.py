@@ -53,6 +53,12 @@ class RealNode(object):
         self.systemd_dir = os.path.join(self.dir, "systemd")
         self.pod_resources_socket = os.path.join(self.dir, "kubelet", "pod-resources", "kubelet.sock")
         self.timings = {}
+        self.namespaces = []
+
+    def namespace(self, name):
+        """A namespace for this node's pods; deleted with them (and their ReplicaSets) at ``down``."""
+        self.cluster.namespace(name)
+        self.namespaces.append(name)
 
     # --- the node's life ---------------------------------------------------------------
     def _script(self, *args):
@@ -76,6 +82,11 @@ class RealNode(object):
         self.timings["gpus_allocatable_seconds"] = time.monotonic() - started
 
     def down(self):
+        """The namespaces' controllers and pods first (force: kubelet is going), then the node."""
+        for ns in self.namespaces:
+            self.cluster.apps.delete_collection_namespaced_replica_set(ns)
+            self.cluster.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+            self.cluster.core.delete_namespace(ns)
         self._script("down", self.dir)
 
     def leftovers(self):
