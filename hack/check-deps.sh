@@ -8,6 +8,9 @@ declare -A need=(
   [gcc]=gcc [make]=make [git]=git [shellcheck]=shellcheck
   [podman]=podman [runc]=runc [debootstrap]=debootstrap [systemd-analyze]=systemd
   [go]=golang-go [mount]=mount [promtool]=prometheus [prometheus-node-exporter]=prometheus-node-exporter
+  # the real kubelet node (hack/kube-node.sh): Debian's containerd and CNI plugins, a static busybox
+  # for its image, iproute2 for the bridge, curl for kubelet's healthz
+  [containerd]=containerd [busybox]=busybox-static [ip]=iproute2 [curl]=curl [findmnt]=util-linux
 )
 missing=()
 for tool in "${!need[@]}"; do
@@ -15,6 +18,7 @@ for tool in "${!need[@]}"; do
 done
 # the Go oracle of the codec tests builds against Debian's go-spew source
 [ -d /usr/share/gocode/src/github.com/davecgh/go-spew/spew ] || missing+=(golang-github-davecgh-go-spew-dev)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
