@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write a one-layer image tarball in `docker save` format, which `ctr images import` reads (no registry here).
 
     mkimage.py OUT.tar REF [--file SRC:DST[:MODE]]... [--symlink TARGET:LINK]... [--dir DIR]...

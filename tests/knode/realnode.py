@@ -221,6 +221,18 @@ def wait(predicate, what, timeout=60, interval=0.3):
     raise AssertionError("timed out after %d s waiting for %s (last: %r)" % (timeout, what, last))
 
 
+def running(node, namespace, name):
+    """The pod if its container runs, else None (a ``wait`` predicate)."""
+    pod = node.pods(namespace).get(name)
+    return pod if pod is not None and container_state(pod)[0] == "running" else None
+
+
+def failed(node, namespace, name):
+    """The pod if it is Failed, else None (a ``wait`` predicate)."""
+    pod = node.pods(namespace).get(name)
+    return pod if pod is not None and pod.status.phase == "Failed" else None
+
+
 def container_state(pod):
     """('running'|'waiting'|'terminated'|None, reason, restart count) of the pod's container."""
     statuses = pod.status.container_statuses or []

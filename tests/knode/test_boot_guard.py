@@ -23,7 +23,7 @@ import sys
 import time
 
 import realnode
-from realnode import container_state, wait
+from realnode import container_state, running, wait
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
@@ -59,7 +59,7 @@ def two_pods_then_replace(node, ns):
     uids = {}
     for name in ("keeper", "gone"):
         node.create_pod(name, ns)
-        pod = wait(lambda name=name: (lambda p: p if container_state(p)[0] == "running" else None)(node.pods(ns)[name]), name + " Running")
+        pod = wait(lambda name=name: running(node, ns, name), name + " Running")
         uids[name] = pod.metadata.uid
     gpu_of = dict((name, node.allocations()[uid][0]) for name, uid in uids.items())
     node.kubelet_stop()
@@ -91,7 +91,7 @@ def test_the_boot_guard_repairs_the_file_before_the_real_kubelet_reads_it(real_n
     read = node.log()[log_from:]
     assert uids["keeper"] in read and gpu_of["keeper"] in read, read[-3000:]
     assert gpu_of["gone"] not in read, "kubelet still saw the gone GPU"
-    keeper = wait(lambda: (lambda p: p if container_state(p)[0] == "running" else None)(node.pods(ns)["keeper"]), "keeper Running")
+    keeper = wait(lambda: running(node, ns, "keeper"), "keeper Running")
     assert container_state(keeper)[2] == 0 and keeper.metadata.uid == uids["keeper"]
     assert node.pod_resources()[(ns, "keeper", "cuda")] == {realnode.RESOURCE: [gpu_of["keeper"]]}
     assert gpu_of["gone"] not in json.dumps(node.checkpoint().registered)
@@ -128,7 +128,7 @@ def test_a_live_repair_killed_with_the_real_kubelet_stopped(real_node, tmp_path)
     assert done["action"] == "pruned", done
     assert node.kubelet_running()
     assert [e.pod_uid for e in node.checkpoint().entries] == [uids["keeper"]]
-    keeper = wait(lambda: (lambda p: p if container_state(p)[0] == "running" else None)(node.pods(ns)["keeper"]), "keeper Running")
+    keeper = wait(lambda: running(node, ns, "keeper"), "keeper Running")
     assert keeper.metadata.uid == uids["keeper"]
     node.wait_allocatable(2)
     # the guard only queues kubelet's start (as at boot): its pod-resources socket comes a moment later

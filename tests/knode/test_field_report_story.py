@@ -24,10 +24,9 @@ import subprocess
 import sys
 import time
 
-import pytest
 
 import realnode
-from realnode import container_state, wait
+from realnode import container_state, failed, wait
 
 ROOT = realnode.ROOT
 BIN = os.path.dirname(sys.executable)
@@ -114,7 +113,7 @@ def replace_gpus(node, gone, namespace):
     node.create_pod("late", namespace)  # the scheduler's view is stale: it is bound while kubelet is down
     node.kubelet_start()
     # the window before the plugin registers: kubelet admits "late" and cannot give it a GPU
-    late = wait(lambda: (lambda p: p if p.status.phase == "Failed" else None)(node.pods(namespace)["late"]), "late rejected", timeout=90)
+    late = wait(lambda: failed(node, namespace, "late"), "late rejected", timeout=90)
     node.plugin_start()
     node.wait_allocatable(3)
     return late, new
@@ -231,6 +230,7 @@ def test_the_field_report_story_pruned(real_node, tmp_path):
     assert all(r["action"] != "delete" for r in report2.get("rejected_pods") or [])
     record("prune (auto)", pods_kept=["keeper"], pods_brought_back=[mover + " -> " + replacement.metadata.name],
            pods_reported=sorted(r for r in rejected if rejected[r]["action"] == "report"), gpus_double_allocated=len(twice),
+           rejected_pods=dict((n, "%s/%s %s: %s" % (r["kind"], r["action"], r["phase"], r["reason"])) for n, r in rejected.items()),
            kubelet_down_seconds=row["kubelet_down_seconds"], first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1),
            node_up_seconds=round(node.timings["up_seconds"], 1))
 
@@ -317,5 +317,6 @@ def test_the_field_report_story_removed(real_node, tmp_path):
     assert report2["nodes"][0]["action"] == "none"
     record("remove", keeper=outcome, pods_brought_back=sorted(n for n in rejected if rejected[n]["action"] == "delete"),
            pods_reported=sorted(n for n in rejected if rejected[n]["action"] == "report"),
+           rejected_pods=dict((n, "%s/%s %s: %s" % (r["kind"], r["action"], r["phase"], r["reason"])) for n, r in rejected.items()),
            gpus_double_allocated=len(twice), kubelet_down_seconds=row["kubelet_down_seconds"],
            first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1))

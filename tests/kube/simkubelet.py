@@ -31,8 +31,8 @@ What it models, per node (``--nodes`` JSON: a list of objects):
   longer has) stays ``Running`` with its container waiting in ``CreateContainerError``, as a real
   kubelet leaves it after the container's first restart.
 
-What a real kubelet does, and where this model stops (kubelet v1.20.2 with containerd 1.6, checked
-on a real node of this machine kind: ../shared/recipes/real-kubelet-node.md in the workplace):
+What a real kubelet does, and where this model stops (kubelet v1.20.2 with containerd 1.6.20,
+tested on a real node by ``make kube-node``: tests/knode/, hack/kube-node.sh):
 
 * ``UnexpectedAdmissionError`` comes only while the checkpoint names the resource and the plugin
   has not registered since kubelet started. Once it has, a stale entry does not block new pods
@@ -41,11 +41,12 @@ on a real node of this machine kind: ../shared/recipes/real-kubelet-node.md in t
   restart, with no call to the plugin, and kept Running. At every later container start kubelet
   reuses the gone GPU's cached allocation and the container cannot be created
   (``CreateContainerError``), for ever.
-* Deleting the checkpoint (the field report's fix) admits the running GPU pods before the plugin
-  registers, with no allocation: a restarted container gets no GPU at all, and a later pod may be
-  given a GPU one of them still uses.
+* Deleting the checkpoint (the field report's fix) leaves each running GPU pod to a race inside
+  kubelet's start: admitted with no allocation, or with another arbitrary GPU, or killed
+  (``OutOfnvidia.com/gpu``); in the first two the GPU its container still uses is handed to the
+  next pod (tests/knode/test_field_report_story.py).
 * Pruning with the collection's codec keeps a valid pod's entry (kubelet reads it back), and the
-  pod on the gone GPU is rejected at re-admission and killed.
+  pod on the gone GPU is rejected at re-admission and killed, or brought back by ``rejected_pods``.
 * Pods being deleted are removed (grace period 0) after ``--stop-delay``, as kubelet does once
   the containers are gone.
 * Init containers run to completion (exit 0) before the pod's containers start. One whose

@@ -24,9 +24,11 @@ has finished; the bound is ``rescue_seconds`` past the kill. The mark (a file be
 lock, under ``/run``: gone at reboot) tells the next run that a killed run left kubelet
 stopped: it repairs, then starts kubelet and disarms the rescue.
 
-Containers keep running while kubelet is stopped: the runtime owns them, and kubelet on
-its next start adopts running pods instead of admitting them again (kubernetes#123980;
-the device manager skips allocation for running pods, kubernetes#118559 and its fix).
+Containers keep running while kubelet is stopped: the runtime owns them. kubelet v1.20.2 on
+its next start admits the pods it already runs again; the device manager gives a pod whose
+entry the checkpoint still holds that allocation without asking the plugin, and rejects a pod
+whose entry was dropped (``UnexpectedAdmissionError``) until the plugin registers. Tested on a
+real kubelet node: ``tests/knode/`` (``make kube-node``).
 """
 
 from __future__ import annotations
