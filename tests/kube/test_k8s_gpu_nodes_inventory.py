@@ -1,0 +1,110 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gpuops.fleet.k8s_gpu_nodes inventory plugin against the real API server, through ansible-inventory.
+
+Nodes are Node objects whose status is set through the status subresource (SIMULATED: no kubelet).
+Checked: which nodes are taken (allocatable GPU resources, or a label selector), the groups and host
+variables, compose/keyed_groups, the cache (a cached source makes no API call; --flush-cache reads
+again, as the audit log shows), and a bad option named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import kubefleet
+
+BIN = os.path.dirname(sys.executable)
+NODES = {
+    # name: (allocatable, labels, unschedulable)
+    "inv-a100-1": ({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "pool": "train"}, False),
+    "inv-a100-2": ({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB", "pool": "train"}, True),
+    "inv-t4-share": ({"aliyun.com/gpu-mem": "30", "aliyun.com/gpu-count": "2"}, {"aliyun.accelerator/nvidia_name": "Tesla-T4", "pool": "infer"}, False),
+    "inv-cpu": ({"cpu": "16"}, {"pool": "infer"}, False),
+    "inv-plugin-down": ({"nvidia.com/gpu": "0"}, {"nvidia.com/gpu.present": "true", "pool": "train"}, False),
+}
+
+
+def make_nodes(cluster):
+    for name, (allocatable, labels, unschedulable) in NODES.items():
+        cluster.core.create_node({"metadata": {"name": name, "labels": labels}, "spec": {"unschedulable": unschedulable}})
+        cluster.core.patch_node_status(name, {"status": {
+            "capacity": dict(allocatable, cpu="16"), "allocatable": dict(allocatable, cpu="16"),
+            "addresses": [{"type": "InternalIP", "address": "10.9.0.%d" % (1 + sorted(NODES).index(name))}],
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "SIMULATED",
+                            "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+
+
+def inventory(cluster, tmp_path, source, *args):
+    path = tmp_path / "gpu.k8s_gpu_nodes.yml"
+    path.write_text(json.dumps(source))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(kubefleet.ROOT, "build", "collections"),
+               K8S_AUTH_KUBECONFIG=os.path.join(cluster.workdir, "role.kubeconfig"), ANSIBLE_INVENTORY_ENABLED="gpuops.fleet.k8s_gpu_nodes",
+               ANSIBLE_INVENTORY_UNPARSED_FAILED="true")
+    proc = subprocess.run([os.path.join(BIN, "ansible-inventory"), "-i", str(path), "--list"] + list(args), env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def plain(value):
+    """ansible-inventory's JSON with ansible-core 2.19+'s unsafe markers taken off."""
+    if isinstance(value, dict):
+        if set(value) == {"__ansible_unsafe"}:
+            return value["__ansible_unsafe"]
+        return dict((k, plain(v)) for k, v in value.items())
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def hosts(listing, group):
+    return sorted(listing.get(group, {}).get("hosts", []))
+
+
+def test_the_inventory_selects_groups_and_caches(cluster, tmp_path):
+    make_nodes(cluster)
+    source = {"plugin": "gpuops.fleet.k8s_gpu_nodes", "keyed_groups": [{"key": "gpuops_gpu_product", "prefix": "product"}],
+              "compose": {"gpuops_pool_note": "'pool of ' ~ inventory_hostname"}}
+    rc, out, err = inventory(cluster, tmp_path, source)
+    assert rc == 0, err
+    listing = json.loads(out)
+    ours = [h for h in hosts(listing, "gpu_nodes") if h.startswith("inv-")]
+    assert ours == ["inv-a100-1", "inv-a100-2", "inv-t4-share"], listing
+    assert hosts(listing, "gpu_product_NVIDIA_A100_SXM4_40GB") == ["inv-a100-1", "inv-a100-2"]
+    assert "inv-t4-share" in hosts(listing, "gpu_sharing_gpushare") and "inv-a100-1" in hosts(listing, "gpu_sharing_none")
+    assert "inv-a100-2" in hosts(listing, "gpu_cordoned") and "inv-a100-1" in hosts(listing, "gpu_schedulable")
+    assert hosts(listing, "product_Tesla_T4") == ["inv-t4-share"]
+    hv = plain(listing["_meta"]["hostvars"])
+    assert hv["inv-t4-share"]["gpuops_node_name"] == "inv-t4-share" and hv["inv-t4-share"]["gpuops_gpu_count"] == 2
+    assert hv["inv-a100-2"]["gpuops_node_cordoned"] is True and hv["inv-a100-1"]["ansible_host"] == "10.9.0.1"
+    assert hv["inv-a100-1"]["gpuops_pool_note"] == "pool of inv-a100-1"
+    assert "ansible_connection" not in hv["inv-a100-1"]
+
+    # a label selector: only what it selects, each taken whatever its resources (the plugin is not up yet)
+    rc, out, err = inventory(cluster, tmp_path, {"plugin": "gpuops.fleet.k8s_gpu_nodes", "label_selector": "pool=train"})
+    assert rc == 0, err
+    assert hosts(json.loads(out), "gpu_nodes") == ["inv-a100-1", "inv-a100-2", "inv-plugin-down"]
+
+    # the cache: the second read makes no API call; a node added meanwhile shows only after --flush-cache
+    cached = dict(source, cache=True, cache_plugin="ansible.builtin.jsonfile", cache_connection=str(tmp_path / "cache"), cache_timeout=600)
+    rc, out, err = inventory(cluster, tmp_path, cached)
+    assert rc == 0, err
+    cluster.core.create_node({"metadata": {"name": "inv-late"}})
+    cluster.core.patch_node_status("inv-late", {"status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}}})
+    offset = cluster.audit_offset()
+    rc, out, err = inventory(cluster, tmp_path, cached)
+    assert rc == 0 and "inv-late" not in hosts(json.loads(out), "gpu_nodes")
+    assert [e for e in cluster.audit_events(offset) if e["objectRef"]["resource"] == "nodes"] == []
+    rc, out, err = inventory(cluster, tmp_path, cached, "--flush-cache")
+    assert rc == 0 and "inv-late" in hosts(json.loads(out), "gpu_nodes")
+    calls = [(e["verb"], e["objectRef"]["resource"]) for e in cluster.audit_events(offset)]
+    assert calls == [("list", "nodes")], calls
+
+
+def test_a_bad_option_is_named(cluster, tmp_path):
+    rc, out, err = inventory(cluster, tmp_path, {"plugin": "gpuops.fleet.k8s_gpu_nodes", "label_selector": "a=b; rm -rf /"})
+    assert rc != 0 and "label_selector must be a Kubernetes label selector" in err, err
+    assert "Traceback" not in err
