@@ -292,6 +292,11 @@ def test_the_field_report_story_removed(real_node, tmp_path):
     row = report["nodes"][0]
     assert row["action"] == "removed" and row["kubelet_restarted"], row
     outcome = keeper_after_remove(node, ns, held, gpu_of)
+    # the pods of the gone GPUs, as kubelet left them (recorded: the same race decides their fate)
+    allocations = node.allocations()
+    gone_pods = dict((n, "%s %s, %s" % (p.status.phase, container_state(p)[0] or p.status.reason,
+                                        "GPU " + ",".join(allocations[p.metadata.uid]) if p.metadata.uid in allocations else "no GPU"))
+                     for n, p in node.pods(ns).items() if n.startswith("mover") or n == "orphan")
     twice = []
     if outcome in ("no_allocation", "reallocated"):
         # kubelet counts keeper's GPU free: fill every GPU it counts free (and whose requests fit)
@@ -315,7 +320,7 @@ def test_the_field_report_story_removed(real_node, tmp_path):
     rc, again, report2, seconds2 = site(node, tmp_path, "remove")
     assert rc == 0 and recap(again)[1] == 0, again[-6000:]
     assert report2["nodes"][0]["action"] == "none"
-    record("remove", keeper=outcome, pods_brought_back=sorted(n for n in rejected if rejected[n]["action"] == "delete"),
+    record("remove", keeper=outcome, gone_gpu_pods_after_repair=gone_pods, pods_brought_back=sorted(n for n in rejected if rejected[n]["action"] == "delete"),
            pods_reported=sorted(n for n in rejected if rejected[n]["action"] == "report"),
            rejected_pods=dict((n, "%s/%s %s: %s" % (r["kind"], r["action"], r["phase"], r["reason"])) for n, r in rejected.items()),
            gpus_double_allocated=len(twice), kubelet_down_seconds=row["kubelet_down_seconds"],
