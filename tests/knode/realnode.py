@@ -151,7 +151,7 @@ class RealNode(object):
     def allocations(self):
         """{pod UID: [device IDs]} of the checkpoint."""
         found = {}
-        for entry in self.checkpoint().entries:
+        for entry in self.checkpoint().entries or []:  # kubelet writes "PodDeviceEntries":null when it has none
             found.setdefault(entry.pod_uid, []).extend(d for ids in entry.device_ids.values() for d in ids)
         return found
 
