@@ -19,6 +19,8 @@ BINDIR=$CACHE/kube-$KUBE_VERSION
 COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 log() { echo "kube-cluster: $*" >&2; }
+# shellcheck source=hack/lib.sh
+. "$(dirname "$0")/lib.sh"
 
 apt_install() {
   local missing=()
@@ -88,17 +90,6 @@ build() {
     mv "$BINDIR/.$c.tmp" "$BINDIR/$c"
   done
   log "built in $((SECONDS - start)) s into $BINDIR"
-}
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
-  local deadline=$((SECONDS + $1)) desc=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $deadline ]; then log "timed out waiting for $desc"; return 1; fi
-    sleep 0.5
-  done
 }
 
 start() {

@@ -39,15 +39,8 @@ IMAGE_BUSYBOX=registry.local/busybox:1.35
 
 log() { echo "kube-node: $(date +%T) $*" >&2; }
 die() { log "$*"; exit 1; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
-  local deadline=$((SECONDS + $1)) desc=$2
-  shift 2
-  until "$@" >/dev/null 2>&1; do
-    if [ $SECONDS -ge $deadline ]; then log "timed out after $1 s waiting for $desc"; return 1; fi
-    sleep 0.3
-  done
-}
+# shellcheck source=hack/lib.sh
+. "$HERE/lib.sh"
 CTR() { ctr --address "$R/containerd.sock" -n k8s.io "$@"; }
 KUBECTL() { "$BIN/kubectl" --kubeconfig="$R/kubelet.kubeconfig" "$@"; }
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }

@@ -172,14 +172,14 @@ def gpus_given_twice(node, namespace, present, holders):
                   if any(gpu in r.get(realnode.RESOURCE, []) and pod != holder for (dummy, pod, dummy2), r in listed.items()))
 
 
-def test_the_field_report_story_pruned(real_node, tmp_path):
-    """strategy auto (prunes: a valid entry remains): every assertion of the story."""
-    node, ns = real_node, "story-prune"
+def field_report_failures(node, ns):
+    """The story up to what field report 000 met, each failure checked as a real kubelet 1.20.2 gives it.
+
+    Returns ({pod: UID}, {pod: GPU it started on}, the ReplicaSet's pod name, {gone GPU: new GPU}, the GPUs now)."""
     held, gpu_of = story(node, ns)
     mover = next(n for n in held if n.startswith("mover"))
     late, new = replace_gpus(node, [gpu_of[mover], gpu_of["orphan"]], ns)
     present = [new.get(g, g) for g in (A, B, C)]
-    # the failures field report 000 met, as a real kubelet 1.20.2 gives them
     assert late.status.reason == "UnexpectedAdmissionError", late.status
     pods = node.pods(ns)
     assert all(container_state(pods[n])[0] == "running" for n in held), dict((n, container_state(p)) for n, p in pods.items())
@@ -188,6 +188,13 @@ def test_the_field_report_story_pruned(real_node, tmp_path):
     for name in (mover, "orphan"):
         wait(lambda name=name: container_state(node.pods(ns)[name])[1] == "CreateContainerError", "%s in CreateContainerError" % name, timeout=90)
     assert "no such file or directory" in node.pods(ns)[mover].status.container_statuses[0].state.waiting.message
+    return held, gpu_of, mover, new, present
+
+
+def test_the_field_report_story_pruned(real_node, tmp_path):
+    """strategy auto (prunes: a valid entry remains): every assertion of the story."""
+    node, ns = real_node, "story-prune"
+    held, gpu_of, mover, new, present = field_report_failures(node, ns)
 
     rc, out, report, seconds = site(node, tmp_path, "auto")
     assert rc == 0, out[-6000:]
@@ -277,15 +284,7 @@ def test_the_field_report_story_removed(real_node, tmp_path):
     another GPU while its container runs on the old one. The test records which, and checks that cost.
     """
     node, ns = real_node, "story-remove"
-    held, gpu_of = story(node, ns)
-    mover = next(n for n in held if n.startswith("mover"))
-    late, new = replace_gpus(node, [gpu_of[mover], gpu_of["orphan"]], ns)
-    present = [new.get(g, g) for g in (A, B, C)]
-    assert late.status.reason == "UnexpectedAdmissionError", late.status
-    for name in (mover, "orphan"):
-        node.crash(ns, name)
-    for name in (mover, "orphan"):
-        wait(lambda name=name: container_state(node.pods(ns)[name])[1] == "CreateContainerError", "%s in CreateContainerError" % name, timeout=90)
+    held, gpu_of, mover, new, present = field_report_failures(node, ns)
 
     rc, out, report, seconds = site(node, tmp_path, "remove")
     assert rc == 0, out[-6000:]
