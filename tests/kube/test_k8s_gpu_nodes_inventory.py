@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import kubefleet
+import pytest
 
 BIN = os.path.dirname(sys.executable)
 NODES = {
@@ -26,6 +27,15 @@ NODES = {
     "inv-cpu": ({"cpu": "16"}, {"pool": "infer"}, False),
     "inv-plugin-down": ({"nvidia.com/gpu": "0"}, {"nvidia.com/gpu.present": "true", "pool": "train"}, False),
 }
+
+
+@pytest.fixture()
+def inv_nodes(cluster):
+    """This file's Node objects, deleted afterwards: without a kubelet, a pod the scheduler put there would never run."""
+    yield
+    for node in cluster.core.list_node().items:
+        if node.metadata.name.startswith("inv-"):
+            cluster.core.delete_node(node.metadata.name)
 
 
 def make_nodes(cluster):
@@ -64,7 +74,7 @@ def hosts(listing, group):
     return sorted(listing.get(group, {}).get("hosts", []))
 
 
-def test_the_inventory_selects_groups_and_caches(cluster, tmp_path):
+def test_the_inventory_selects_groups_and_caches(cluster, tmp_path, inv_nodes):
     make_nodes(cluster)
     source = {"plugin": "gpuops.fleet.k8s_gpu_nodes", "keyed_groups": [{"key": "gpuops_gpu_product", "prefix": "product"}],
               "compose": {"gpuops_pool_note": "'pool of ' ~ inventory_hostname"}}
@@ -104,7 +114,7 @@ def test_the_inventory_selects_groups_and_caches(cluster, tmp_path):
     assert calls == [("list", "nodes")], calls
 
 
-def test_a_bad_option_is_named(cluster, tmp_path):
+def test_a_bad_option_is_named(cluster, tmp_path, inv_nodes):
     rc, out, err = inventory(cluster, tmp_path, {"plugin": "gpuops.fleet.k8s_gpu_nodes", "label_selector": "a=b; rm -rf /"})
     assert rc != 0 and "label_selector must be a Kubernetes label selector" in err, err
     assert "Traceback" not in err
