@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fixtures: one real control plane and one REAL kubelet node (hack/kube-node.sh) per session.
+"""Fixtures: one real control plane per session, and a fresh REAL kubelet node (hack/kube-node.sh) per test.
 
 The node needs root, cgroup v1 and Debian's containerd (``hack/kube-node.sh check``). Where the
 machine cannot run it, a local run skips these tests with the reason; CI (``GPUOPS_REQUIRE_KUBE_NODE=1``,
@@ -44,10 +44,12 @@ def cluster(node_machine, tmp_path_factory):
 
 @pytest.fixture()
 def real_node(cluster, tmp_path, fake_lib_dir):
-    """A fresh real node per test (``real_node.up(gpus)``), torn down after it; nothing may be left behind."""
+    """A fresh real node per test (``real_node.up(gpus)``), torn down after it; nothing may be left behind, iptables untouched."""
     node = realnode.RealNode(cluster, tmp_path / "node", fake_lib_dir)
+    rules = realnode.iptables_rules()
     try:
         yield node
     finally:
         node.down()
     assert node.leftovers() == [], "the node's teardown left these behind"
+    assert realnode.iptables_rules() == rules, "the node changed the host's iptables rules"

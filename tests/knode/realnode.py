@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -36,6 +37,15 @@ RESOURCE = "nvidia.com/gpu"
 # writable layer, so it runs again)
 GPU_COMMAND = ("echo NVIDIA_VISIBLE_DEVICES=$NVIDIA_VISIBLE_DEVICES; ls /dev/nvidia0 2>&1; "
                "while [ ! -e /tmp/crash ]; do sleep 0.5; done; echo crashing; exit 1")
+
+
+def iptables_rules():
+    """The host's iptables rules without comments and counters (None without iptables-save)."""
+    try:
+        out = subprocess.run(["iptables-save"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except FileNotFoundError:
+        return None
+    return [re.sub(r"\[\d+:\d+\]", "", line) for line in out.splitlines() if not line.startswith("#")]
 
 
 def unsupported():
