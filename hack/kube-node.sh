@@ -187,6 +187,9 @@ up() { # up CLUSTER_DIR
   local cp=$1 start=$SECONDS why
   why=$(unsupported) && [ -n "$why" ] && die "this machine cannot run the node: $why"
   [ -f "$cp/kubeconfig" ] || die "$cp/kubeconfig: no control plane there (hack/kube-cluster.sh start $cp)"
+  # kubelet's pod-resources socket is the deepest unix socket under DIR; sun_path holds 107 bytes
+  local sock="$R/kubelet/pod-resources/kubelet.sock"
+  [ ${#sock} -le 107 ] || die "DIR is too long for kubelet's unix sockets ($sock: ${#sock} bytes, at most 107): use a shorter DIR, e.g. under /tmp"
   if [ -f "$STATE" ]; then
     log "cleaning up after the node of $(cat "$STATE") (a run that did not stop it)"
     "$0" down

@@ -10,7 +10,9 @@ which .ci/run exports, or ``CI`` set) fails instead, so a CI run can never pass 
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -45,11 +47,17 @@ def cluster(node_machine, tmp_path_factory):
 @pytest.fixture()
 def real_node(cluster, tmp_path, fake_lib_dir):
     """A fresh real node per test (``real_node.up(gpus)``), torn down after it; nothing may be left behind, iptables untouched."""
-    node = realnode.RealNode(cluster, tmp_path / "node", fake_lib_dir)
+    # a short run directory: kubelet's and containerd's unix sockets live under it, and a socket path
+    # has at most 107 bytes (pytest's tmp_path under a checkout can be longer); its logs are kept in tmp_path
+    run_dir = tempfile.mkdtemp(prefix="gpuops-knode-", dir="/tmp")
+    node = realnode.RealNode(cluster, run_dir, fake_lib_dir)
     rules = realnode.iptables_rules()
     try:
         yield node
     finally:
         node.down()
+        if os.path.isdir(os.path.join(run_dir, "log")):
+            shutil.copytree(os.path.join(run_dir, "log"), str(tmp_path / "node-logs"))
+        shutil.rmtree(run_dir, ignore_errors=True)
     assert node.leftovers() == [], "the node's teardown left these behind"
     assert realnode.iptables_rules() == rules, "the node changed the host's iptables rules"
