@@ -44,6 +44,7 @@ die() { log "$*"; exit 1; }
 CTR() { ctr --address "$R/containerd.sock" -n k8s.io "$@"; }
 KUBECTL() { "$BIN/kubectl" --kubeconfig="$R/kubelet.kubeconfig" "$@"; }
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+node_ready() { KUBECTL get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True; }
 
 # Why this machine cannot run the node, or nothing. The node needs real root (mounts, netns, veth,
 # bridge, overlayfs) and cgroup v1 controllers (kubelet 1.20 with the cgroupfs driver; a cgroup-v2-only
@@ -201,8 +202,7 @@ up() { # up CLUSTER_DIR
   cp "$cp/kubeconfig" "$R/kubelet.kubeconfig"
   runtime_start
   kubelet_start
-  wait_for 120 "node $NODE_NAME Ready" sh -c "'$BIN/kubectl' --kubeconfig='$R/kubelet.kubeconfig' get node $NODE_NAME \
-    -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True" || die "node $NODE_NAME not Ready"
+  wait_for 120 "node $NODE_NAME Ready" node_ready || die "node $NODE_NAME not Ready"
   KUBECTL taint node "$NODE_NAME" node.kubernetes.io/not-ready:NoSchedule- >/dev/null 2>&1 || true
   log "node $NODE_NAME Ready after $((SECONDS - start)) s"
 }

@@ -158,7 +158,7 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
     def _fetch(self, resources, selector):
         if IMPORT_ERROR is not None:
             raise AnsibleParserError("gpuops.fleet.k8s_gpu_nodes needs kubernetes.core and the kubernetes Python client: %s" % IMPORT_ERROR)
-        auth = dict((name, self.get_option(name)) for name in AUTH_OPTIONS if self.get_option(name) is not None)
+        auth = dict((name, value) for name, value in ((name, self.get_option(name)) for name in AUTH_OPTIONS) if value is not None)
         try:
             client = get_api_client(**auth).client.client
             listed = CoreV1Api(client).list_node(label_selector=selector or None, _preload_content=False)

@@ -47,12 +47,15 @@ def main(argv):
         except FileNotFoundError:
             return "inactive"
 
+    def journal(unit, value):
+        with open(os.path.join(root, "journal.jsonl"), "a") as handle:
+            handle.write(json.dumps({"time": time.time(), "unit": unit, "verb": verb, "state": value, "pid": os.getpid()}) + "\n")
+
     def set_state(unit, value):
         with open(state_path(unit) + ".tmp", "w") as handle:
             handle.write(value + "\n")
         os.replace(state_path(unit) + ".tmp", state_path(unit))
-        with open(os.path.join(root, "journal.jsonl"), "a") as handle:
-            handle.write(json.dumps({"time": time.time(), "unit": unit, "verb": verb, "state": value, "pid": os.getpid()}) + "\n")
+        journal(unit, value)
 
     if verb == "is-active":
         states = [state(u) for u in units]
@@ -67,18 +70,17 @@ def main(argv):
                     return 1
         except FileNotFoundError:
             pass
-    for unit in units:
-        real = commands(unit)
-        if real is not None and verb in ("start", "stop", "restart"):
-            key = "start-no-block" if verb == "start" and "--no-block" in argv else verb
-            rc = subprocess.call(real["stop"]) if verb == "restart" else 0
-            rc = rc or subprocess.call(real[key if verb != "restart" else "start"], stdin=subprocess.DEVNULL)
-            if rc:
-                sys.stderr.write("Job for %s failed because the control process exited with error code.\n" % unit)
-                return 1
-            with open(os.path.join(root, "journal.jsonl"), "a") as handle:
-                handle.write(json.dumps({"time": time.time(), "unit": unit, "verb": verb, "state": state(unit), "pid": os.getpid()}) + "\n")
-    units = [unit for unit in units if commands(unit) is None]
+    behind = dict((unit, commands(unit)) for unit in units)
+    if verb in ("start", "stop", "restart"):
+        start = "start-no-block" if "--no-block" in argv else "start"
+        steps = {"start": [start], "stop": ["stop"], "restart": ["stop", "start"]}[verb]
+        for unit, real in behind.items():
+            if real is not None:
+                if any(subprocess.call(real[step], stdin=subprocess.DEVNULL) for step in steps):
+                    sys.stderr.write("Job for %s failed because the control process exited with error code.\n" % unit)
+                    return 1
+                journal(unit, state(unit))
+    units = [unit for unit in units if behind[unit] is None]
     if verb in ("start", "restart"):
         for unit in units:
             set_state(unit, "active")

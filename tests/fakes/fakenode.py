@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +22,19 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 # (roles/checkpoint_guard/files/gpuops_main.py) with this checkout's module_utils
 GUARD_RUNNER = "import sys; sys.path[:0] = [%r, %r]; from gpuops_main import entry; sys.exit(entry())" % (
     os.path.join(ROOT, "build", "collections"), os.path.join(ROOT, "roles", "checkpoint_guard", "files"))
+
+
+def run_guard(command, config, env, timeout=60):
+    """``gpuops COMMAND --config CONFIG`` as /usr/local/bin/gpuops runs it: (exit code, its JSON log records, stderr)."""
+    proc = subprocess.run([sys.executable, "-c", GUARD_RUNNER, command, "--config", str(config)], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr
+
+
+def finished(records):
+    """The guard's last ``finished`` record."""
+    return [r for r in records if r["event"] == "finished"][-1]
+
 
 T4 = "Tesla T4 (simulated)"
 A100 = "NVIDIA A100-SXM4-40GB (simulated)"

@@ -10,6 +10,7 @@ covers the sources and the grpcio-tools version, so a change rebuilds), then imp
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import importlib
 import os
@@ -31,8 +32,11 @@ def _out_dir():
     return os.path.join(os.environ.get("GPUOPS_KUBELET_API_DIR", os.path.join(ROOT, "build", "kubelet_api")), digest.hexdigest()[:16])
 
 
+@functools.lru_cache(maxsize=None)
 def load():
-    """(deviceplugin_pb2, deviceplugin_pb2_grpc, podresources_pb2, podresources_pb2_grpc), compiled on first use."""
+    """(deviceplugin_pb2, deviceplugin_pb2_grpc, podresources_pb2, podresources_pb2_grpc), compiled on first use.
+
+    Once per process: the tests poll the pod-resources API, which need not hash the .proto files each time."""
     out = _out_dir()
     if not os.path.exists(os.path.join(out, ".done")):
         os.makedirs(out, exist_ok=True)

@@ -93,11 +93,13 @@ class RealNode(object):
 
     def down(self):
         """The namespaces' controllers and pods first (force: kubelet is going), then the node."""
-        for ns in self.namespaces:
-            self.cluster.apps.delete_collection_namespaced_replica_set(ns)
-            self.cluster.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-            self.cluster.core.delete_namespace(ns)
-        self._script("down", self.dir)
+        try:
+            for ns in self.namespaces:
+                self.cluster.apps.delete_collection_namespaced_replica_set(ns)
+                self.cluster.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+                self.cluster.core.delete_namespace(ns)
+        finally:  # the node goes down even where the API did not answer
+            self._script("down", self.dir)
 
     def leftovers(self):
         """What a torn-down node left on this machine: processes, mounts, the bridge, cgroups, kubelet's paths."""
@@ -235,6 +237,19 @@ def running(node, namespace, name):
     """The pod if its container runs, else None (a ``wait`` predicate)."""
     pod = node.pods(namespace).get(name)
     return pod if pod is not None and container_state(pod)[0] == "running" else None
+
+
+def restarted(node, namespace, name, count):
+    """The pod if its container runs again after ``count`` restarts, else None (a ``wait`` predicate)."""
+    pod = running(node, namespace, name)
+    return pod if pod is not None and container_state(pod)[2] == count else None
+
+
+def settled(node, namespace, names):
+    """{name: (phase, container state)} once each pod runs or has Failed, else None (a ``wait`` predicate)."""
+    pods = node.pods(namespace)
+    states = dict((n, (pods[n].status.phase, container_state(pods[n]))) for n in names)
+    return states if all(phase == "Failed" or state[0] == "running" for phase, state in states.values()) else None
 
 
 def failed(node, namespace, name):

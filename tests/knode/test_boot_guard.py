@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import subprocess
-import sys
 import time
 
 import realnode
@@ -43,13 +41,10 @@ def guard(node, tmp, failpoint=None):
     env = node.environ()
     if failpoint:
         env[nodefile.FAILPOINT_ENV] = failpoint
-    proc = subprocess.run([sys.executable, "-c", realnode.fakenode.GUARD_RUNNER, "check", "--config", str(config)],
-                          env=env, capture_output=True, text=True, timeout=120, check=False)
-    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")], proc.stderr
+    return realnode.fakenode.run_guard("check", config, env, timeout=120)
 
 
-def finished(records):
-    return [r for r in records if r["event"] == "finished"][-1]
+finished = realnode.fakenode.finished
 
 
 def two_pods_then_replace(node, ns):

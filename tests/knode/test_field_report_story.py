@@ -26,7 +26,7 @@ import time
 
 
 import realnode
-from realnode import container_state, failed, wait
+from realnode import container_state, failed, restarted, settled, wait
 
 ROOT = realnode.ROOT
 BIN = os.path.dirname(sys.executable)
@@ -135,21 +135,26 @@ def record(strategy, **figures):
         json.dump(table, handle, indent=1, sort_keys=True)
 
 
+def create_and_settle(node, namespace, names):
+    """New one-GPU pods ``names``; {name: (phase, container state)} once each runs or has Failed."""
+    for name in names:
+        node.create_pod(name, namespace)
+    return wait(lambda: settled(node, namespace, names), "%s Running or Failed" % ", ".join(names), timeout=90)
+
+
+def rejected_figures(rejected):
+    """What the figures file says of ``rejected_pods``' rows: the pods reported, and each row in a line."""
+    return {"pods_reported": sorted(n for n in rejected if rejected[n]["action"] == "report"),
+            "rejected_pods": dict((n, "%s/%s %s: %s" % (r["kind"], r["action"], r["phase"], r["reason"])) for n, r in rejected.items())}
+
+
 def fill_free_gpus(node, namespace, prefix):
     """As many new one-GPU pods as kubelet counts free GPUs; returns {pod name: GPU} of those Running.
 
     Waits until each is Running or Failed (kubelet can still reject one: the message names why)."""
     free = node.allocatable() - sum(len(ids) for ids in node.allocations().values())
     names = ["%s-%d" % (prefix, n) for n in range(free)]
-    for name in names:
-        node.create_pod(name, namespace)
-
-    def settled():
-        pods = node.pods(namespace)
-        states = dict((n, (pods[n].status.phase, container_state(pods[n]))) for n in names)
-        return states if all(s[0] == "Failed" or s[1][0] == "running" for s in states.values()) else None
-
-    states = wait(settled, "%s pods Running or Failed" % prefix, timeout=90)
+    states = create_and_settle(node, namespace, names)
     pods = node.pods(namespace)
     allocations = node.allocations()
     running = dict((n, allocations[pods[n].metadata.uid][0]) for n in names if states[n][1][0] == "running")
@@ -227,7 +232,7 @@ def test_the_field_report_story_pruned(real_node, tmp_path):
     assert twice == []
     # keeper survives an application crash: its container restarts with the same GPU
     node.crash(ns, "keeper")
-    wait(lambda: container_state(node.pods(ns)["keeper"])[0] == "running" and container_state(node.pods(ns)["keeper"])[2] == 1, "keeper restarted")
+    wait(lambda: restarted(node, ns, "keeper", 1), "keeper restarted")
     assert env_gpu(node.logs(ns, "keeper")) == gpu_of["keeper"] and "/dev/nvidia0" in node.logs(ns, "keeper").splitlines()[1]
 
     # the second run changes nothing (and deletes nothing)
@@ -235,11 +240,10 @@ def test_the_field_report_story_pruned(real_node, tmp_path):
     assert rc == 0 and recap(again)[1] == 0, again[-6000:]
     assert report2["nodes"][0]["action"] == "none" and not report2["nodes"][0]["kubelet_restarted"]
     assert all(r["action"] != "delete" for r in report2.get("rejected_pods") or [])
-    record("prune (auto)", pods_kept=["keeper"], pods_brought_back=[mover + " -> " + replacement.metadata.name],
-           pods_reported=sorted(r for r in rejected if rejected[r]["action"] == "report"), gpus_double_allocated=len(twice),
-           rejected_pods=dict((n, "%s/%s %s: %s" % (r["kind"], r["action"], r["phase"], r["reason"])) for n, r in rejected.items()),
+    record("prune (auto)", pods_kept=["keeper"], pods_brought_back=[mover + " -> " + replacement.metadata.name], gpus_double_allocated=len(twice),
            kubelet_down_seconds=row["kubelet_down_seconds"], first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1),
-           node_up_seconds=round(node.timings["up_seconds"], 1))
+           node_up_seconds=round(node.timings["up_seconds"], 1), gpus_allocatable_seconds=round(node.timings["gpus_allocatable_seconds"], 1),
+           **rejected_figures(rejected))
 
 
 def keeper_after_remove(node, ns, held, gpu_of):
@@ -252,7 +256,7 @@ def keeper_after_remove(node, ns, held, gpu_of):
     still showed its GPUs, no allocation (the workplace's recipe saw this one); ``reallocated``: admitted
     after, given a new, arbitrary GPU while its container still runs on the old one.
     """
-    def settled():
+    def fate():
         pod = node.pods(ns)["keeper"]
         if pod.status.phase == "Failed":
             return "killed", pod
@@ -261,7 +265,7 @@ def keeper_after_remove(node, ns, held, gpu_of):
             return ("reallocated" if mine else "no_allocation"), pod
         return None
 
-    outcome, pod = wait(settled, "keeper's fate after kubelet's restart", timeout=90)
+    outcome, pod = wait(fate, "keeper's fate after kubelet's restart", timeout=90)
     assert pod.metadata.uid == held["keeper"]
     if outcome == "killed":
         assert pod.status.reason in ("OutOfnvidia.com/gpu", "UnexpectedAdmissionError"), pod.status
@@ -303,16 +307,12 @@ def test_the_field_report_story_removed(real_node, tmp_path):
         for name in others:  # make room: the pods the report named go (as their owners would recreate them)
             node.cluster.core.delete_namespaced_pod(name, ns, grace_period_seconds=0)
         wait(lambda: set(node.pods(ns)) & set(others) == set(), "the other pods gone")
-        twice = []
-        for n in range(3):
-            node.create_pod("probe-%d" % n, ns)
-        wait(lambda: all(node.pods(ns)["probe-%d" % n].status.phase == "Failed" or container_state(node.pods(ns)["probe-%d" % n])[0] == "running"
-                         for n in range(3)), "probes settled", timeout=90)
+        create_and_settle(node, ns, ["probe-%d" % n for n in range(3)])
         twice = gpus_given_twice(node, ns, present, {gpu_of["keeper"]: "keeper"})
         assert twice == [gpu_of["keeper"]], (outcome, twice, node.allocations())
         # and keeper's next container start gets what kubelet now has for it, not its GPU
         node.crash(ns, "keeper")
-        wait(lambda: container_state(node.pods(ns)["keeper"])[0] == "running" and container_state(node.pods(ns)["keeper"])[2] == 1, "keeper restarted")
+        wait(lambda: restarted(node, ns, "keeper", 1), "keeper restarted")
         assert env_gpu(node.logs(ns, "keeper")) != gpu_of["keeper"]
 
     rejected = dict((r["name"], r) for r in report["rejected_pods"])
@@ -320,7 +320,5 @@ def test_the_field_report_story_removed(real_node, tmp_path):
     assert rc == 0 and recap(again)[1] == 0, again[-6000:]
     assert report2["nodes"][0]["action"] == "none"
     record("remove", keeper=outcome, gone_gpu_pods_after_repair=gone_pods, pods_brought_back=sorted(n for n in rejected if rejected[n]["action"] == "delete"),
-           pods_reported=sorted(n for n in rejected if rejected[n]["action"] == "report"),
-           rejected_pods=dict((n, "%s/%s %s: %s" % (r["kind"], r["action"], r["phase"], r["reason"])) for n, r in rejected.items()),
            gpus_double_allocated=len(twice), kubelet_down_seconds=row["kubelet_down_seconds"],
-           first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1))
+           first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1), **rejected_figures(rejected))

@@ -52,11 +52,11 @@ def gpu_node(node, resources=DEFAULT_RESOURCES, by_label=False):
     status = node.get("status") or {}
     labels = meta.get("labels") or {}
     allocatable = status.get("allocatable") or {}
-    gpu = dict((name, _quantity(value)) for name, value in allocatable.items()
-               if any(fnmatch.fnmatchcase(name, pattern) for pattern in resources) and _quantity(value) > 0)
+    quantities = dict((name, _quantity(value)) for name, value in allocatable.items())
+    gpu = dict((name, n) for name, n in quantities.items() if n > 0 and any(fnmatch.fnmatchcase(name, pattern) for pattern in resources))
     if not gpu and not by_label:
         return None
-    if allocatable.get("aliyun.com/gpu-mem") and _quantity(allocatable["aliyun.com/gpu-mem"]) > 0:
+    if quantities.get("aliyun.com/gpu-mem", 0) > 0:
         sharing = "gpushare"
     elif any(name.startswith("nvidia.com/mig-") for name in gpu):
         sharing = "mig"
@@ -70,7 +70,7 @@ def gpu_node(node, resources=DEFAULT_RESOURCES, by_label=False):
     return {
         "name": meta.get("name"),
         "gpu_resources": gpu,
-        "gpu_count": _quantity(allocatable.get("nvidia.com/gpu", 0)) or _quantity(allocatable.get("aliyun.com/gpu-count", 0)),
+        "gpu_count": quantities.get("nvidia.com/gpu", 0) or quantities.get("aliyun.com/gpu-count", 0),
         "product": product,
         "sharing": sharing,
         "cordoned": bool((node.get("spec") or {}).get("unschedulable")),

@@ -33,7 +33,6 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
 COLLECTIONS = os.path.join(ROOT, "build", "collections")
-RUNNER = fakenode.GUARD_RUNNER
 NEW = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 OLD = "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
 E = codec.PodDevicesEntry
@@ -97,9 +96,8 @@ class Node(object):
         env = dict(self.env)
         if failpoint:
             env[nodefile.FAILPOINT_ENV] = failpoint
-        proc = subprocess.run([sys.executable, "-c", RUNNER, "check", "--config", self.config], env=env, capture_output=True, text=True,
-                              timeout=60, check=False)
-        return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()]
+        code, records, dummy = fakenode.run_guard("check", self.config, env)
+        return code, records
 
     def kubelet_state(self):
         return (self.systemd / "kubelet.service.state").read_text().strip()
@@ -147,10 +145,6 @@ def _read(path):
         return handle.read()
 
 
-def _finished(records):
-    return [r for r in records if r["event"] == "finished"][-1]
-
-
 @pytest.mark.parametrize("strategy, step", CASES)
 def test_the_guard_killed_at_each_step(killed_node, strategy, step):
     node = killed_node(strategy)
@@ -163,7 +157,7 @@ def test_the_guard_killed_at_each_step(killed_node, strategy, step):
     assert code == 0, records
     node.assert_converged()
     code, records = node.guard()
-    assert code == 0 and not _finished(records)["changed"], records
+    assert code == 0 and not fakenode.finished(records)["changed"], records
     node.assert_converged()
 
 

@@ -53,11 +53,8 @@ def node(tmp_path, fake_node):
         env["PATH"] = "/usr/bin:/bin"  # no systemctl games: the fake node has no kubelet unit
 
         def run(command="check", config_path=str(cfg)):
-            proc = subprocess.run(
-                [sys.executable, "-c", RUNNER, command, "--config", config_path], env=env, capture_output=True, text=True, timeout=60, check=False
-            )
-            records = [json.loads(line) for line in proc.stdout.splitlines()]
-            return proc.returncode, records
+            code, records, dummy = fakenode.run_guard(command, config_path, env)
+            return code, records
 
         run.checkpoint = cp
         run.backups = backups
