@@ -9,6 +9,9 @@
 #   hack/kube-node.sh up DIR CLUSTER_DIR      containerd + kubelet; waits for the node to be Ready
 #   hack/kube-node.sh kubelet-start DIR [--no-wait] | kubelet-stop DIR | kubelet-status DIR
 #   hack/kube-node.sh plugin-start DIR NVML_CONFIG | plugin-stop DIR
+#                                             after a kubelet restart the plugin registers again
+#                                             GPUOPS_PLUGIN_REREGISTER_DELAY s later (default 2: kubelet
+#                                             admits its pods first, as in field report 000)
 #   hack/kube-node.sh down [DIR]              stop everything by PID, leave no mount, cgroup, link
 #
 # One node per machine: kubelet 1.20 hard-codes /var/lib/kubelet/device-plugins, and /var/log/pods,
@@ -179,6 +182,7 @@ plugin_start() { # plugin_start NVML_CONFIG
   alive "$R/plugin.pid" && die "the device plugin already runs (pid $(cat "$R/plugin.pid"))"
   mkdir -p "$R/log" "$DP_DIR"
   setsid "$PYTHON" "$ROOT/tests/fakes/fake_device_plugin.py" --config "$1" --devdir "$R/dev" --dp-dir "$DP_DIR" \
+    --reregister-delay "${GPUOPS_PLUGIN_REREGISTER_DELAY:-2}" \
     </dev/null >>"$R/log/plugin.log" 2>&1 &
   echo $! >"$R/plugin.pid"
   log "fake device plugin started (pid $(cat "$R/plugin.pid")), GPUs of $1"

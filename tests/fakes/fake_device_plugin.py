@@ -3,6 +3,7 @@
 """A fake NVIDIA device plugin for a REAL kubelet's device manager (deviceplugin v1beta1, gRPC).
 
     python fake_device_plugin.py --config FAKE_NVML_CONFIG --devdir DIR [--dp-dir DIR] [--resource NAME]
+                                 [--reregister-delay SECONDS]
 
 It advertises ``nvidia.com/gpu`` with the GPU UUIDs of the fake-NVML config file
 (tests/fakes/fakenode.py's format: the file the node's fake libnvidia-ml.so.1 reads, so NVML and
@@ -16,6 +17,13 @@ the way a real one does (``CreateContainerError``).
 kubelet removes every socket in its device-plugin directory when it starts and recreates
 ``kubelet.sock``: the plugin watches that socket's inode and registers again, as the real
 plugin does (it watches with fsnotify). Runs until SIGTERM.
+
+Whether kubelet, restarted, admits the pods it already runs before or after the plugin registers
+again decides their fate (field report 000's pods were admitted first: UnexpectedAdmissionError).
+kubelet admits them about 50 ms after it serves ``kubelet.sock``; this plugin polls every 0.5 s, so
+both orders happened in CI. ``--reregister-delay`` (the node's tests: 2 s, ``hack/kube-node.sh``)
+waits that long before registering again, which makes the field report's order the test's, not a
+coin toss. The first registration is not delayed.
 """
 
 from __future__ import annotations
@@ -129,6 +137,8 @@ def main(argv=None):
     parser.add_argument("--devdir", required=True, help="where the GPUs' device nodes are made")
     parser.add_argument("--dp-dir", default="/var/lib/kubelet/device-plugins", help="kubelet's device-plugin directory")
     parser.add_argument("--resource", default="nvidia.com/gpu")
+    parser.add_argument("--reregister-delay", type=float, default=0.0, metavar="SECONDS",
+                        help="after kubelet recreates kubelet.sock, wait this long before registering again")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     uuids = read_uuids(args.config)
@@ -137,18 +147,23 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *a: done.set())
     signal.signal(signal.SIGINT, lambda *a: done.set())
     plugin = server = None
-    registered_at = None
+    registered_at, delayed = None, False
     kubelet_sock = os.path.join(args.dp_dir, "kubelet.sock")
     while not done.is_set():
         current = inode(kubelet_sock)
         if current is not None and (current != registered_at or not os.path.exists(os.path.join(args.dp_dir, SOCKET_NAME))):
+            if registered_at is not None and not delayed and args.reregister_delay > 0:
+                log.info("kubelet restarted: registering again in %.1f s", args.reregister_delay)
+                delayed = True
+                done.wait(args.reregister_delay)
+                continue
             if server is not None:
                 plugin.stopped.set()
                 server.stop(0)
                 plugin = server = None
             try:
                 plugin, server = serve_and_register(args, uuids)
-                registered_at = current
+                registered_at, delayed = current, False
             except Exception as exc:  # kubelet still starting: try again in a moment
                 log.warning("registration failed: %s", exc)
         done.wait(0.5)
