@@ -28,6 +28,8 @@ import kubelet_grpc  # noqa: E402  pylint: disable=wrong-import-position
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "hack", "kube-node.sh")
+RELAY = os.path.join(ROOT, "tests", "fakes", "host_relay.py")
+KUBECTL_DIR = os.path.join(os.environ.get("GPUOPS_CACHE", os.path.expanduser("~/.cache/gpuops")), "kube-v1.20.2")  # kubectl v1.20.2
 NAME = "127.0.0.1"  # the node's name (see hack/kube-node.sh)
 CHECKPOINT = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"  # hard-coded in kubelet 1.20
 BUSYBOX = "registry.local/busybox:1.35"
@@ -64,6 +66,8 @@ class RealNode(object):
         self.pod_resources_socket = os.path.join(self.dir, "kubelet", "pod-resources", "kubelet.sock")
         self.timings = {}
         self.namespaces = []
+        self.relay_socket = os.path.join(self.dir, "relay.sock")
+        self.relay = None
 
     def namespace(self, name):
         """A namespace for this node's pods; deleted with them (and their ReplicaSets) at ``down``."""
@@ -82,10 +86,17 @@ class RealNode(object):
         os.makedirs(self.systemd_dir, exist_ok=True)
         self.set_gpus(gpus)
         self.timings["up_seconds"] = self._script("up", self.dir, self.cluster.workdir)
-        # kubelet.service behind the fake systemctl is this real kubelet
+        # kubelet.service behind the fake systemctl is this real kubelet, started and stopped in the host's
+        # context by the relay (tests/fakes/host_relay.py: systemd's part), whoever calls systemctl
+        commands = {"start": [SCRIPT, "kubelet-start", self.dir], "start-no-block": [SCRIPT, "kubelet-start", self.dir, "--no-wait"],
+                    "stop": [SCRIPT, "kubelet-stop", self.dir], "is-active": [SCRIPT, "kubelet-status", self.dir]}
+        with open(os.path.join(self.dir, "relay.json"), "w") as handle:
+            json.dump(commands, handle)
+        self.relay = subprocess.Popen([sys.executable, RELAY, "serve", self.relay_socket, os.path.join(self.dir, "relay.json")],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait(lambda: os.path.exists(self.relay_socket), "the host relay's socket", timeout=30)
         with open(os.path.join(self.systemd_dir, "kubelet.service.command"), "w") as handle:
-            json.dump({"start": [SCRIPT, "kubelet-start", self.dir], "start-no-block": [SCRIPT, "kubelet-start", self.dir, "--no-wait"],
-                       "stop": [SCRIPT, "kubelet-stop", self.dir], "is-active": [SCRIPT, "kubelet-status", self.dir]}, handle)
+            json.dump(dict((verb, [sys.executable, RELAY, "call", self.relay_socket, verb]) for verb in commands), handle)
         started = time.monotonic()
         self.plugin_start()
         self.wait_allocatable(len(gpus))
@@ -99,6 +110,9 @@ class RealNode(object):
                 self.cluster.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
                 self.cluster.core.delete_namespace(ns)
         finally:  # the node goes down even where the API did not answer
+            if self.relay is not None:
+                self.relay.terminate()
+                self.relay.wait(timeout=30)
             self._script("down", self.dir)
 
     def leftovers(self):
@@ -205,7 +219,7 @@ class RealNode(object):
 
     def exec(self, namespace, pod, command, timeout=30):
         """``kubectl exec`` through the API server and the real kubelet (the tests' own kubectl v1.20.2)."""
-        kubectl = os.path.join(os.environ.get("GPUOPS_CACHE", os.path.expanduser("~/.cache/gpuops")), "kube-v1.20.2", "kubectl")
+        kubectl = os.path.join(KUBECTL_DIR, "kubectl")
         proc = subprocess.run([kubectl, "--kubeconfig", self.cluster.kubeconfig, "-n", namespace, "exec", pod, "--"] + command,
                               capture_output=True, text=True, timeout=timeout, check=False)
         return proc.returncode, proc.stdout + proc.stderr
