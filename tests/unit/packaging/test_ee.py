@@ -70,6 +70,7 @@ def test_builder_context_holds_the_collection_the_base_and_a_tested_ansible_core
     assert "kubernetes>=24.2.0  # from collection gpuops.fleet" in found["python"]
     assert "openssh-client [platform:dpkg]  # from collection gpuops.fleet" in found["system"]
     assert "openssh-clients [platform:rpm]  # from collection gpuops.fleet" in found["system"]
+    assert "kubernetes-client [platform:dpkg]  # from collection gpuops.fleet" in found["system"]  # kubectl: the API path
 
 
 def test_definition_is_builder_v3_and_the_collection_declares_its_dependency_files():

@@ -1,0 +1,359 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: k8s_node
+short_description: Run tasks on a Kubernetes node's host through a short-lived node pod (no SSH)
+version_added: 0.3.0
+author: gpuops.fleet maintainers (@gpuops)
+description:
+  - For nodes reached through the Kubernetes API alone (managed clusters, image-based OSes, no SSH).
+  - Ensures one pod per node per run, pinned to the node (C(nodeName)), with the host's C(/) mounted at C(/host) and
+    C(hostPID), tolerating every taint, without C(privileged) and without a service account token, then runs each
+    command, and puts and fetches each file, as C(kubectl exec -i POD -- chroot /host /bin/sh -c ...), so the host's own
+    shell and C(python3) run the modules on the host's paths, as over SSH. The host needs C(python3) (as over SSH).
+  - Built on kubernetes.core's C(kubectl) connection (its exec, its C(dd) file transfer, pipelining, auth options).
+  - The node pod stops by itself after O(gpuops_node_pod_idle) seconds without a command, and at
+    O(gpuops_node_pod_deadline); C(gpuops.fleet.node_pods) deletes a run's pods at its end (C(site.yml) does); a later
+    run deletes the pods an earlier run left on the node once that run is over, and refuses a node whose pod belongs
+    to a run that may still be working.
+  - The identity needs, in O(kubectl_namespace), C(pods) C(create get list watch delete) and C(pods/exec)
+    C(create get) (the collection's C(docs/rbac/k8s-node-connection.yml)); the namespace must admit C(hostPID) and C(hostPath) pods
+    (Pod Security C(privileged) level).
+  - The API server's certificate is always verified (kubeconfig's C(certificate-authority), or O(ca_cert)); this
+    connection has no C(validate_certs) switch.
+  - Kubelet relays every exec stream, so a task that stops kubelet loses its stream; such a task sets
+    O(gpuops_node_exec_detached) (the C(checkpoint_guard) role's repair does).
+requirements:
+  - kubectl
+options:
+  gpuops_node_name:
+    description: The Kubernetes node's name. Default the inventory host's address (C(gpuops.fleet.k8s_gpu_nodes) sets it).
+    type: str
+    vars:
+      - name: gpuops_node_name
+  kubectl_namespace:
+    description: The namespace of the node pods.
+    type: str
+    default: gpuops-system
+    vars:
+      - name: gpuops_node_pod_namespace
+  gpuops_node_pod_image:
+    description: The node pod's image (by digest in production); it needs C(sh), C(chroot), C(touch), C(stat), C(date), C(sleep) (busybox).
+    type: str
+    default: docker.io/library/busybox:1.36
+    vars:
+      - name: gpuops_node_pod_image
+  gpuops_node_pod_idle:
+    description: The node pod stops after this many seconds without a command (a killed run leaves no running pod).
+    type: int
+    default: 900
+    vars:
+      - name: gpuops_node_pod_idle
+  gpuops_node_pod_deadline:
+    description: The node pod ends after this many seconds whatever happens (C(activeDeadlineSeconds)).
+    type: int
+    default: 14400
+    vars:
+      - name: gpuops_node_pod_deadline
+  gpuops_node_pod_ready_timeout:
+    description: Seconds to wait for the node pod to run (its image pulled).
+    type: int
+    default: 180
+    vars:
+      - name: gpuops_node_pod_ready_timeout
+  gpuops_node_exec_detached:
+    description:
+      - Run each command of the task detached in the node pod and read its result back, asking again while the API
+        cannot reach the pod (kubelet relays every exec stream, so a task that restarts kubelet cuts its own). Slower
+        (a launch, polls and a read per command); the role sets it on its kubelet repair task only.
+    type: bool
+    default: false
+    vars:
+      - name: gpuops_node_exec_detached
+  gpuops_node_exec_timeout:
+    description: Seconds a detached command may run, kubelet's restart included, before the task fails (its outcome then unknown).
+    type: int
+    default: 1800
+    vars:
+      - name: gpuops_node_exec_timeout
+  kubectl_pod:
+    description: Set by the connection (the node pod's name); not an input.
+    default: ''
+  kubectl_container:
+    description: Set by the connection (the node pod's container); not an input.
+    default: ''
+  kubectl_extra_args:
+    description: Extra arguments to kubectl (as kubernetes.core's C(kubectl) connection).
+    default: ''
+    vars:
+      - name: ansible_kubectl_extra_args
+    env:
+      - name: K8S_AUTH_EXTRA_ARGS
+  kubectl_local_env_vars:
+    description: Environment variables for the local kubectl (as kubernetes.core's C(kubectl) connection).
+    default: {}
+    type: dict
+    vars:
+      - name: ansible_kubectl_local_env_vars
+  kubectl_kubeconfig:
+    description: Path to a kubeconfig file.
+    default: ''
+    vars:
+      - name: ansible_kubectl_kubeconfig
+      - name: ansible_kubectl_config
+    env:
+      - name: K8S_AUTH_KUBECONFIG
+  kubectl_context:
+    description: The kubeconfig context.
+    default: ''
+    vars:
+      - name: ansible_kubectl_context
+    env:
+      - name: K8S_AUTH_CONTEXT
+  kubectl_host:
+    description: URL of the API server.
+    default: ''
+    vars:
+      - name: ansible_kubectl_host
+      - name: ansible_kubectl_server
+    env:
+      - name: K8S_AUTH_HOST
+      - name: K8S_AUTH_SERVER
+  kubectl_token:
+    description: A bearer token (shown censored in logs; prefer a kubeconfig file).
+    vars:
+      - name: ansible_kubectl_token
+      - name: ansible_kubectl_api_key
+    env:
+      - name: K8S_AUTH_TOKEN
+      - name: K8S_AUTH_API_KEY
+  client_cert:
+    description: Path to a client certificate.
+    default: ''
+    vars:
+      - name: ansible_kubectl_cert_file
+      - name: ansible_kubectl_client_cert
+    env:
+      - name: K8S_AUTH_CERT_FILE
+  client_key:
+    description: Path to a client key.
+    default: ''
+    vars:
+      - name: ansible_kubectl_key_file
+      - name: ansible_kubectl_client_key
+    env:
+      - name: K8S_AUTH_KEY_FILE
+  ca_cert:
+    description: Path to the API server's CA certificate.
+    default: ''
+    vars:
+      - name: ansible_kubectl_ssl_ca_cert
+      - name: ansible_kubectl_ca_cert
+    env:
+      - name: K8S_AUTH_SSL_CA_CERT
+"""
+
+import json
+import os
+import subprocess
+import time
+import uuid
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.module_utils.common.text.converters import to_bytes
+from ansible.utils.display import Display
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_pod
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+
+try:
+    from ansible_collections.kubernetes.core.plugins.connection.kubectl import Connection as KubectlConnection
+except ImportError as exc:  # pragma: no cover - kubernetes.core is a declared dependency
+    raise ImportError("gpuops.fleet.k8s_node needs the kubernetes.core collection: %s" % exc) from exc
+
+display = Display()
+
+
+def pid_alive(pid):
+    """Whether a process of this controller with that PID exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Connection(KubectlConnection):
+    """kubernetes.core's kubectl connection, into the run's node pod on the node, chrooted to the host."""
+
+    # kubernetes.core's connection names its options after the transport (kubectl_pod, kubectl_extra_args, ...)
+    transport = "kubectl"
+    documentation = DOCUMENTATION
+
+    def __init__(self, play_context, new_stdin, *args, **kwargs):
+        super().__init__(play_context, new_stdin, *args, **kwargs)
+        self._node_pod = None
+
+    def _kubectl(self):
+        """kubectl with the auth options (kubernetes.core's own argument builder) and the namespace."""
+        argv, censored = super()._build_exec_cmd([])
+        tail = 3 + (2 if self.get_option("kubectl_container") else 0) + 1  # exec -i POD [-c C] --
+        return argv[:-tail], censored[:-tail]
+
+    def _run(self, args, data=None, timeout=60):
+        argv, censored = self._kubectl()
+        display.vvv("NODE POD %s" % (censored + args,), host=self._play_context.remote_addr)
+        try:
+            proc = subprocess.run([to_bytes(a, errors="surrogate_or_strict") for a in argv + args], input=data, capture_output=True,
+                                  timeout=timeout, check=False, env=self._local_env())
+        except subprocess.TimeoutExpired:
+            raise AnsibleConnectionFailure("kubectl %s: no answer in %d s" % (args[0], timeout)) from None
+        finally:
+            self.delete_temporary_file()
+        return proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace").strip()
+
+    def _identity(self):
+        """(node, namespace, idle, deadline, run, pod name), the options checked."""
+        node = self.get_option("gpuops_node_name") or self._play_context.remote_addr
+        namespace = self.get_option("kubectl_namespace")
+        try:
+            idle, deadline = node_pod.check_options(node, namespace, self.get_option("gpuops_node_pod_image"),
+                                                    self.get_option("gpuops_node_pod_idle"), self.get_option("gpuops_node_pod_deadline"))
+        except GpuopsError as exc:
+            raise AnsibleConnectionFailure(str(exc)) from None
+        # the run: the ansible-playbook process, each worker's parent, so every task of the run finds the same pod
+        run = node_pod.run_id(os.uname()[1], os.getppid())
+        self.set_option("kubectl_container", "")  # kubectl's own calls name no container
+        return node, namespace, idle, deadline, run, node_pod.pod_name(node, run)
+
+    def remove_node_pod(self, check_mode=False):
+        """Delete this run's node pod (gpuops.fleet.node_pods); a result dict."""
+        node, namespace, dummy, dummy2, dummy3, name = self._identity()
+        rc, out, err = self._run(["get", "pod", name, "-o", "name"])
+        if rc != 0 and "NotFound" not in err:
+            raise AnsibleConnectionFailure("node %s: cannot read node pod %s in namespace %s: %s" % (node, name, namespace, err))
+        found = dict(pod=name, namespace=namespace, changed=rc == 0)
+        if rc == 0 and not check_mode:
+            self._delete(node, [name])
+        self._node_pod = None
+        found["msg"] = ("node pod %s %s" % (name, "would be deleted" if check_mode else "deleted")) if rc == 0 else "no node pod of this run on %s" % node
+        return found
+
+    def _ensure_node_pod(self):
+        node, namespace, idle, deadline, run, name = self._identity()
+        rc, out, err = self._run(["get", "pod", name, "-o", "json"])
+        if rc != 0 and "NotFound" not in err:
+            raise AnsibleConnectionFailure("node %s: cannot read node pod %s in namespace %s: %s" % (node, name, namespace, err))
+        if rc == 0 and (json.loads(out).get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            display.vv("node %s: this run's node pod %s went idle; a new one replaces it" % (node, name))
+            self._delete(node, [name])
+            rc = 1
+        if rc != 0:
+            rc, out, err = self._run(["get", "pods", "-l", node_pod.LABEL + "=true", "-o", "json"])
+            if rc != 0:
+                raise AnsibleConnectionFailure("node %s: cannot list node pods in namespace %s: %s" % (node, namespace, err))
+            try:
+                stale = node_pod.sweep(json.loads(out).get("items") or [], node, run, pid_alive)
+            except GpuopsError as exc:
+                raise AnsibleConnectionFailure(str(exc)) from None
+            if stale:
+                display.vv("node %s: deleting the node pods an earlier run left: %s" % (node, ", ".join(stale)))
+                self._delete(node, stale)
+            manifest = node_pod.pod_manifest(name, node, namespace, self.get_option("gpuops_node_pod_image"), idle, deadline, run)
+            rc, out, err = self._run(["create", "-f", "-"], data=json.dumps(manifest).encode())
+            if rc != 0 and "AlreadyExists" not in err:  # another worker of this run created it first
+                raise AnsibleConnectionFailure("node %s: could not create node pod %s in namespace %s: %s" % (node, name, namespace, err))
+        timeout = int(self.get_option("gpuops_node_pod_ready_timeout"))
+        rc, out, err = self._run(["wait", "--for=condition=Ready", "pod/" + name, "--timeout=%ds" % timeout], timeout=timeout + 30)
+        if rc != 0:
+            raise AnsibleConnectionFailure("node %s: node pod %s not running after %d s (image %s pulled? namespace %s admits hostPID and "
+                                           "hostPath pods?): %s" % (node, name, timeout, self.get_option("gpuops_node_pod_image"), namespace, err))
+        self.set_option("kubectl_pod", name)
+        self.set_option("kubectl_container", node_pod.CONTAINER)
+        return name
+
+    def _delete(self, node, names):
+        rc, dummy, err = self._run(["delete", "pod", "--wait=true", "--ignore-not-found"] + list(names), timeout=120)
+        if rc != 0:
+            raise AnsibleConnectionFailure("node %s: could not delete node pods %s: %s" % (node, ", ".join(names), err))
+
+    def _connect(self, port=None):
+        if self._node_pod is None:
+            self._node_pod = self._ensure_node_pod()
+        return super()._connect(port)
+
+    def _pod_exec(self, argv, in_data=None, timeout=120):
+        """kubectl exec of ``argv`` in the node pod itself (not chrooted): (rc, stdout, stderr), rc None when kubectl hung."""
+        local_cmd, censored = KubectlConnection._build_exec_cmd(self, argv)
+        display.vvvv("POD EXEC %s" % (censored,), host=self._play_context.remote_addr)
+        try:
+            proc = subprocess.run([to_bytes(a, errors="surrogate_or_strict") for a in local_cmd], input=in_data or b"", capture_output=True,
+                                  timeout=timeout, check=False, env=self._local_env())
+        except subprocess.TimeoutExpired:
+            return None, b"", b"kubectl exec: no answer in %d s" % timeout
+        finally:
+            self.delete_temporary_file()
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def _exec_detached(self, cmd, in_data):
+        """Launch ``cmd`` detached on the host, wait for its end across broken streams (kubelet restarting), read its result."""
+        job = uuid.uuid4().hex
+        host = self._play_context.remote_addr
+        rc, out, err = self._pod_exec(node_pod.job_launch_argv(job, cmd), in_data)
+        if rc != 0 or b"gpuops-launched" not in out:
+            # never launched, or launched and the stream broke before it said so: asking tells which
+            if rc == 0 or self._wait_job(job, host, 60, launching=True) is None:
+                raise AnsibleConnectionFailure("node pod %s: could not launch a detached command (rc %s): %s"
+                                               % (self._node_pod, rc, err.decode(errors="replace").strip()))
+        status = self._wait_job(job, host, int(self.get_option("gpuops_node_exec_timeout")))
+        for attempt in range(30):
+            rc, out, err = self._pod_exec(node_pod.job_collect_argv(job))
+            if rc == 0:
+                return status, out, err
+            time.sleep(1)
+        raise AnsibleConnectionFailure("node pod %s: the detached command ended (rc %d) but its output could not be read: %s"
+                                       % (self._node_pod, status, err.decode(errors="replace").strip()))
+
+    def _wait_job(self, job, host, timeout, launching=False):
+        """The detached command's exit status once it has ended; polls, asking again while the stream breaks."""
+        deadline, broken = time.monotonic() + timeout, 0
+        while True:
+            rc, out, err = self._pod_exec(node_pod.job_poll_argv(job), timeout=60)
+            state = node_pod.job_state(out) if rc == 0 else None
+            if state is not None and state[0] == "done":
+                if broken:
+                    display.vv("node pod %s: the detached command's result read after %d broken polls (kubelet restarting)"
+                               % (self._node_pod, broken), host=host)
+                return state[1]
+            if state is not None and state[0] == "lost":
+                if launching:
+                    return None
+                raise AnsibleConnectionFailure("node pod %s: the detached command's files are gone (was the pod replaced?); its outcome is unknown: "
+                                               "run again (the repair is idempotent)" % self._node_pod)
+            if state is None:
+                broken += 1
+                if b"NotFound" in err:
+                    raise AnsibleConnectionFailure("node pod %s is gone while a detached command ran; its outcome is unknown: run again" % self._node_pod)
+            if time.monotonic() > deadline:
+                raise AnsibleConnectionFailure("node pod %s: a detached command still had no result after %d s (%s); its outcome is unknown"
+                                               % (self._node_pod, timeout, err.decode(errors="replace").strip() or "running"))
+            time.sleep(1)
+
+    def exec_command(self, cmd, in_data=None, sudoable=False):
+        if not self.get_option("gpuops_node_exec_detached"):
+            return super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
+        self._connect()
+        display.vvv("EXEC (detached) %s" % cmd, host=self._play_context.remote_addr)
+        return self._exec_detached([self._play_context.executable, "-c", cmd], in_data)
+
+    def _build_exec_cmd(self, cmd):
+        if self._node_pod is None:
+            self._connect()
+        return super()._build_exec_cmd(node_pod.exec_argv(cmd))

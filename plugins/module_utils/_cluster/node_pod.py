@@ -1,0 +1,194 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: the node pod of the ``gpuops.fleet.k8s_node`` connection
+(a node reached through the Kubernetes API alone), as data and decisions.
+
+One pod per node per run: pinned by ``nodeName`` (no scheduler: it lands on a cordoned or tainted
+node too), ``hostPID``, the host's ``/`` mounted at ``/host``, every taint tolerated, no service
+account token, no ``privileged``: ``chroot`` needs only CAP_SYS_CHROOT, in the runtime's default set.
+Every command runs as ``chroot /host /bin/sh -c ...``: the host's own shell and ``python3`` run the
+modules on the host's paths, as over SSH.
+
+The pod ends by itself: its only process exits once no command has touched its heartbeat file for
+``idle`` seconds (a run that was killed leaves a pod that soon stops running), and
+``activeDeadlineSeconds`` bounds it whatever happens. A run's pods are deleted at its end
+(``gpuops.fleet.node_pods``); a later run deletes the pods an earlier one left, once that run is
+over (``sweep``), and refuses to take a node from a run still using it.
+
+Pure: no API calls here (the connection runs ``kubectl``); kubectl's manifest is JSON built from data.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+
+LABEL = "gpuops.fleet/node-pod"
+RUN_LABEL = "gpuops.fleet/run"
+CONTAINER = "node"
+HEARTBEAT = "/tmp/gpuops-heartbeat"
+DEFAULT_IDLE = 900
+DEFAULT_DEADLINE = 14400
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# an image reference: [registry[:port]/]path[:tag][@sha256:digest], nothing a shell or YAML could read
+_IMAGE = re.compile(r"^[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
+_NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+
+
+class NodePodError(GpuopsError):
+    """A bad node-pod option, or a node another run still uses (names the option or the pod, and the fix)."""
+
+
+def check_options(node, namespace, image, idle, deadline):
+    """Validate the connection's options; returns (idle, deadline) as ints. Raises NodePodError naming the option."""
+    if not isinstance(node, str) or len(node) > 253 or not _DNS1123_SUBDOMAIN.match(node):
+        raise NodePodError("gpuops_node_name must be the Kubernetes node's name (a DNS-1123 subdomain, e.g. gpu-node-1), got %r" % (node,))
+    if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace):
+        raise NodePodError("gpuops_node_pod_namespace must be a namespace name (a DNS-1123 label), got %r" % (namespace,))
+    if not isinstance(image, str) or len(image) > 512 or not _IMAGE.match(image):
+        raise NodePodError("gpuops_node_pod_image must be an image reference such as registry.example/busybox@sha256:<digest>, got %r" % (image,))
+    values = []
+    for name, value, low in (("gpuops_node_pod_idle", idle, 60), ("gpuops_node_pod_deadline", deadline, 300)):
+        try:  # AWX survey values arrive as strings
+            number = int(str(value).strip())
+        except ValueError:
+            raise NodePodError("%s must be a number of seconds (at least %d), got %r" % (name, low, value)) from None
+        if number < low:
+            raise NodePodError("%s must be at least %d seconds, got %d" % (name, low, number))
+        values.append(number)
+    if values[0] >= values[1]:
+        raise NodePodError("gpuops_node_pod_idle (%d s) must be shorter than gpuops_node_pod_deadline (%d s)" % tuple(values))
+    return tuple(values)
+
+
+def run_id(controller, pid):
+    """The run's label value: the controller's short host name and the ansible-playbook process's PID."""
+    host = _NOT_LABEL.sub("-", str(controller).split(".", maxsplit=1)[0].lower()).strip("-")[:40] or "controller"
+    return "%s-%d" % (host, int(pid))
+
+
+def parse_run(run):
+    """(controller host, pid) of a run label, or None where it is not one of ours."""
+    host, sep, pid = str(run).rpartition("-")
+    return (host, int(pid)) if sep and host and pid.isdigit() else None
+
+
+def pod_name(node, run):
+    """A DNS-1123 pod name for (node, run): a readable prefix and a digest, at most 63 characters."""
+    digest = hashlib.sha256(("%s/%s" % (node, run)).encode()).hexdigest()[:10]
+    return ("gpuops-node-" + _NOT_LABEL.sub("-", node.lower()).strip("-"))[:50].rstrip("-") + "-" + digest
+
+
+def pod_command(idle, deadline):
+    """The pod's only process: it exits when the heartbeat is ``idle`` seconds old (and at ``deadline``)."""
+    script = ('touch %(hb)s; end=$(( $(date +%%s) + %(deadline)d )); '
+              'while [ $(( $(date +%%s) - $(stat -c %%Y %(hb)s) )) -lt %(idle)d ] && [ $(date +%%s) -lt $end ]; do sleep 5; done'
+              % {"hb": HEARTBEAT, "idle": int(idle), "deadline": int(deadline)})
+    return ["/bin/sh", "-c", script]
+
+
+def pod_manifest(name, node, namespace, image, idle, deadline, run):
+    """The node pod, built as data: nothing a node name or an image says can add a key."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {LABEL: "true", RUN_LABEL: run},
+                     "annotations": {"gpuops.fleet/node": node}},
+        "spec": {
+            "nodeName": node, "hostPID": True, "restartPolicy": "Never", "activeDeadlineSeconds": int(deadline),
+            "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False, "enableServiceLinks": False,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": CONTAINER, "image": image, "imagePullPolicy": "IfNotPresent",
+                            "command": pod_command(idle, deadline),
+                            "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
+                            "volumeMounts": [{"name": "host", "mountPath": "/host"}]}],
+            "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
+        },
+    }
+
+
+# the host's root user, as an SSH login has it (the pod's HOME is the image's: Ansible's ~/.ansible would land in /)
+HOST_ENV = "HOME=/root; export HOME; cd /;"
+
+
+def exec_argv(cmd):
+    """What ``kubectl exec ... --`` runs for Ansible's ``cmd`` (a list): touch the heartbeat, then ``cmd`` on the host."""
+    return ["/bin/sh", "-c", 'touch %s; %s exec chroot /host "$@"' % (HEARTBEAT, HOST_ENV), "gpuops-node"] + list(cmd)
+
+
+# A detached command: launched in the pod, outliving kubectl's stream (kubelet relays it, and a task
+# that restarts kubelet cuts it); its exit status, stdout and stderr land in files of the pod's own
+# /tmp, read back once it has ended. Constant scripts: the command comes as arguments ("$@").
+JOBS = "/tmp/gpuops-jobs"
+_LAUNCH = ('d=$1; shift; touch %s; mkdir -p "$d" && cat > "$d/in" || exit 1; %s'
+           '( cd /; chroot /host "$@" < "$d/in" > "$d/out" 2> "$d/err"; echo $? > "$d/rc.tmp"; mv "$d/rc.tmp" "$d/rc" ) '
+           '< /dev/null > /dev/null 2>&1 & echo gpuops-launched' % (HEARTBEAT, HOST_ENV))
+_POLL = ('d=$1; touch %s; if [ -f "$d/rc" ]; then echo "gpuops-rc=$(cat "$d/rc")"; elif [ -d "$d" ]; then echo gpuops-running; '
+         'else echo gpuops-lost; fi' % HEARTBEAT)
+_COLLECT = 'd=$1; cat "$d/out" && cat "$d/err" >&2 && rm -rf "$d"'
+_JOB_ID = re.compile(r"^[a-z0-9]{8,40}$")
+
+
+def job_dir(job_id):
+    if not _JOB_ID.match(job_id):
+        raise NodePodError("a detached command's id must be 8-40 lowercase letters or digits, got %r" % (job_id,))
+    return "%s/%s" % (JOBS, job_id)
+
+
+def job_launch_argv(job_id, cmd):
+    """Run in the pod (not chrooted): start ``cmd`` on the host, detached; its stdin is this exec's stdin. Prints gpuops-launched."""
+    return ["/bin/sh", "-c", _LAUNCH, "gpuops-job", job_dir(job_id)] + list(cmd)
+
+
+def job_poll_argv(job_id):
+    return ["/bin/sh", "-c", _POLL, "gpuops-job", job_dir(job_id)]
+
+
+def job_collect_argv(job_id):
+    """Prints the command's stdout, its stderr to stderr, and removes its files."""
+    return ["/bin/sh", "-c", _COLLECT, "gpuops-job", job_dir(job_id)]
+
+
+def job_state(poll_stdout):
+    """What a poll printed: ("done", rc), ("running", None), ("lost", None), or None (the stream broke: ask again)."""
+    text = poll_stdout.decode(errors="replace") if isinstance(poll_stdout, bytes) else str(poll_stdout)
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("gpuops-rc=") and line[len("gpuops-rc="):].isdigit():
+            return "done", int(line[len("gpuops-rc="):])
+        if line in ("gpuops-running", "gpuops-lost"):
+            return line[len("gpuops-"):], None
+    return None
+
+
+def sweep(pods, node, run, pid_alive):
+    """Which node pods of ``node`` (dicts as the API returns them) to delete before this run takes it.
+
+    A pod of this run is kept (it is the run's own). Another run's pod is deleted when that run is
+    over: the pod no longer runs (idle or deadline), or the run was on this controller and its
+    ansible-playbook process is gone (``pid_alive(pid)`` False). A pod of a run that may still be
+    working (another controller, or a live process here) is refused: NodePodError names it and says
+    how to end it. Returns the names to delete.
+    """
+    delete, busy = [], []
+    here = (parse_run(run) or (None, None))[0]
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        if (pod.get("spec") or {}).get("nodeName") != node:
+            continue
+        theirs = (meta.get("labels") or {}).get(RUN_LABEL, "")
+        if theirs == run:
+            continue
+        origin = parse_run(theirs)
+        over = (status.get("phase") in ("Succeeded", "Failed") or meta.get("deletionTimestamp")
+                or (origin is not None and origin[0] == here and not pid_alive(origin[1])))
+        (delete if over else busy).append(meta.get("name"))
+    if busy:
+        raise NodePodError("node %s: node pod(s) %s of another run still running (label %s); wait for that run to end (its pods stop "
+                           "after gpuops_node_pod_idle seconds without a command) or, if it was killed, delete them: "
+                           "kubectl -n NAMESPACE delete pod %s" % (node, ", ".join(busy), RUN_LABEL, " ".join(busy)))
+    return delete

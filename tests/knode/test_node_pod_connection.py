@@ -1,0 +1,144 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpuops.fleet.k8s_node on the REAL kubelet node: tasks reach the node's host through the API alone.
+
+No SSH and no local connection: every task runs as ``kubectl exec`` (API server, then the real
+kubelet's streaming server, then containerd) into the run's node pod, chrooted to the host's ``/``.
+This machine is the node's host, so the test reads what a task wrote there directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import realnode
+from realnode import wait
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_pod
+
+ROOT = realnode.ROOT
+BIN = os.path.dirname(sys.executable)
+NS = "node-pods"
+KUBECTL_DIR = realnode.KUBECTL_DIR
+
+
+def inventory(node, tmp):
+    host = {"ansible_connection": "gpuops.fleet.k8s_node", "gpuops_node_name": realnode.NAME, "gpuops_node_pod_namespace": NS,
+            "gpuops_node_pod_image": realnode.BUSYBOX,
+            # the API user gpuops (hack/kube-cluster.sh): the audit log tells its calls from the test's
+            "ansible_kubectl_kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig"),
+            "ansible_python_interpreter": "/usr/bin/python3"}
+    path = tmp / "inventory.json"
+    path.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"knode": host}}}}}))
+    return str(path)
+
+
+def playbook(tmp, marker, admin, pause=0):
+    """A command, a file copied to the host, a module reading it back, the node pods listed, then the run's pods deleted."""
+    plays = [
+        {"name": "on the node through its node pod", "hosts": "gpu_nodes", "gather_facts": False, "tasks": [
+            {"name": "who runs", "ansible.builtin.command": "id -u", "register": "who", "changed_when": False},
+            {"name": "a file on the host", "ansible.builtin.copy": {"content": marker, "dest": "/tmp/gpuops-k8s-node-" + marker, "mode": "0600"}},
+            {"name": "read back by a module", "ansible.builtin.slurp": {"src": "/tmp/gpuops-k8s-node-" + marker}, "register": "back"},
+            {"name": "show", "ansible.builtin.debug": {"msg": "UID={{ who.stdout }} BACK={{ back.content | b64decode }}"}},
+        ] + ([{"name": "wait (the test kills the run here)", "ansible.builtin.pause": {"seconds": pause}}] if pause else [])},
+        {"name": "the node pods of the run", "hosts": "localhost", "gather_facts": False, "tasks": [
+            {"name": "list", "ansible.builtin.command": {"argv": [os.path.join(KUBECTL_DIR, "kubectl"), "--kubeconfig", admin,
+                                                                   "-n", NS, "get", "pods", "-l", node_pod.LABEL + "=true", "-o", "name"]},
+             "register": "listed", "changed_when": False},
+            {"name": "show", "ansible.builtin.debug": {"msg": "PODS={{ listed.stdout_lines | join(',') }}"}},
+            {"name": "the run's node pods deleted", "gpuops.fleet.node_pods": {"state": "absent"},
+             "delegate_to": "{{ item }}", "loop": "{{ groups['gpu_nodes'] }}"},
+        ]},
+    ]
+    path = tmp / ("play-%s.yml" % marker)
+    path.write_text(json.dumps(plays))
+    return str(path)
+
+
+def ansible(node, tmp, play, **popen):
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-tmp"),
+               PATH=KUBECTL_DIR + os.pathsep + os.environ.get("PATH", ""))
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-vvv", "-i", inventory(node, tmp), play]
+    if popen:
+        return subprocess.Popen(cmd, cwd=str(tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+    proc = subprocess.run(cmd, cwd=str(tmp), env=env, capture_output=True, text=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def node_pods(node):
+    return dict((p.metadata.name, p) for p in node.cluster.core.list_namespaced_pod(NS, label_selector=node_pod.LABEL + "=true").items)
+
+
+def test_tasks_reach_the_host_through_the_api_alone_and_no_node_pod_is_left(real_node, tmp_path):
+    node = real_node
+    # the RBAC the README documents is what a real API server takes (this rig authorizes everything, so it
+    # checks the objects, not the verbs)
+    kubectl = [os.path.join(KUBECTL_DIR, "kubectl"), "--kubeconfig", node.cluster.kubeconfig]
+    node.namespace("gpuops-system")  # a server dry run creates nothing, so its namespaced objects need the namespace
+    applied = subprocess.run(kubectl + ["apply", "--dry-run=server", "-f", os.path.join(ROOT, "docs", "rbac", "k8s-node-connection.yml")],
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert applied.returncode == 0 and applied.stdout.count("(server dry run)") == 6, applied.stdout + applied.stderr
+    node.namespace(NS)
+    node.up(["GPU-0a0a0a0a-1111-4111-8111-00000000000a"])
+    marker, marker2 = uuid.uuid4().hex[:12], uuid.uuid4().hex[:12]
+    try:
+        started, offset = time.monotonic(), node.cluster.audit_offset()
+        rc, out = ansible(node, tmp_path, playbook(tmp_path, marker, node.cluster.kubeconfig))
+        seconds = time.monotonic() - started
+        assert rc == 0, out[-5000:]
+        api_calls = {}
+        for event in node.cluster.audit_events(offset):
+            ref = event.get("objectRef") or {}
+            key = "%s %s" % (event["verb"], ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "") if ref else "discovery")
+            api_calls[key] = api_calls.get(key, 0) + 1
+        # the command and the module ran on the host, as root, not in the pod's filesystem
+        assert "UID=0 BACK=%s" % marker in out, out[-3000:]
+        with open("/tmp/gpuops-k8s-node-" + marker) as handle:
+            assert handle.read() == marker
+        assert oct(os.stat("/tmp/gpuops-k8s-node-" + marker).st_mode & 0o777) == "0o600"
+        calls = dict((what, len(re.findall(r"^<knode> %s \[" % what, out, re.M))) for what in ("NODE POD", "EXEC"))
+        # one pod per node per run, pinned to the node, deleted at the run's end
+        listed = [line.split("PODS=", 1)[1].strip('"') for line in out.splitlines() if "PODS=" in line]
+        assert len(listed) == 1 and len(listed[0].split(",")) == 1 and listed[0].startswith("pod/gpuops-node-127-0-0-1-"), listed
+        assert node_pods(node) == {}
+
+        # a run killed mid-way leaves its node pod running; the next run deletes it, then leaves none
+        killed = ansible(node, tmp_path, playbook(tmp_path, marker2, node.cluster.kubeconfig, pause=300), start_new_session=True)
+        orphan = wait(lambda: next((n for n, p in node_pods(node).items() if p.status.phase == "Running"), None) if os.path.exists(
+            "/tmp/gpuops-k8s-node-" + marker2) else None, "the killed run's node pod Running, its file written", timeout=120)
+        os.killpg(killed.pid, signal.SIGKILL)
+        killed.communicate(timeout=30)
+        time.sleep(2)
+        assert list(node_pods(node)) == [orphan], "the killed run's pod should be left running"
+        started = time.monotonic()
+        rc, out = ansible(node, tmp_path, playbook(tmp_path, marker, node.cluster.kubeconfig))
+        seconds_after_orphan = time.monotonic() - started
+        assert rc == 0, out[-5000:]
+        listed = [line.split("PODS=", 1)[1].strip('"') for line in out.splitlines() if "PODS=" in line]
+        assert listed and "pod/" + orphan not in listed[0].split(","), ("the orphan was not deleted before the new run's pod", listed)
+        assert node_pods(node) == {}
+
+        # a node pod of a run that may still be working (another controller's) is refused, never deleted
+        theirs = node_pod.pod_manifest("gpuops-node-busy", realnode.NAME, NS, realnode.BUSYBOX, 60, 300, "awx-task-7")
+        node.cluster.core.create_namespaced_pod(NS, theirs)
+        wait(lambda: node_pods(node)["gpuops-node-busy"].status.phase == "Running", "the other run's pod Running")
+        rc, out = ansible(node, tmp_path, playbook(tmp_path, marker, node.cluster.kubeconfig))
+        assert rc != 0 and "gpuops-node-busy of another run still running" in out, out[-3000:]
+        assert list(node_pods(node)) == ["gpuops-node-busy"]
+        os.makedirs(os.path.join(ROOT, "out"), exist_ok=True)
+        with open(os.path.join(ROOT, "out", "knode-node-pods.json"), "w") as handle:
+            json.dump({"run_seconds": round(seconds, 1), "run_after_orphan_seconds": round(seconds_after_orphan, 1),
+                       "kubectl_calls_per_node": calls, "api_calls_per_node": api_calls, "tasks_on_node": 3}, handle, indent=1, sort_keys=True)
+    finally:
+        for path in ("/tmp/gpuops-k8s-node-" + marker, "/tmp/gpuops-k8s-node-" + marker2):
+            if os.path.exists(path):
+                os.remove(path)

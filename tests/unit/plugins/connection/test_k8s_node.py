@@ -1,0 +1,163 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpuops.fleet.k8s_node against a fake kubectl: the calls it makes, and a detached command across broken streams.
+
+The fake kubectl keeps pods in a JSON file and runs ``exec`` locally (the pod's scripts, with the
+chroot into /host and the pod's /tmp replaced by the test's directory); it can break a number of
+polls the way kubectl does while kubelet restarts. The real kubectl, API server and kubelet are in
+tests/knode/test_node_pod_connection.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+
+import pytest
+import yaml
+
+from ansible.errors import AnsibleConnectionFailure
+from ansible.playbook.play_context import PlayContext
+from ansible import constants as C
+
+from ansible_collections.gpuops.fleet.plugins.connection import k8s_node
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_pod
+
+FAKE_KUBECTL = r'''#!%(python)s
+import json, os, subprocess, sys
+state_file, log = os.environ["FAKE_KUBECTL_STATE"], os.environ["FAKE_KUBECTL_LOG"]
+argv = sys.argv[1:]
+with open(log, "a") as handle:
+    handle.write(json.dumps(argv) + "\n")
+state = json.load(open(state_file)) if os.path.exists(state_file) else {"pods": {}, "break_polls": int(os.environ.get("FAKE_KUBECTL_BREAK", "0"))}
+def save():
+    json.dump(state, open(state_file, "w"))
+while argv and argv[0] in ("--kubeconfig", "--context", "-n", "--server"):
+    argv = argv[2:]
+verb = argv[0]
+if verb == "get" and argv[1] == "pod":
+    pod = state["pods"].get(argv[2])
+    if pod is None:
+        sys.stderr.write('Error from server (NotFound): pods "%%s" not found\n' %% argv[2]); sys.exit(1)
+    print(json.dumps(pod)); sys.exit(0)
+if verb == "get" and argv[1] == "pods":
+    print(json.dumps({"items": list(state["pods"].values())})); sys.exit(0)
+if verb == "create":
+    pod = json.load(sys.stdin)
+    pod["status"] = {"phase": "Running"}
+    state["pods"][pod["metadata"]["name"]] = pod; save(); sys.exit(0)
+if verb == "delete":
+    for name in [a for a in argv[2:] if not a.startswith("-")]:
+        state["pods"].pop(name, None)
+    save(); sys.exit(0)
+if verb == "wait":
+    sys.exit(0)
+if verb == "exec":
+    command = argv[argv.index("--") + 1:]
+    script = command[2]
+    if "gpuops-running" in script and state["break_polls"] > 0:  # a poll while kubelet restarts
+        state["break_polls"] -= 1; save()
+        sys.stderr.write("error: unable to upgrade connection: container not found\n"); sys.exit(1)
+    root = os.environ["FAKE_KUBECTL_ROOT"]
+    script = script.replace("chroot /host ", "").replace("%(heartbeat)s", root + "/hb").replace("HOME=/root", "HOME=" + root)
+    args = [a.replace("%(jobs)s", root + "/jobs") for a in command[3:]]
+    sys.exit(subprocess.run(["/bin/sh", "-c", script] + args).returncode)
+sys.stderr.write("fake kubectl: unexpected %%r\n" %% argv); sys.exit(2)
+'''
+
+
+@pytest.fixture()
+def kubectl(tmp_path, monkeypatch):
+    path = tmp_path / "kubectl"
+    path.write_text(FAKE_KUBECTL % {"python": sys.executable, "heartbeat": node_pod.HEARTBEAT, "jobs": node_pod.JOBS})
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("FAKE_KUBECTL_STATE", str(tmp_path / "state.json"))
+    monkeypatch.setenv("FAKE_KUBECTL_LOG", str(tmp_path / "calls.jsonl"))
+    monkeypatch.setenv("FAKE_KUBECTL_ROOT", str(tmp_path))
+    return path
+
+
+def state(tmp_path):
+    with open(tmp_path / "state.json") as handle:
+        return json.load(handle)
+
+
+def calls(tmp_path):
+    with open(tmp_path / "calls.jsonl") as handle:
+        return [json.loads(line) for line in handle]
+
+
+def connection(kubectl, **variables):
+    """The plugin as the loader makes it (its option definitions registered under its name), without a play."""
+    C.config.initialize_plugin_configuration_definitions("connection", k8s_node.__name__, yaml.safe_load(k8s_node.DOCUMENTATION)["options"])
+    context = PlayContext()
+    context.remote_addr = "gpu-1"
+    conn = k8s_node.Connection(context, None, kubectl_command=str(kubectl))
+    conn._load_name = k8s_node.__name__
+    options = {"gpuops_node_pod_namespace": "gpuops-system", "ansible_kubectl_kubeconfig": "/etc/ops/kubeconfig"}
+    options.update(variables)
+    conn.set_options(var_options=options)
+    return conn
+
+
+def test_the_first_command_makes_the_run_s_pod_then_every_command_runs_chrooted_on_the_host(kubectl, tmp_path):
+    conn = connection(kubectl)
+    rc, out, err = conn.exec_command("echo hello")
+    assert (rc, out, err) == (0, b"hello\n", b"")
+    rc, out, err = conn.exec_command("exit 3")
+    assert rc == 3
+    made = calls(tmp_path)
+    name = node_pod.pod_name("gpu-1", node_pod.run_id(os.uname()[1], os.getppid()))
+    assert made[0] == ["-n", "gpuops-system", "--kubeconfig", "/etc/ops/kubeconfig", "get", "pod", name, "-o", "json"]
+    assert [c[4:6] for c in made[1:4]] == [["get", "pods"], ["create", "-f"], ["wait", "--for=condition=Ready"]]
+    execs = [c for c in made if "exec" in c]
+    assert len(execs) == 2 and all(c[4:10] == ["exec", "-i", name, "-c", node_pod.CONTAINER, "--"] for c in execs)
+    assert all('exec chroot /host "$@"' in c[12] for c in execs), "every command runs chrooted on the host"
+    pod = state(tmp_path)["pods"][name]
+    assert pod["spec"]["nodeName"] == "gpu-1" and pod["metadata"]["namespace"] == "gpuops-system"
+
+
+def test_a_detached_command_comes_back_whole_across_broken_polls(kubectl, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_KUBECTL_BREAK", "3")  # three polls fail as kubectl does while kubelet restarts
+    conn = connection(kubectl, gpuops_node_exec_detached=True)
+    rc, out, err = conn.exec_command("cat; sleep 1; echo done; echo warn >&2; exit 4", in_data=b"module source\n")
+    assert (rc, out, err) == (4, b"module source\ndone\n", b"warn\n")
+    polls = [c for c in calls(tmp_path) if "exec" in c and "gpuops-running" in c[12]]
+    assert len(polls) >= 4, "the broken polls were asked again"
+    assert not os.listdir(tmp_path / "jobs"), "the job's files are removed once read"
+
+
+def test_a_detached_command_with_no_result_in_time_fails_and_says_its_outcome_is_unknown(kubectl, tmp_path):
+    conn = connection(kubectl, gpuops_node_exec_detached=True, gpuops_node_exec_timeout=2)
+    with pytest.raises(AnsibleConnectionFailure, match="no result after 2 s.*outcome is unknown"):
+        conn.exec_command("sleep 8")
+
+
+def test_a_node_held_by_a_live_run_is_refused_and_its_pod_kept(kubectl, tmp_path):
+    busy = node_pod.pod_manifest("gpuops-node-other", "gpu-1", "gpuops-system", "busybox:1.36", 900, 3600, "awx-task-2-77")
+    busy["status"] = {"phase": "Running"}
+    (tmp_path / "state.json").write_text(json.dumps({"pods": {"gpuops-node-other": busy}, "break_polls": 0}))
+    conn = connection(kubectl)
+    with pytest.raises(AnsibleConnectionFailure, match="gpuops-node-other of another run still running"):
+        conn.exec_command("true")
+    assert list(state(tmp_path)["pods"]) == ["gpuops-node-other"]
+    assert not any("create" in c for c in calls(tmp_path))
+
+
+def test_bad_options_fail_before_any_call_and_name_the_variable(kubectl, tmp_path):
+    conn = connection(kubectl, gpuops_node_name="gpu_1;reboot")
+    with pytest.raises(AnsibleConnectionFailure, match="gpuops_node_name must be the Kubernetes node's name"):
+        conn.exec_command("true")
+    assert not os.path.exists(tmp_path / "calls.jsonl")
+
+
+def test_the_run_s_pod_is_deleted_by_node_pods_and_a_second_delete_changes_nothing(kubectl, tmp_path):
+    conn = connection(kubectl)
+    conn.exec_command("true")
+    assert conn.remove_node_pod(check_mode=True)["changed"] is True
+    assert len(state(tmp_path)["pods"]) == 1, "check mode deletes nothing"
+    assert conn.remove_node_pod()["changed"] is True
+    assert state(tmp_path)["pods"] == {}
+    assert conn.remove_node_pod()["changed"] is False

@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node pod of gpuops.fleet.k8s_node as data, and which pods a run may delete."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_pod
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.node_pod import NodePodError
+
+DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+IMAGE = "registry.example/busybox@sha256:" + "0" * 64
+
+
+def test_pod_names_are_dns1123_unique_per_node_and_run_and_fit():
+    names = {node_pod.pod_name(node, run) for node in ("gpu-1", "gpu-1.example.com", "x" * 253) for run in ("ctl-1", "ctl-2")}
+    assert len(names) == 6
+    assert all(DNS1123.match(n) and len(n) <= 63 for n in names), names
+
+
+def test_run_ids_are_label_values_and_parse_back():
+    run = node_pod.run_id("AWX-Task-7f9.example.com", 4242)
+    assert run == "awx-task-7f9-4242" and node_pod.parse_run(run) == ("awx-task-7f9", 4242)
+    assert node_pod.parse_run("someone-else") is None and node_pod.parse_run("") is None
+
+
+def test_the_manifest_pins_the_node_mounts_only_the_host_root_and_is_not_privileged():
+    m = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1")
+    spec = m["spec"]
+    assert spec["nodeName"] == "gpu-1" and spec["hostPID"] is True and spec["activeDeadlineSeconds"] == 3600
+    assert spec["restartPolicy"] == "Never" and spec["automountServiceAccountToken"] is False
+    assert spec["tolerations"] == [{"operator": "Exists"}]
+    assert spec["volumes"] == [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}]
+    container = spec["containers"][0]
+    assert "securityContext" not in container, "no privileged: chroot needs only the default CAP_SYS_CHROOT"
+    assert container["image"] == IMAGE and container["volumeMounts"] == [{"name": "host", "mountPath": "/host"}]
+    assert m["metadata"]["labels"] == {node_pod.LABEL: "true", node_pod.RUN_LABEL: "ctl-1"}
+
+
+def test_the_pod_stops_when_idle(tmp_path):
+    """The pod's script, run by this machine's sh with a 1 s idle: it exits once the heartbeat is old."""
+    script = node_pod.pod_command(1, 300)[2].replace(node_pod.HEARTBEAT, str(tmp_path / "hb")).replace("sleep 5", "sleep 0.2")
+    proc = subprocess.run(["/bin/sh", "-c", script], timeout=20, check=False)
+    assert proc.returncode == 0 and (tmp_path / "hb").exists()
+
+
+def test_a_command_touches_the_heartbeat_then_runs_on_the_host_unchanged():
+    argv = node_pod.exec_argv(["/bin/sh", "-c", "echo 'a b'; rm -rf /tmp/x"])
+    assert argv[:4] == ["/bin/sh", "-c", 'touch %s; HOME=/root; export HOME; cd /; exec chroot /host "$@"' % node_pod.HEARTBEAT, "gpuops-node"]
+    assert argv[4:] == ["/bin/sh", "-c", "echo 'a b'; rm -rf /tmp/x"], "Ansible's command is passed as arguments, never re-quoted"
+
+
+@pytest.mark.parametrize("field,kwargs", [
+    ("gpuops_node_name", dict(node="gpu-1\nprivileged: true")),
+    ("gpuops_node_name", dict(node="GPU_1")),
+    ("gpuops_node_pod_namespace", dict(namespace="Ops")),
+    ("gpuops_node_pod_image", dict(image="busybox; rm -rf /")),
+    ("gpuops_node_pod_idle", dict(idle="soon")),
+    ("gpuops_node_pod_idle", dict(idle=5)),
+    ("gpuops_node_pod_deadline", dict(deadline=10)),
+    ("shorter than gpuops_node_pod_deadline", dict(idle=4000, deadline=3600)),
+])
+def test_bad_options_name_the_field(field, kwargs):
+    args = dict(node="gpu-1", namespace="gpuops-system", image=IMAGE, idle=900, deadline=3600)
+    args.update(kwargs)
+    with pytest.raises(NodePodError, match=re.escape(field)):
+        node_pod.check_options(**args)
+
+
+def test_survey_strings_are_numbers():
+    assert node_pod.check_options("gpu-1", "ops", "busybox:1.36", "900", " 3600 ") == (900, 3600)
+
+
+def pod(name, node, run, phase="Running", deleting=False):
+    meta = {"name": name, "labels": {node_pod.LABEL: "true", node_pod.RUN_LABEL: run}}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-24T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def test_sweep_deletes_what_ended_and_what_a_dead_run_here_left_keeps_its_own_and_other_nodes():
+    pods = [pod("mine", "n1", "ctl-10"), pod("ended", "n1", "awx-7", "Succeeded"), pod("dead-here", "n1", "ctl-9"),
+            pod("elsewhere", "n2", "ctl-9"), pod("going", "n1", "awx-8", deleting=True)]
+    assert node_pod.sweep(pods, "n1", "ctl-10", pid_alive=lambda pid: pid != 9) == ["ended", "dead-here", "going"]
+
+
+def test_sweep_refuses_a_node_that_a_run_may_still_use():
+    # another controller's running pod (its process cannot be checked from here), and a live run of this controller
+    for theirs, alive in (("awx-7", False), ("ctl-9", True)):
+        with pytest.raises(NodePodError, match="busy-pod.*kubectl -n NAMESPACE delete pod busy-pod"):
+            node_pod.sweep([pod("busy-pod", "n1", theirs)], "n1", "ctl-10", pid_alive=lambda pid, alive=alive: alive)
+
+
+def run_job_script(argv, tmp_path, stdin=b""):
+    """A node pod's job script run by this machine's sh: the pod's /tmp and the chroot into /host replaced by tmp_path."""
+    script = argv[2].replace("chroot /host ", "").replace(node_pod.HEARTBEAT, str(tmp_path / "hb"))
+    args = [a.replace(node_pod.JOBS, str(tmp_path / "jobs")) for a in argv[3:]]
+    return subprocess.run(["/bin/sh", "-c", script] + args, input=stdin, capture_output=True, timeout=20, check=False)
+
+
+def test_a_detached_command_runs_with_its_stdin_and_its_status_and_streams_are_read_back(tmp_path):
+    job = "0123456789abcdef"
+    command = ["/bin/sh", "-c", 'read line; echo "out:$line"; echo "err:$HOME" >&2; sleep 1; exit 7']
+    launched = run_job_script(node_pod.job_launch_argv(job, command), tmp_path, b"from stdin\n")
+    assert launched.returncode == 0 and launched.stdout.strip() == b"gpuops-launched", launched
+    assert node_pod.job_state(run_job_script(node_pod.job_poll_argv(job), tmp_path).stdout) == ("running", None)
+    deadline = time.monotonic() + 10
+    while node_pod.job_state(run_job_script(node_pod.job_poll_argv(job), tmp_path).stdout)[0] != "done":
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert node_pod.job_state(run_job_script(node_pod.job_poll_argv(job), tmp_path).stdout) == ("done", 7)
+    collected = run_job_script(node_pod.job_collect_argv(job), tmp_path)
+    assert (collected.returncode, collected.stdout, collected.stderr) == (0, b"out:from stdin\n", b"err:/root\n")
+    assert not (tmp_path / "jobs" / job).exists(), "its files are removed once read"
+    assert node_pod.job_state(run_job_script(node_pod.job_poll_argv(job), tmp_path).stdout) == ("lost", None)
+
+
+def test_a_broken_poll_says_nothing_and_job_ids_are_checked():
+    assert node_pod.job_state(b"") is None and node_pod.job_state(b"error: unable to upgrade connection") is None
+    assert node_pod.job_state(b"gpuops-rc=abc") is None
+    with pytest.raises(NodePodError, match="detached command's id"):
+        node_pod.job_launch_argv("../../etc", ["true"])
