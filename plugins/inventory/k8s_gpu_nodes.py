@@ -48,6 +48,14 @@ options:
         node whatever its allocatable resources.
     type: str
     default: ""
+  node_connection:
+    description:
+      - How Ansible reaches the nodes. V(ssh) sets nothing (Ansible's default, or your C(compose)).
+      - V(k8s_node) sets C(ansible_connection=gpuops.fleet.k8s_node), through the API alone (a short-lived node pod per
+        node per run, no SSH), and hands the connection this source's O(kubeconfig) and O(context) when given.
+    type: str
+    choices: [ssh, k8s_node]
+    default: ssh
   set_ansible_host:
     description: Set C(ansible_host) to the Node's InternalIP.
     type: bool
@@ -190,6 +198,11 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
             }
             if self.get_option("set_ansible_host") and node["address"]:
                 hostvars["ansible_host"] = node["address"]
+            if self.get_option("node_connection") == "k8s_node":
+                hostvars["ansible_connection"] = "gpuops.fleet.k8s_node"
+                for option, var in (("kubeconfig", "ansible_kubectl_kubeconfig"), ("context", "ansible_kubectl_context")):
+                    if isinstance(self.get_option(option), str) and self.get_option(option):
+                        hostvars[var] = self.get_option(option)
             for name, value in hostvars.items():
                 self.inventory.set_variable(host, name, value)
             for group in ("gpu_product_" + node["product"], "gpu_sharing_" + node["sharing"], "gpu_cordoned" if node["cordoned"] else "gpu_schedulable"):

@@ -38,8 +38,12 @@ C2 = "GPU-0c2c2c2c-5555-4555-8555-0000000000c2"
 RECAP = re.compile(r"^knode\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
-def inventory(node, tmp, strategy):
-    """site.yml's inventory for the real node: local connection, its own sysroot for the guard's files."""
+NODE_PODS = "gpuops-node-pods"  # the node pods' namespace, through the API path
+
+
+def inventory(node, tmp, strategy, through_api=False):
+    """site.yml's inventory for the real node: its own sysroot for the guard's files; a local connection, or
+    ``through_api``: gpuops.fleet.k8s_node (no SSH, no local connection: a node pod, over the API and kubelet)."""
     env = node.environ()
     host = {
         "ansible_connection": "local",
@@ -56,6 +60,10 @@ def inventory(node, tmp, strategy):
         "checkpoint_guard_strategy": strategy,
         "checkpoint_guard_environment": {k: env[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG", "GPUOPS_FAKE_SYSTEMD_DIR")},
     }
+    if through_api:
+        host.update({"ansible_connection": "gpuops.fleet.k8s_node", "gpuops_node_pod_namespace": NODE_PODS, "gpuops_node_pod_image": realnode.BUSYBOX,
+                     # the API user gpuops (hack/kube-cluster.sh): the audit log tells its calls from the test's
+                     "ansible_kubectl_kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig")})
     doc = {"gpu_nodes": {"hosts": {"knode": host}},
            "all": {"vars": {"gpuops_device_plugin": False, "gpuops_kubeconfig": node.cluster.kubeconfig}}}
     path = tmp / "inventory.json"
@@ -63,10 +71,11 @@ def inventory(node, tmp, strategy):
     return str(path)
 
 
-def site(node, tmp, strategy, *args):
+def site(node, tmp, strategy, *args, through_api=False):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-tmp"))
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy), os.path.join(ROOT, "playbooks", "site.yml"),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-tmp"),
+               PATH=realnode.KUBECTL_DIR + os.pathsep + os.environ.get("PATH", ""))
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy, through_api), os.path.join(ROOT, "playbooks", "site.yml"),
            "-e", json.dumps({"gpuops_report_dir": str(tmp / "report")})] + list(args)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=str(tmp), env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -268,6 +277,61 @@ def test_the_field_report_story_pruned(real_node, tmp_path):
            kubelet_down_seconds=row["kubelet_down_seconds"], first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1),
            node_up_seconds=round(node.timings["up_seconds"], 1), gpus_allocatable_seconds=round(node.timings["gpus_allocatable_seconds"], 1),
            **rejected_figures(rejected))
+
+
+def test_the_field_report_story_through_the_api(real_node, tmp_path):
+    """strategy auto through gpuops.fleet.k8s_node: no SSH and no local connection to the node.
+
+    Every node task runs in a node pod over the API server and kubelet's exec stream; the repair
+    stops kubelet, which cuts that stream, so the connection runs it detached and reads its result
+    back once kubelet is up again. The same outcome as the local path, and no node pod left.
+    """
+    node, ns = real_node, "story-api"
+    node.namespace(NODE_PODS)
+    held, gpu_of, mover, new, present = field_report_failures(node, ns)
+
+    # the check stage (--check: plans, changes nothing), through the API and through a local connection
+    with open(realnode.CHECKPOINT, "rb") as handle:
+        before = handle.read()
+    rc, out, report, check_api = site(node, tmp_path, "auto", "--check", through_api=True)
+    assert rc == 0 and recap(out)[2:4] == (0, 0), out[-6000:]
+    assert report["check_mode"] and report["nodes"][0]["action"] == "pruned" and report["nodes"][0]["backup"] is None, report["nodes"][0]
+    rc, out, report, check_local = site(node, tmp_path, "auto", "--check")
+    assert rc == 0 and report["check_mode"] and report["nodes"][0]["action"] == "pruned", out[-6000:]
+    with open(realnode.CHECKPOINT, "rb") as handle:
+        assert handle.read() == before and node.kubelet_running(), "check mode changed the checkpoint or stopped kubelet"
+    assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == [], "check mode left a node pod"
+
+    offset = node.cluster.audit_offset()
+    rc, out, report, seconds = site(node, tmp_path, "auto", "-vv", through_api=True)
+    assert rc == 0 and recap(out)[2:] == (0, 0), out[-6000:]
+    # kubelet's restart cut the repair's exec stream: the connection asked again until kubelet was back
+    broken = re.search(r"the detached command's result read after ([1-9]\d*) broken polls", out)
+    assert broken, out[-6000:]
+    calls = {}
+    for event in node.cluster.audit_events(offset):
+        ref = event.get("objectRef") or {}
+        if ref.get("namespace") == NODE_PODS or not ref:  # the connection's calls (the cluster plays' go elsewhere)
+            key = "%s %s" % (event["verb"], ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "") if ref else "discovery")
+            calls[key] = calls.get(key, 0) + 1
+    row = report["nodes"][0]
+    assert row["action"] == "pruned" and row["kubelet_restarted"] and row["simulated"], row
+    assert sorted(row["stale"][realnode.RESOURCE]) == sorted(new), row["stale"]
+    keeper = node.pods(ns)["keeper"]
+    assert keeper.metadata.uid == held["keeper"] and container_state(keeper)[:1] == ("running",) and container_state(keeper)[2] == 0
+    assert node.allocations()[held["keeper"]] == [gpu_of["keeper"]]
+    rejected = dict((r["name"], r) for r in report["rejected_pods"])
+    assert rejected[mover]["action"] == "delete" and rejected["orphan"]["action"] == "report" and rejected["late"]["action"] == "report", rejected
+    assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == [], "a node pod was left"
+    assert not os.path.exists("/.ansible"), "Ansible's files landed in the host's / (the pod's HOME)"
+
+    rc, again, report2, seconds2 = site(node, tmp_path, "auto", through_api=True)
+    assert rc == 0 and recap(again)[1] == 0, again[-6000:]
+    assert report2["nodes"][0]["action"] == "none" and not report2["nodes"][0]["kubelet_restarted"]
+    assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == []
+    record("prune (auto) through the API (gpuops.fleet.k8s_node)", kubelet_down_seconds=row["kubelet_down_seconds"],
+           check_run_seconds_api=round(check_api, 1), check_run_seconds_local=round(check_local, 1), polls_broken_by_the_restart=int(broken.group(1)),
+           first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1), api_calls_first_run=calls)
 
 
 def keeper_after_remove(node, ns, held, gpu_of):

@@ -93,6 +93,13 @@ def test_the_inventory_selects_groups_and_caches(cluster, tmp_path, inv_nodes):
     assert hv["inv-a100-1"]["gpuops_pool_note"] == "pool of inv-a100-1"
     assert "ansible_connection" not in hv["inv-a100-1"]
 
+    # through the API alone: the connection through a node pod, with this source's kubeconfig
+    rc, out, err = inventory(cluster, tmp_path, {"plugin": "gpuops.fleet.k8s_gpu_nodes", "node_connection": "k8s_node",
+                                                 "kubeconfig": os.path.join(cluster.workdir, "role.kubeconfig")})
+    assert rc == 0, err
+    hv = plain(json.loads(out)["_meta"]["hostvars"])["inv-a100-1"]
+    assert hv["ansible_connection"] == "gpuops.fleet.k8s_node" and hv["ansible_kubectl_kubeconfig"] == os.path.join(cluster.workdir, "role.kubeconfig")
+
     # a label selector: only what it selects, each taken whatever its resources (the plugin is not up yet)
     rc, out, err = inventory(cluster, tmp_path, {"plugin": "gpuops.fleet.k8s_gpu_nodes", "label_selector": "pool=train"})
     assert rc == 0, err
