@@ -307,11 +307,10 @@ class Connection(KubectlConnection):
         job = uuid.uuid4().hex
         host = self._play_context.remote_addr
         rc, out, err = self._pod_exec(node_pod.job_launch_argv(job, cmd), in_data)
-        if rc != 0 or b"gpuops-launched" not in out:
-            # never launched, or launched and the stream broke before it said so: asking tells which
-            if rc == 0 or self._wait_job(job, host, 60, launching=True) is None:
-                raise AnsibleConnectionFailure("node pod %s: could not launch a detached command (rc %s): %s"
-                                               % (self._node_pod, rc, err.decode(errors="replace").strip()))
+        # never launched, or launched and the stream broke before it said so: asking tells which
+        if (rc != 0 or b"gpuops-launched" not in out) and not self._job_launched(job):
+            raise AnsibleConnectionFailure("node pod %s: could not launch a detached command (rc %s): %s"
+                                           % (self._node_pod, rc, err.decode(errors="replace").strip()))
         status = self._wait_job(job, host, int(self.get_option("gpuops_node_exec_timeout")))
         for attempt in range(30):
             rc, out, err = self._pod_exec(node_pod.job_collect_argv(job))
@@ -321,7 +320,18 @@ class Connection(KubectlConnection):
         raise AnsibleConnectionFailure("node pod %s: the detached command ended (rc %d) but its output could not be read: %s"
                                        % (self._node_pod, status, err.decode(errors="replace").strip()))
 
-    def _wait_job(self, job, host, timeout, launching=False):
+    def _job_launched(self, job, timeout=60):
+        """Whether the job exists in the pod (running or ended); asks again while the stream breaks."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rc, out, dummy = self._pod_exec(node_pod.job_poll_argv(job), timeout=60)
+            state = node_pod.job_state(out) if rc == 0 else None
+            if state is not None:
+                return state[0] != "lost"
+            time.sleep(1)
+        return False
+
+    def _wait_job(self, job, host, timeout):
         """The detached command's exit status once it has ended; polls, asking again while the stream breaks."""
         deadline, broken = time.monotonic() + timeout, 0
         while True:
@@ -333,8 +343,6 @@ class Connection(KubectlConnection):
                                % (self._node_pod, broken), host=host)
                 return state[1]
             if state is not None and state[0] == "lost":
-                if launching:
-                    return None
                 raise AnsibleConnectionFailure("node pod %s: the detached command's files are gone (was the pod replaced?); its outcome is unknown: "
                                                "run again (the repair is idempotent)" % self._node_pod)
             if state is None:

@@ -60,10 +60,16 @@ if verb == "exec":
     if "gpuops-running" in script and state["break_polls"] > 0:  # a poll while kubelet restarts
         state["break_polls"] -= 1; save()
         sys.stderr.write("error: unable to upgrade connection: container not found\n"); sys.exit(1)
+    launch = "gpuops-launched" in script
+    if launch and os.environ.get("FAKE_KUBECTL_LAUNCH") == "refused":  # the stream never reached the pod
+        sys.stderr.write("error: unable to upgrade connection: container not found\n"); sys.exit(1)
     root = os.environ["FAKE_KUBECTL_ROOT"]
     script = script.replace("chroot /host ", "").replace("%(heartbeat)s", root + "/hb").replace("HOME=/root", "HOME=" + root)
     args = [a.replace("%(jobs)s", root + "/jobs") for a in command[3:]]
-    sys.exit(subprocess.run(["/bin/sh", "-c", script] + args).returncode)
+    done = subprocess.run(["/bin/sh", "-c", script] + args, stdin=sys.stdin, capture_output=True)
+    if launch and os.environ.get("FAKE_KUBECTL_LAUNCH") == "cut":  # launched, then the stream broke before it said so
+        sys.stderr.write("error: lost connection to pod\n"); sys.exit(1)
+    sys.stdout.buffer.write(done.stdout); sys.stderr.buffer.write(done.stderr); sys.exit(done.returncode)
 sys.stderr.write("fake kubectl: unexpected %%r\n" %% argv); sys.exit(2)
 '''
 
@@ -127,6 +133,16 @@ def test_a_detached_command_comes_back_whole_across_broken_polls(kubectl, tmp_pa
     polls = [c for c in calls(tmp_path) if "exec" in c and "gpuops-running" in c[12]]
     assert len(polls) >= 4, "the broken polls were asked again"
     assert not os.listdir(tmp_path / "jobs"), "the job's files are removed once read"
+
+
+def test_a_launch_whose_stream_broke_is_found_running_and_one_that_never_reached_the_pod_fails(kubectl, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_KUBECTL_LAUNCH", "cut")
+    conn = connection(kubectl, gpuops_node_exec_detached=True)
+    assert conn.exec_command("echo ran once >> %s/ran; echo ok" % tmp_path) == (0, b"ok\n", b"")
+    assert (tmp_path / "ran").read_text() == "ran once\n", "launched once, never twice"
+    monkeypatch.setenv("FAKE_KUBECTL_LAUNCH", "refused")
+    with pytest.raises(AnsibleConnectionFailure, match="could not launch a detached command.*container not found"):
+        connection(kubectl, gpuops_node_exec_detached=True).exec_command("true")
 
 
 def test_a_detached_command_with_no_result_in_time_fails_and_says_its_outcome_is_unknown(kubectl, tmp_path):
