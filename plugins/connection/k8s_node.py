@@ -13,7 +13,7 @@ author: gpuops.fleet maintainers (@gpuops)
 description:
   - For nodes reached through the Kubernetes API alone (managed clusters, image-based OSes, no SSH).
   - Ensures one pod per node per run, pinned to the node (C(nodeName)), with the host's C(/) mounted at C(/host) and
-    C(hostPID), tolerating every taint, without C(privileged) and without a service account token, then runs each
+    C(hostPID), tolerating every taint, without C(privileged) (its one added capability is C(SYS_CHROOT)) and without a service account token, then runs each
     command, and puts and fetches each file, as C(kubectl exec -i POD -- chroot /host /bin/sh -c ...), so the host's own
     shell and C(python3) run the modules on the host's paths, as over SSH. The host needs C(python3) (as over SSH).
   - Built on kubernetes.core's C(kubectl) connection (its exec, its C(dd) file transfer, pipelining, auth options).

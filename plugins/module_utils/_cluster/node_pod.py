@@ -7,7 +7,8 @@
 
 One pod per node per run: pinned by ``nodeName`` (no scheduler: it lands on a cordoned or tainted
 node too), ``hostPID``, the host's ``/`` mounted at ``/host``, every taint tolerated, no service
-account token, no ``privileged``: ``chroot`` needs only CAP_SYS_CHROOT, in the runtime's default set.
+account token, no ``privileged``: ``chroot`` needs only CAP_SYS_CHROOT, which the pod asks for by name
+(containerd's default capability set has it, CRI-O's does not).
 Every command runs as ``chroot /host /bin/sh -c ...``: the host's own shell and ``python3`` run the
 modules on the host's paths, as over SSH.
 
@@ -104,6 +105,9 @@ def pod_manifest(name, node, namespace, image, idle, deadline, run):
             "tolerations": [{"operator": "Exists"}],
             "containers": [{"name": CONTAINER, "image": image, "imagePullPolicy": "IfNotPresent",
                             "command": pod_command(idle, deadline),
+                            # chroot's one capability, asked for by name: containerd's default set has it, CRI-O's
+                            # (since 1.18) does not; nothing else is added, and nothing is privileged
+                            "securityContext": {"privileged": False, "capabilities": {"add": ["SYS_CHROOT"]}},
                             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
                             "volumeMounts": [{"name": "host", "mountPath": "/host"}]}],
             "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
