@@ -207,17 +207,32 @@ class Connection(KubectlConnection):
         tail = 3 + (2 if self.get_option("kubectl_container") else 0) + 1  # exec -i POD [-c C] --
         return argv[:-tail], censored[:-tail]
 
-    def _run(self, args, data=None, timeout=60):
-        argv, censored = self._kubectl()
-        display.vvv("NODE POD %s" % (censored + args,), host=self._play_context.remote_addr)
+    def _call(self, argv, data, timeout):
+        """Run kubectl: (rc, stdout, stderr) as bytes, rc None when it gave no answer in ``timeout`` seconds."""
         try:
-            proc = subprocess.run([to_bytes(a, errors="surrogate_or_strict") for a in argv + args], input=data, capture_output=True,
+            proc = subprocess.run([to_bytes(a, errors="surrogate_or_strict") for a in argv], input=data or b"", capture_output=True,
                                   timeout=timeout, check=False, env=self._local_env())
         except subprocess.TimeoutExpired:
-            raise AnsibleConnectionFailure("kubectl %s: no answer in %d s" % (args[0], timeout)) from None
+            return None, b"", b"kubectl: no answer in %d s" % timeout
         finally:
             self.delete_temporary_file()
-        return proc.returncode, proc.stdout.decode(errors="replace"), proc.stderr.decode(errors="replace").strip()
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def _run(self, args, data=None, timeout=60):
+        """A kubectl call of the connection's own (get, create, wait, delete): (rc, stdout, stderr) as text."""
+        argv, censored = self._kubectl()
+        display.vvv("NODE POD %s" % (censored + args,), host=self._play_context.remote_addr)
+        rc, out, err = self._call(argv + args, data, timeout)
+        if rc is None:
+            raise AnsibleConnectionFailure("kubectl %s: no answer in %d s" % (args[0], timeout))
+        return rc, out.decode(errors="replace"), err.decode(errors="replace").strip()
+
+    def _own_pod(self, node, namespace, name):
+        """This run's node pod as the API has it (a dict), or None where there is none."""
+        rc, out, err = self._run(["get", "pod", name, "-o", "json"])
+        if rc != 0 and "NotFound" not in err:
+            raise AnsibleConnectionFailure("node %s: cannot read node pod %s in namespace %s: %s" % (node, name, namespace, err))
+        return json.loads(out) if rc == 0 else None
 
     def _identity(self):
         """(node, namespace, idle, deadline, run, pod name), the options checked."""
@@ -230,32 +245,27 @@ class Connection(KubectlConnection):
             raise AnsibleConnectionFailure(str(exc)) from None
         # the run: the ansible-playbook process, each worker's parent, so every task of the run finds the same pod
         run = node_pod.run_id(os.uname()[1], os.getppid())
-        self.set_option("kubectl_container", "")  # kubectl's own calls name no container
         return node, namespace, idle, deadline, run, node_pod.pod_name(node, run)
 
     def remove_node_pod(self, check_mode=False):
         """Delete this run's node pod (gpuops.fleet.node_pods); a result dict."""
         node, namespace, dummy, dummy2, dummy3, name = self._identity()
-        rc, out, err = self._run(["get", "pod", name, "-o", "name"])
-        if rc != 0 and "NotFound" not in err:
-            raise AnsibleConnectionFailure("node %s: cannot read node pod %s in namespace %s: %s" % (node, name, namespace, err))
-        found = dict(pod=name, namespace=namespace, changed=rc == 0)
-        if rc == 0 and not check_mode:
+        exists = self._own_pod(node, namespace, name) is not None
+        if exists and not check_mode:
             self._delete(node, [name])
         self._node_pod = None
-        found["msg"] = ("node pod %s %s" % (name, "would be deleted" if check_mode else "deleted")) if rc == 0 else "no node pod of this run on %s" % node
-        return found
+        return dict(pod=name, namespace=namespace, changed=exists,
+                    msg=("node pod %s %s" % (name, "would be deleted" if check_mode else "deleted")) if exists else "no node pod of this run on %s" % node)
 
     def _ensure_node_pod(self):
         node, namespace, idle, deadline, run, name = self._identity()
-        rc, out, err = self._run(["get", "pod", name, "-o", "json"])
-        if rc != 0 and "NotFound" not in err:
-            raise AnsibleConnectionFailure("node %s: cannot read node pod %s in namespace %s: %s" % (node, name, namespace, err))
-        if rc == 0 and (json.loads(out).get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        pod = self._own_pod(node, namespace, name)
+        status = (pod or {}).get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed"):
             display.vv("node %s: this run's node pod %s went idle; a new one replaces it" % (node, name))
             self._delete(node, [name])
-            rc = 1
-        if rc != 0:
+            pod = None
+        if pod is None:
             rc, out, err = self._run(["get", "pods", "-l", node_pod.LABEL + "=true", "-o", "json"])
             if rc != 0:
                 raise AnsibleConnectionFailure("node %s: cannot list node pods in namespace %s: %s" % (node, namespace, err))
@@ -270,14 +280,18 @@ class Connection(KubectlConnection):
             rc, out, err = self._run(["create", "-f", "-"], data=json.dumps(manifest).encode())
             if rc != 0 and "AlreadyExists" not in err:  # another worker of this run created it first
                 raise AnsibleConnectionFailure("node %s: could not create node pod %s in namespace %s: %s" % (node, name, namespace, err))
+        if not node_pod.ready(pod):  # a pod the run's earlier tasks already use needs no wait
+            self._wait_ready(node, namespace, name)
+        self.set_option("kubectl_pod", name)
+        self.set_option("kubectl_container", node_pod.CONTAINER)
+        return name
+
+    def _wait_ready(self, node, namespace, name):
         timeout = int(self.get_option("gpuops_node_pod_ready_timeout"))
         rc, out, err = self._run(["wait", "--for=condition=Ready", "pod/" + name, "--timeout=%ds" % timeout], timeout=timeout + 30)
         if rc != 0:
             raise AnsibleConnectionFailure("node %s: node pod %s not running after %d s (image %s pulled? namespace %s admits hostPID and "
                                            "hostPath pods?): %s" % (node, name, timeout, self.get_option("gpuops_node_pod_image"), namespace, err))
-        self.set_option("kubectl_pod", name)
-        self.set_option("kubectl_container", node_pod.CONTAINER)
-        return name
 
     def _delete(self, node, names):
         rc, dummy, err = self._run(["delete", "pod", "--wait=true", "--ignore-not-found"] + list(names), timeout=120)
@@ -293,25 +307,22 @@ class Connection(KubectlConnection):
         """kubectl exec of ``argv`` in the node pod itself (not chrooted): (rc, stdout, stderr), rc None when kubectl hung."""
         local_cmd, censored = KubectlConnection._build_exec_cmd(self, argv)
         display.vvvv("POD EXEC %s" % (censored,), host=self._play_context.remote_addr)
-        try:
-            proc = subprocess.run([to_bytes(a, errors="surrogate_or_strict") for a in local_cmd], input=in_data or b"", capture_output=True,
-                                  timeout=timeout, check=False, env=self._local_env())
-        except subprocess.TimeoutExpired:
-            return None, b"", b"kubectl exec: no answer in %d s" % timeout
-        finally:
-            self.delete_temporary_file()
-        return proc.returncode, proc.stdout, proc.stderr
+        return self._call(local_cmd, in_data, timeout)
+
+    def _poll(self, job):
+        """A poll of the job: (its state as node_pod.job_state says, kubectl's stderr); state None when the stream broke."""
+        rc, out, err = self._pod_exec(node_pod.job_poll_argv(job), timeout=60)
+        return (node_pod.job_state(out) if rc == 0 else None), err
 
     def _exec_detached(self, cmd, in_data):
         """Launch ``cmd`` detached on the host, wait for its end across broken streams (kubelet restarting), read its result."""
         job = uuid.uuid4().hex
-        host = self._play_context.remote_addr
         rc, out, err = self._pod_exec(node_pod.job_launch_argv(job, cmd), in_data)
         # never launched, or launched and the stream broke before it said so: asking tells which
         if (rc != 0 or b"gpuops-launched" not in out) and not self._job_launched(job):
             raise AnsibleConnectionFailure("node pod %s: could not launch a detached command (rc %s): %s"
                                            % (self._node_pod, rc, err.decode(errors="replace").strip()))
-        status = self._wait_job(job, host, int(self.get_option("gpuops_node_exec_timeout")))
+        status = self._wait_job(job, int(self.get_option("gpuops_node_exec_timeout")))
         for attempt in range(30):
             rc, out, err = self._pod_exec(node_pod.job_collect_argv(job))
             if rc == 0:
@@ -324,23 +335,21 @@ class Connection(KubectlConnection):
         """Whether the job exists in the pod (running or ended); asks again while the stream breaks."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            rc, out, dummy = self._pod_exec(node_pod.job_poll_argv(job), timeout=60)
-            state = node_pod.job_state(out) if rc == 0 else None
+            state, dummy = self._poll(job)
             if state is not None:
                 return state[0] != "lost"
             time.sleep(1)
         return False
 
-    def _wait_job(self, job, host, timeout):
+    def _wait_job(self, job, timeout):
         """The detached command's exit status once it has ended; polls, asking again while the stream breaks."""
         deadline, broken = time.monotonic() + timeout, 0
         while True:
-            rc, out, err = self._pod_exec(node_pod.job_poll_argv(job), timeout=60)
-            state = node_pod.job_state(out) if rc == 0 else None
+            state, err = self._poll(job)
             if state is not None and state[0] == "done":
                 if broken:
                     display.vv("node pod %s: the detached command's result read after %d broken polls (kubelet restarting)"
-                               % (self._node_pod, broken), host=host)
+                               % (self._node_pod, broken), host=self._play_context.remote_addr)
                 return state[1]
             if state is not None and state[0] == "lost":
                 raise AnsibleConnectionFailure("node pod %s: the detached command's files are gone (was the pod replaced?); its outcome is unknown: "

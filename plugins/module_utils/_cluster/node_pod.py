@@ -26,44 +26,35 @@ from __future__ import annotations
 import hashlib
 import re
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, check_value
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
 LABEL = "gpuops.fleet/node-pod"
 RUN_LABEL = "gpuops.fleet/run"
 CONTAINER = "node"
 HEARTBEAT = "/tmp/gpuops-heartbeat"
-DEFAULT_IDLE = 900
-DEFAULT_DEADLINE = 14400
-_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# an image reference: [registry[:port]/]path[:tag][@sha256:digest], nothing a shell or YAML could read
-_IMAGE = re.compile(r"^[a-z0-9]+([._/:-][a-z0-9]+)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[0-9a-f]{64})?$")
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 
 
 class NodePodError(GpuopsError):
-    """A bad node-pod option, or a node another run still uses (names the option or the pod, and the fix)."""
+    """A node another run still uses, or a bad detached-command id (names the pod or the id, and the fix)."""
 
 
 def check_options(node, namespace, image, idle, deadline):
-    """Validate the connection's options; returns (idle, deadline) as ints. Raises NodePodError naming the option."""
-    if not isinstance(node, str) or len(node) > 253 or not _DNS1123_SUBDOMAIN.match(node):
-        raise NodePodError("gpuops_node_name must be the Kubernetes node's name (a DNS-1123 subdomain, e.g. gpu-node-1), got %r" % (node,))
-    if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.match(namespace):
-        raise NodePodError("gpuops_node_pod_namespace must be a namespace name (a DNS-1123 label), got %r" % (namespace,))
-    if not isinstance(image, str) or len(image) > 512 or not _IMAGE.match(image):
-        raise NodePodError("gpuops_node_pod_image must be an image reference such as registry.example/busybox@sha256:<digest>, got %r" % (image,))
+    """Validate the connection's options; returns (idle, deadline) as ints (AWX survey strings too).
+
+    Raises ParameterError naming the option (the collection's shared checks: DNS-1123 names, image, whole numbers)."""
+    check_value("gpuops_node_name", node, "dns_subdomain")
+    check_value("gpuops_node_pod_namespace", namespace, "dns_label")
+    check_value("gpuops_node_pod_image", image, "image")
     values = []
     for name, value, low in (("gpuops_node_pod_idle", idle, 60), ("gpuops_node_pod_deadline", deadline, 300)):
-        try:  # AWX survey values arrive as strings
-            number = int(str(value).strip())
-        except ValueError:
-            raise NodePodError("%s must be a number of seconds (at least %d), got %r" % (name, low, value)) from None
+        number = as_int(name, value)
         if number < low:
-            raise NodePodError("%s must be at least %d seconds, got %d" % (name, low, number))
+            raise ParameterError(name, "must be at least %d seconds, got %d" % (low, number))
         values.append(number)
     if values[0] >= values[1]:
-        raise NodePodError("gpuops_node_pod_idle (%d s) must be shorter than gpuops_node_pod_deadline (%d s)" % tuple(values))
+        raise ParameterError("gpuops_node_pod_idle", "%d s must be shorter than gpuops_node_pod_deadline (%d s)" % tuple(values))
     return tuple(values)
 
 
@@ -119,6 +110,13 @@ def pod_manifest(name, node, namespace, image, idle, deadline, run):
 HOST_ENV = "HOME=/root; export HOME; cd /;"
 
 
+def ready(pod):
+    """Whether a pod (a dict as the API returns it, or None) runs and is Ready: no need to wait for it."""
+    status = (pod or {}).get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+
+
 def exec_argv(cmd):
     """What ``kubectl exec ... --`` runs for Ansible's ``cmd`` (a list): touch the heartbeat, then ``cmd`` on the host."""
     return ["/bin/sh", "-c", 'touch %s; %s exec chroot /host "$@"' % (HEARTBEAT, HOST_ENV), "gpuops-node"] + list(cmd)
@@ -143,18 +141,22 @@ def job_dir(job_id):
     return "%s/%s" % (JOBS, job_id)
 
 
+def _job_argv(script, job_id, *cmd):
+    return ["/bin/sh", "-c", script, "gpuops-job", job_dir(job_id)] + list(cmd)
+
+
 def job_launch_argv(job_id, cmd):
     """Run in the pod (not chrooted): start ``cmd`` on the host, detached; its stdin is this exec's stdin. Prints gpuops-launched."""
-    return ["/bin/sh", "-c", _LAUNCH, "gpuops-job", job_dir(job_id)] + list(cmd)
+    return _job_argv(_LAUNCH, job_id, *cmd)
 
 
 def job_poll_argv(job_id):
-    return ["/bin/sh", "-c", _POLL, "gpuops-job", job_dir(job_id)]
+    return _job_argv(_POLL, job_id)
 
 
 def job_collect_argv(job_id):
     """Prints the command's stdout, its stderr to stderr, and removes its files."""
-    return ["/bin/sh", "-c", _COLLECT, "gpuops-job", job_dir(job_id)]
+    return _job_argv(_COLLECT, job_id)
 
 
 def job_state(poll_stdout):

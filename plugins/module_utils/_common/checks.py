@@ -90,6 +90,9 @@ CHECKS = {
     "url": (r"\Ahttps?://[^\s\"'<>\\`{}|^]+\Z", 2048, "an http(s) URL without white space or quotes"),
     "unit_path": (UNIT_PATH.pattern, 4096, "an absolute path of letters, digits and ._@+:,=/- only (it is written into a systemd unit)"),
     "pull_policy": (r"\A(?:Always|IfNotPresent|Never)\Z", 12, "Always, IfNotPresent or Never"),
+    # [registry[:port]/]path[:tag][@sha256:digest], nothing a shell or YAML could read
+    "image": (r"\A[a-z0-9]+(?:[._/:-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?\Z", 512,
+              "an image reference such as registry.example/busybox@sha256:<digest>"),
 }
 _COMPILED = dict((kind, re.compile(pattern)) for kind, (pattern, dummy, dummy2) in CHECKS.items())
 

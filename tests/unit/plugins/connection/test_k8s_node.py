@@ -46,14 +46,16 @@ if verb == "get" and argv[1] == "pods":
     print(json.dumps({"items": list(state["pods"].values())})); sys.exit(0)
 if verb == "create":
     pod = json.load(sys.stdin)
-    pod["status"] = {"phase": "Running"}
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}
     state["pods"][pod["metadata"]["name"]] = pod; save(); sys.exit(0)
 if verb == "delete":
     for name in [a for a in argv[2:] if not a.startswith("-")]:
         state["pods"].pop(name, None)
     save(); sys.exit(0)
-if verb == "wait":
-    sys.exit(0)
+if verb == "wait":  # the pod is Ready from now on
+    for pod in state["pods"].values():
+        pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    save(); sys.exit(0)
 if verb == "exec":
     command = argv[argv.index("--") + 1:]
     script = command[2]
@@ -125,6 +127,15 @@ def test_the_first_command_makes_the_run_s_pod_then_every_command_runs_chrooted_
     assert pod["spec"]["nodeName"] == "gpu-1" and pod["metadata"]["namespace"] == "gpuops-system"
 
 
+def test_a_later_task_finds_the_run_s_pod_ready_with_one_call(kubectl, tmp_path):
+    connection(kubectl).exec_command("true")
+    before = len(calls(tmp_path))
+    rc, out, err = connection(kubectl).exec_command("echo again")  # a new task: Ansible makes a new connection
+    assert (rc, out) == (0, b"again\n")
+    later = [c[4:6] for c in calls(tmp_path)[before:]]
+    assert later == [["get", "pod"], ["exec", "-i"]], "no list, create or wait for a pod already Ready"
+
+
 def test_a_detached_command_comes_back_whole_across_broken_polls(kubectl, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_KUBECTL_BREAK", "3")  # three polls fail as kubectl does while kubelet restarts
     conn = connection(kubectl, gpuops_node_exec_detached=True)
@@ -164,7 +175,7 @@ def test_a_node_held_by_a_live_run_is_refused_and_its_pod_kept(kubectl, tmp_path
 
 def test_bad_options_fail_before_any_call_and_name_the_variable(kubectl, tmp_path):
     conn = connection(kubectl, gpuops_node_name="gpu_1;reboot")
-    with pytest.raises(AnsibleConnectionFailure, match="gpuops_node_name must be the Kubernetes node's name"):
+    with pytest.raises(AnsibleConnectionFailure, match="gpuops_node_name: 'gpu_1;reboot' is not a DNS-1123 subdomain"):
         conn.exec_command("true")
     assert not os.path.exists(tmp_path / "calls.jsonl")
 

@@ -12,6 +12,7 @@ import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_pod
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.node_pod import NodePodError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 IMAGE = "registry.example/busybox@sha256:" + "0" * 64
@@ -68,8 +69,14 @@ def test_a_command_touches_the_heartbeat_then_runs_on_the_host_unchanged():
 def test_bad_options_name_the_field(field, kwargs):
     args = dict(node="gpu-1", namespace="gpuops-system", image=IMAGE, idle=900, deadline=3600)
     args.update(kwargs)
-    with pytest.raises(NodePodError, match=re.escape(field)):
+    with pytest.raises(ParameterError, match=re.escape(field)):
         node_pod.check_options(**args)
+
+
+def test_ready_only_when_running_and_ready():
+    assert node_pod.ready({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    assert not node_pod.ready({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]}})
+    assert not node_pod.ready({"status": {"phase": "Pending"}}) and not node_pod.ready(None)
 
 
 def test_survey_strings_are_numbers():
