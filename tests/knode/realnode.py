@@ -233,6 +233,33 @@ class RealNode(object):
         return self.cluster.core.read_namespaced_pod_log(pod, namespace, container="cuda", previous=previous)
 
 
+def ansible_env(tmp):
+    """ansible-playbook's environment in these tests: the checkout's collection, no colour, kubectl v1.20.2 on PATH."""
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+                ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-tmp"),
+                PATH=KUBECTL_DIR + os.pathsep + os.environ.get("PATH", ""))
+
+
+def through_api(node, namespace):
+    """Host variables of this node reached by gpuops.fleet.k8s_node, its node pods in ``namespace``.
+
+    As the API user gpuops (hack/kube-cluster.sh's role.kubeconfig): the audit log tells its calls from the test's."""
+    return {"ansible_connection": "gpuops.fleet.k8s_node", "gpuops_node_name": NAME, "gpuops_node_pod_namespace": namespace,
+            "gpuops_node_pod_image": BUSYBOX, "ansible_kubectl_kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig")}
+
+
+def api_calls(cluster, offset, namespace=None):
+    """{"verb resource[/subresource]": count} of the API user gpuops' requests since ``offset``: all, or those in
+    ``namespace`` and the discovery ones (objectRef-less)."""
+    calls = {}
+    for event in cluster.audit_events(offset):
+        ref = event.get("objectRef") or {}
+        if namespace is None or not ref or ref.get("namespace") == namespace:
+            key = "%s %s" % (event["verb"], ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "") if ref else "discovery")
+            calls[key] = calls.get(key, 0) + 1
+    return calls
+
+
 def wait(predicate, what, timeout=60, interval=0.3):
     deadline = time.monotonic() + timeout
     last = None

@@ -61,9 +61,7 @@ def inventory(node, tmp, strategy, through_api=False):
         "checkpoint_guard_environment": {k: env[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG", "GPUOPS_FAKE_SYSTEMD_DIR")},
     }
     if through_api:
-        host.update({"ansible_connection": "gpuops.fleet.k8s_node", "gpuops_node_pod_namespace": NODE_PODS, "gpuops_node_pod_image": realnode.BUSYBOX,
-                     # the API user gpuops (hack/kube-cluster.sh): the audit log tells its calls from the test's
-                     "ansible_kubectl_kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig")})
+        host.update(realnode.through_api(node, NODE_PODS))
     doc = {"gpu_nodes": {"hosts": {"knode": host}},
            "all": {"vars": {"gpuops_device_plugin": False, "gpuops_kubeconfig": node.cluster.kubeconfig}}}
     path = tmp / "inventory.json"
@@ -72,9 +70,7 @@ def inventory(node, tmp, strategy, through_api=False):
 
 
 def site(node, tmp, strategy, *args, through_api=False):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-tmp"),
-               PATH=realnode.KUBECTL_DIR + os.pathsep + os.environ.get("PATH", ""))
+    env = realnode.ansible_env(tmp)
     cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy, through_api), os.path.join(ROOT, "playbooks", "site.yml"),
            "-e", json.dumps({"gpuops_report_dir": str(tmp / "report")})] + list(args)
     started = time.monotonic()
@@ -308,12 +304,7 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path):
     # kubelet's restart cut the repair's exec stream: the connection asked again until kubelet was back
     broken = re.search(r"the detached command's result read after ([1-9]\d*) broken polls", out)
     assert broken, out[-6000:]
-    calls = {}
-    for event in node.cluster.audit_events(offset):
-        ref = event.get("objectRef") or {}
-        if ref.get("namespace") == NODE_PODS or not ref:  # the connection's calls (the cluster plays' go elsewhere)
-            key = "%s %s" % (event["verb"], ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "") if ref else "discovery")
-            calls[key] = calls.get(key, 0) + 1
+    calls = realnode.api_calls(node.cluster, offset, NODE_PODS)  # the connection's (the cluster plays' go elsewhere)
     row = report["nodes"][0]
     assert row["action"] == "pruned" and row["kubelet_restarted"] and row["simulated"], row
     assert sorted(row["stale"][realnode.RESOURCE]) == sorted(new), row["stale"]
@@ -358,22 +349,17 @@ def keeper_after_remove(node, ns, held, gpu_of):
     if pod.status.phase != "Failed":
         time.sleep(3)  # the admission's Allocate call to the plugin, and a rejection's status update
         pod = node.pods(ns)["keeper"]
-    if pod.status.phase == "Failed":
-        outcome = "killed"
-    else:
-        assert container_state(pod)[0] == "running", container_state(pod)
-        outcome = "reallocated" if node.pod_resources()[(ns, "keeper", "cuda")].get(realnode.RESOURCE) else "no_allocation"
     assert pod.metadata.uid == held["keeper"]
-    if outcome == "killed":
+    if pod.status.phase == "Failed":
         assert pod.status.reason in ("OutOfnvidia.com/gpu", "UnexpectedAdmissionError"), pod.status
-    elif outcome == "reallocated":
-        mine = node.allocations()[held["keeper"]]
-        assert node.pod_resources()[(ns, "keeper", "cuda")] == {realnode.RESOURCE: mine}
-        if mine == [gpu_of["keeper"]]:
-            outcome = "reallocated_same_gpu"  # kubelet picked its old GPU by chance: no harm this time
-    else:
-        assert node.pod_resources().get((ns, "keeper", "cuda"), {}).get(realnode.RESOURCE, []) == []
-    return outcome
+        return "killed"
+    assert container_state(pod)[0] == "running", container_state(pod)
+    # what kubelet's pod-resources API lists for keeper, and its checkpoint, must agree
+    mine = node.pod_resources()[(ns, "keeper", "cuda")].get(realnode.RESOURCE, [])
+    assert node.allocations().get(held["keeper"], []) == mine, (node.allocations(), mine)
+    if not mine:
+        return "no_allocation"
+    return "reallocated_same_gpu" if mine == [gpu_of["keeper"]] else "reallocated"  # the same GPU by chance: no harm this time
 
 
 def test_the_field_report_story_removed(real_node, tmp_path):

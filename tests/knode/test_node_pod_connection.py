@@ -30,11 +30,7 @@ KUBECTL_DIR = realnode.KUBECTL_DIR
 
 
 def inventory(node, tmp):
-    host = {"ansible_connection": "gpuops.fleet.k8s_node", "gpuops_node_name": realnode.NAME, "gpuops_node_pod_namespace": NS,
-            "gpuops_node_pod_image": realnode.BUSYBOX,
-            # the API user gpuops (hack/kube-cluster.sh): the audit log tells its calls from the test's
-            "ansible_kubectl_kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig"),
-            "ansible_python_interpreter": "/usr/bin/python3"}
+    host = dict(realnode.through_api(node, NS), ansible_python_interpreter="/usr/bin/python3")
     path = tmp / "inventory.json"
     path.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"knode": host}}}}}))
     return str(path)
@@ -64,14 +60,19 @@ def playbook(tmp, marker, admin, pause=0):
 
 
 def ansible(node, tmp, play, **popen):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_LOCAL_TEMP=str(tmp / "ansible-tmp"),
-               PATH=KUBECTL_DIR + os.pathsep + os.environ.get("PATH", ""))
+    env = realnode.ansible_env(tmp)
     cmd = [os.path.join(BIN, "ansible-playbook"), "-vvv", "-i", inventory(node, tmp), play]
     if popen:
         return subprocess.Popen(cmd, cwd=str(tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
     proc = subprocess.run(cmd, cwd=str(tmp), env=env, capture_output=True, text=True, timeout=300, check=False)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def pods_listed(out):
+    """The node pods the playbook's second play listed while the run's pod was up (its PODS= line)."""
+    found = [line.split("PODS=", 1)[1].strip('"') for line in out.splitlines() if "PODS=" in line]
+    assert len(found) == 1, out[-3000:]
+    return found[0].split(",")
 
 
 def node_pods(node):
@@ -95,11 +96,7 @@ def test_tasks_reach_the_host_through_the_api_alone_and_no_node_pod_is_left(real
         rc, out = ansible(node, tmp_path, playbook(tmp_path, marker, node.cluster.kubeconfig))
         seconds = time.monotonic() - started
         assert rc == 0, out[-5000:]
-        api_calls = {}
-        for event in node.cluster.audit_events(offset):
-            ref = event.get("objectRef") or {}
-            key = "%s %s" % (event["verb"], ref["resource"] + ("/" + ref["subresource"] if ref.get("subresource") else "") if ref else "discovery")
-            api_calls[key] = api_calls.get(key, 0) + 1
+        api_calls = realnode.api_calls(node.cluster, offset)
         # the command and the module ran on the host, as root, not in the pod's filesystem
         assert "UID=0 BACK=%s" % marker in out, out[-3000:]
         with open("/tmp/gpuops-k8s-node-" + marker) as handle:
@@ -107,8 +104,8 @@ def test_tasks_reach_the_host_through_the_api_alone_and_no_node_pod_is_left(real
         assert oct(os.stat("/tmp/gpuops-k8s-node-" + marker).st_mode & 0o777) == "0o600"
         calls = dict((what, len(re.findall(r"^<knode> %s \[" % what, out, re.M))) for what in ("NODE POD", "EXEC"))
         # one pod per node per run, pinned to the node, deleted at the run's end
-        listed = [line.split("PODS=", 1)[1].strip('"') for line in out.splitlines() if "PODS=" in line]
-        assert len(listed) == 1 and len(listed[0].split(",")) == 1 and listed[0].startswith("pod/gpuops-node-127-0-0-1-"), listed
+        listed = pods_listed(out)
+        assert len(listed) == 1 and listed[0].startswith("pod/gpuops-node-127-0-0-1-"), listed
         assert node_pods(node) == {}
 
         # a run killed mid-way leaves its node pod running; the next run deletes it, then leaves none
@@ -123,8 +120,8 @@ def test_tasks_reach_the_host_through_the_api_alone_and_no_node_pod_is_left(real
         rc, out = ansible(node, tmp_path, playbook(tmp_path, marker, node.cluster.kubeconfig))
         seconds_after_orphan = time.monotonic() - started
         assert rc == 0, out[-5000:]
-        listed = [line.split("PODS=", 1)[1].strip('"') for line in out.splitlines() if "PODS=" in line]
-        assert listed and "pod/" + orphan not in listed[0].split(","), ("the orphan was not deleted before the new run's pod", listed)
+        listed = pods_listed(out)
+        assert len(listed) == 1 and "pod/" + orphan not in listed, ("the orphan was not deleted before the new run's pod", listed)
         assert node_pods(node) == {}
 
         # a node pod of a run that may still be working (another controller's) is refused, never deleted
