@@ -49,6 +49,16 @@ options:
         description: Octal mode, e.g. C("0755").
         type: str
         required: true
+      name:
+        description: The setting it comes from (e.g. C(checkpoint_guard_lib_dir)), named when its filesystem is refused.
+        type: str
+  require_persistent:
+    description:
+      - Refuse, before anything changes, a directory in O(directories) on tmpfs or ramfs (empty again after a reboot,
+        such as Container-Optimized OS's C(/etc)). A directory on a read-only mount is always refused (an image-based
+        node's C(/usr)); the filesystem is read from C(/proc/self/mountinfo).
+    type: bool
+    default: false
   code:
     description: Where the command's code goes. The action plugin adds its SHA-256 and, where needed, its bytes.
     type: dict
@@ -103,6 +113,22 @@ options:
       unit:
         description: The systemd unit this file is, disabled before it is removed (with O(systemd=true)).
         type: str
+  links:
+    description:
+      - Symlinks to make after the files (for example a unit's C(.wants/) links where systemd cannot be asked), each
+        made atomically; a path that exists and is not a symlink is refused.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Absolute path of the link.
+        type: path
+        required: true
+      target:
+        description: What it points to.
+        type: str
+        required: true
   selftest:
     description:
       - The installed command to run once the files are in place (read-only, e.g. C(gpuops report --config ...)). Exit
@@ -192,6 +218,16 @@ directories:
   returned: always
   type: list
   elements: dict
+filesystems:
+  description: The filesystem of each directory in O(directories) (C(path), C(filesystem), C(mount)), as checked.
+  returned: always
+  type: list
+  elements: dict
+links:
+  description: Symlinks made (C(path), C(target), C(action)).
+  returned: always
+  type: list
+  elements: dict
 files:
   description: Files written, each with its C(path), C(action) (V(created), V(updated), V(mode)) and C(sha256).
   returned: always
@@ -230,13 +266,12 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import install
-
-MODE = re.compile(r"\A0?[0-7]{3,4}\Z")
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import MODE, check_entries, install
 
 ARGUMENT_SPEC = dict(
     directories=dict(type="list", elements="dict", default=[], options=dict(
-        path=dict(type="path", required=True), mode=dict(type="str", required=True))),
+        path=dict(type="path", required=True), mode=dict(type="str", required=True), name=dict(type="str"))),
+    require_persistent=dict(type="bool", default=False),
     code=dict(type="dict", required=True, options=dict(
         path=dict(type="path", required=True), mode=dict(type="str", default="0644"),
         sha256=dict(type="str"), data=dict(type="str", no_log=True))),
@@ -245,6 +280,8 @@ ARGUMENT_SPEC = dict(
         mode=dict(type="str", required=True), unit=dict(type="bool", default=False))),
     absent=dict(type="list", elements="dict", default=[], options=dict(
         path=dict(type="path", required=True), unit=dict(type="str"))),
+    links=dict(type="list", elements="dict", default=[], options=dict(
+        path=dict(type="path", required=True), target=dict(type="str", required=True))),
     selftest=dict(type="dict", options=dict(
         argv=dict(type="list", elements="str", required=True), environment=dict(type="dict", default={}),
         always=dict(type="bool", default=False))),
@@ -257,13 +294,7 @@ ARGUMENT_SPEC = dict(
 
 def checked(params):
     """The module's options as install()'s spec; ParameterError names the option and the fix."""
-    for option in ("directories", "files", "absent"):
-        for index, entry in enumerate(params[option]):
-            where = "%s[%d]" % (option, index)
-            if not os.path.isabs(entry["path"]):
-                raise ParameterError(where + ".path", "%r must be an absolute path" % (entry["path"],))
-            if "mode" in entry and not MODE.match(entry["mode"]):
-                raise ParameterError(where + ".mode", "%r must be an octal mode such as \"0644\"" % (entry["mode"],))
+    check_entries(params)
     code = dict(params["code"])
     if not os.path.isabs(code["path"]) or not MODE.match(code["mode"]):
         raise ParameterError("code", "path must be absolute and mode octal, got %r and %r" % (code["path"], code["mode"]))

@@ -7,6 +7,9 @@
 What the ``gpuops.fleet.checkpoint_guard`` role used to do in about fifteen tasks (one round
 trip each), done by one call on the node (``gpuops.fleet.guard_install``):
 
+0. the filesystems: a directory on a read-only mount is refused before anything changes, and
+   with ``require_persistent`` one on tmpfs too (lost at reboot: COS's ``/etc``), naming the
+   directory's setting (``name``) and what to do;
 1. the directories, with their modes;
 2. the command's code, one file (``gpuops.pyz``, built on the controller): compared by SHA-256;
    when it differs and the bytes were not sent, nothing is done and ``code_needed`` is returned,
@@ -17,6 +20,8 @@ trip each), done by one call on the node (``gpuops.fleet.guard_install``):
    (``nodefile.write_file``) only when its bytes or mode differ;
 5. the self-test: the installed command's ``report`` with its configuration (read-only), when
    a file changed or ``selftest.always`` (an unchanged install passed it when it was written);
+5b. ``links``: symlinks (a unit's ``.wants/`` links where systemd is not reachable, as in the
+   DaemonSet form), each made atomically (a new link renamed over the old one);
 6. the ``/dev/char`` links of the NVIDIA device nodes, before any daemon-reload
    (nvidia-container-toolkit#251: without them a reload makes running GPU containers lose
    their devices on systemd-cgroup nodes);
@@ -31,15 +36,18 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import re
 import shutil
 import stat
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, NodeFileError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar, nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, NodeFileError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar, mounts, nodefile
 
 # A self-test exit code the guard's ``report`` may end with on a working install: 0 up to
 # date, 3 inventory unknown, 4 corrupt, 5 would act. 1 and 2 mean a broken install.
 SELFTEST_OK = (0, 3, 4, 5)
+MODE = re.compile(r"\A0?[0-7]{3,4}\Z")
+ENTRIES = ("directories", "files", "absent", "links")
 DIFF_MAX_BYTES = 65536
 
 
@@ -49,6 +57,73 @@ class InstallError(GpuopsError):
     def __init__(self, message, result=None):
         self.result = result
         super(InstallError, self).__init__(message)
+
+
+def check_entries(spec):
+    """Every path of ``spec``'s lists absolute, every mode octal; ParameterError names the entry."""
+    for option in ENTRIES:
+        for index, entry in enumerate(spec.get(option) or ()):
+            where = "%s[%d]" % (option, index)
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str) or not os.path.isabs(entry["path"]):
+                raise ParameterError(where + ".path", "%r must be an absolute path" % (entry.get("path") if isinstance(entry, dict) else entry,))
+            if "mode" in entry and not (isinstance(entry["mode"], str) and MODE.match(entry["mode"])):
+                raise ParameterError(where + ".mode", "%r must be an octal mode such as \"0644\"" % (entry["mode"],))
+            if option == "links" and not (isinstance(entry.get("target"), str) and entry["target"] and "\0" not in entry["target"]):
+                raise ParameterError(where + ".target", "%r must be the path the link points to" % (entry.get("target"),))
+
+
+PERSISTENT_HINT = ("choose a directory on a persistent, writable filesystem (Container-Optimized OS: under /home/kubernetes/bin "
+                   "or /var/lib; its /etc is tmpfs, so its units cannot persist and the boot guard cannot be installed there)")
+
+
+def check_filesystems(entries, require_persistent, mountinfo=mounts.MOUNTINFO):
+    """Refuse, before anything changes, a directory on a read-only mount, and with ``require_persistent``
+    one on tmpfs/ramfs; returns ``[{path, filesystem}]`` for the result."""
+    table = mounts.read(mountinfo)
+    if not table:
+        if require_persistent:
+            raise InstallError("%s cannot be read, so whether the guard's directories persist is unknown: nothing was changed" % mountinfo)
+        return []
+    seen = []
+    for entry in entries:
+        mount = mounts.holding(entry["path"], table)
+        if mount is None:
+            continue
+        field = "%s: " % entry["name"] if entry.get("name") else ""
+        if mount.read_only:
+            raise InstallError("%s%s is on a read-only filesystem, %s: nothing was changed; %s"
+                               % (field, entry["path"], mount.describe(), PERSISTENT_HINT))
+        if require_persistent and mount.volatile:
+            raise InstallError("%s%s is on %s, which is empty again after a reboot, when the guard must run: nothing was changed; %s"
+                               % (field, entry["path"], mount.describe(), PERSISTENT_HINT))
+        seen.append({"path": entry["path"], "filesystem": mount.fstype, "mount": mount.point})
+    return seen
+
+
+def _link(entry, check_mode):
+    """Make ``path`` a symlink to ``target`` when it is not one already; the row, or None."""
+    path, target = entry["path"], entry["target"]
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise NodeFileError("checking", path, exc)
+        st = None
+    if st is not None:
+        if not stat.S_ISLNK(st.st_mode):
+            raise InstallError("%s exists and is not a symlink: move it away (the install makes it a link to %s)" % (path, target))
+        if os.readlink(path) == target:
+            return None
+    if not check_mode:
+        temp = "%s.gpuops-link-%d.tmp" % (path, os.getpid())
+        try:
+            if os.path.lexists(temp):
+                os.unlink(temp)
+            os.symlink(target, temp)
+            os.rename(temp, path)
+        except OSError as exc:
+            raise NodeFileError("linking", path, exc)
+    return {"path": path, "target": target, "action": "created" if st is None else "updated"}
 
 
 def _directory(entry, check_mode):
@@ -141,12 +216,13 @@ def _enable(unit, enabled, check_mode, run):
     return {"unit": unit, "enabled": enabled}
 
 
-def install(spec, run, check_mode=False, diff=False, dev_root="/dev"):
+def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=mounts.MOUNTINFO):
     """Apply ``spec`` (see the module's options); returns the result (``changed``, what was done)."""
-    result = {"changed": False, "code_needed": False, "directories": [], "files": [], "removed": [],
-              "selftest": None, "dev_char_symlinks": None, "daemon_reload": False, "units": []}
+    result = {"changed": False, "code_needed": False, "filesystems": [], "directories": [], "files": [], "links": [],
+              "removed": [], "selftest": None, "dev_char_symlinks": None, "daemon_reload": False, "units": []}
     diffs = []
     try:
+        result["filesystems"] = check_filesystems(spec.get("directories") or (), bool(spec.get("require_persistent")), mountinfo)
         for entry in spec.get("directories") or ():
             row = _directory(entry, check_mode)
             if row:
@@ -182,6 +258,11 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev"):
                 units_changed = units_changed or bool(entry.get("unit"))
             if change:
                 diffs.append(change)
+
+        for entry in spec.get("links") or ():
+            row = _link(entry, check_mode)
+            if row:
+                result["links"].append(row)
 
         selftest = spec.get("selftest")
         written = bool(result["files"] or result["removed"])
@@ -220,7 +301,7 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev"):
 
 def _done(result, diffs):
     links = result["dev_char_symlinks"]
-    result["changed"] = bool(result["directories"] or result["files"] or result["removed"] or result["units"]
+    result["changed"] = bool(result["directories"] or result["files"] or result["links"] or result["removed"] or result["units"]
                              or result["daemon_reload"] or (links and links["created"]))
     if diffs:
         result["diff"] = diffs

@@ -213,3 +213,73 @@ def test_check_mode_on_an_installed_node_says_which_code_it_replaces_and_writes_
                                "before": "(binary, sha256 %s)\n" % hashlib.sha256(CODE).hexdigest(),
                                "after": "(binary, sha256 %s)\n" % s["code"]["sha256"]}]
     assert (tmp_path / "lib" / "gpuops.pyz").read_bytes() == CODE
+
+
+def _mountinfo(tmp_path, fstype="ext4", options="rw"):
+    """A mountinfo whose only mount is tmp_path itself, of ``fstype`` with ``options``."""
+    path = tmp_path / "mountinfo"
+    path.write_text("30 1 8:1 / %s %s - %s /dev/sda1 rw\n" % (os.path.realpath(str(tmp_path)), options, fstype))
+    return str(path)
+
+
+def test_a_directory_on_a_read_only_mount_is_refused_before_anything_changes_naming_its_setting(tmp_path):
+    s = spec(tmp_path)
+    s["directories"][2]["name"] = "checkpoint_guard_unit_dir"
+    info = _mountinfo(tmp_path, options="ro,relatime")
+    with pytest.raises(inst.InstallError, match=r"checkpoint_guard_lib_dir|read-only") as err:
+        inst.install(dict(s, directories=[dict(d, name="checkpoint_guard_lib_dir") for d in s["directories"]]), Systemctl(),
+                     dev_root=str(tmp_path / "nodev"), mountinfo=info)
+    assert "checkpoint_guard_lib_dir: %s is on a read-only filesystem" % (tmp_path / "lib") in str(err.value)
+    assert "nothing was changed" in str(err.value) and sorted(os.listdir(str(tmp_path))) == ["mountinfo"]
+
+
+def test_tmpfs_is_refused_only_where_the_guard_must_persist(tmp_path):
+    info = _mountinfo(tmp_path, fstype="tmpfs")
+    s = spec(tmp_path, require_persistent=True)
+    s["directories"][2]["name"] = "checkpoint_guard_unit_dir"
+    with pytest.raises(inst.InstallError) as err:
+        inst.install(s, Systemctl(), dev_root=str(tmp_path / "nodev"), mountinfo=info)
+    # the first directory is refused; none was created
+    assert "%s is on /dev/sda1 (tmpfs, mounted at %s), which is empty again after a reboot" % (tmp_path / "lib", os.path.realpath(str(tmp_path))) \
+        in str(err.value)
+    assert "Container-Optimized OS" in str(err.value) and sorted(os.listdir(str(tmp_path))) == ["mountinfo"]
+    # a sysroot (the lab) may be on tmpfs: without require_persistent it installs, and says what it found
+    done = inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"), mountinfo=info)
+    assert done["changed"] and [f["filesystem"] for f in done["filesystems"]] == ["tmpfs"] * 3
+    # a table that cannot be read: unknown persistence refuses where it matters, and is not guessed
+    with pytest.raises(inst.InstallError, match="cannot be read"):
+        inst.install(spec(tmp_path, require_persistent=True), Systemctl(), mountinfo=str(tmp_path / "none"))
+
+
+def test_links_are_made_atomically_only_where_they_differ_and_a_file_in_their_place_is_refused(tmp_path):
+    target = "/etc/systemd/system/gpuops.service"
+    wants = tmp_path / "units" / "multi-user.target.wants"
+    links = [{"path": str(wants / "gpuops.service"), "target": target}]
+    dirs = spec(tmp_path)["directories"] + [{"path": str(wants), "mode": "0755"}]
+    check = inst.install(spec(tmp_path, systemd=False, links=links, directories=dirs), Systemctl(), check_mode=True,
+                         dev_root=str(tmp_path / "nodev"))
+    assert check["links"] == [{"path": links[0]["path"], "target": target, "action": "created"}] and not os.path.exists(str(tmp_path / "units"))
+    first = inst.install(spec(tmp_path, systemd=False, links=links, directories=dirs), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert first["links"][0]["action"] == "created" and os.readlink(links[0]["path"]) == target
+    assert sorted(os.listdir(str(wants))) == ["gpuops.service"]  # no temp link left
+    second = inst.install(spec(tmp_path, systemd=False, links=links, directories=dirs), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert not second["changed"] and second["links"] == []
+    # pointing elsewhere: replaced by rename (never a moment without the link)
+    os.unlink(links[0]["path"])
+    os.symlink("/elsewhere", links[0]["path"])
+    third = inst.install(spec(tmp_path, systemd=False, links=links, directories=dirs), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert third["links"][0]["action"] == "updated" and os.readlink(links[0]["path"]) == target
+    os.unlink(links[0]["path"])
+    (wants / "gpuops.service").write_text("not a link")
+    with pytest.raises(inst.InstallError, match="exists and is not a symlink"):
+        inst.install(spec(tmp_path, systemd=False, links=links, directories=dirs), Systemctl(), dev_root=str(tmp_path / "nodev"))
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"links": [{"path": "relative/link", "target": "/x"}]}, "links[0].path"),
+    ({"links": [{"path": "/abs/link", "target": ""}]}, "links[0].target"),
+    ({"directories": [{"path": "/abs", "mode": "rwx"}]}, "directories[0].mode"),
+])
+def test_check_entries_names_the_bad_entry(bad, field):
+    with pytest.raises(inst.ParameterError, match=r"^%s: " % field.replace("[", r"\[").replace("]", r"\]")):
+        inst.check_entries(bad)
