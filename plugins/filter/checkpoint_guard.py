@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import guard_daemonset
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import role_settings
-from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_files
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code, _guard_files
 
 
 def checkpoint_guard_settings(raw):
@@ -38,6 +39,23 @@ def checkpoint_guard_files(settings, root="", unit_dir="/etc/systemd/system", ha
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
 
 
+def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="kube-system", python="python3", node_label_keys=None,
+                               tolerations=None, priority_class_name="", unit_dir="/etc/systemd/system", hardening=True, late_check=False,
+                               enabled=True):
+    """The guard's DaemonSet form (a ConfigMap with the code and install spec, an OnDelete DaemonSet), from checkpoint_guard_settings."""
+    try:
+        files = checkpoint_guard_files(settings, "", unit_dir, hardening, late_check)
+        code, dummy = _guard_code.build()
+        options = {"name": name, "namespace": namespace, "image": image, "python": python, "tolerations": tolerations or [],
+                   "node_label_keys": node_label_keys or [], "priority_class_name": priority_class_name}
+        return guard_daemonset.manifests(settings, files, code, options, unit_dir=unit_dir.rstrip("/") or "/",
+                                         enabled=as_bool("checkpoint_guard_enabled", enabled),
+                                         late_check=as_bool("checkpoint_guard_late_check", late_check))
+    except GpuopsError as exc:
+        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
+
+
 class FilterModule(object):
     def filters(self):
-        return {"checkpoint_guard_settings": checkpoint_guard_settings, "checkpoint_guard_files": checkpoint_guard_files}
+        return {"checkpoint_guard_settings": checkpoint_guard_settings, "checkpoint_guard_files": checkpoint_guard_files,
+                "checkpoint_guard_daemonset": checkpoint_guard_daemonset}

@@ -31,6 +31,8 @@ PACKAGE = "ansible_collections.gpuops.fleet.plugins.module_utils"
 # module_utils/test_layout.py proves from the syntax trees that neither imports anything else)
 SHIPPED = ("_common", "_node")
 ENTRY = "gpuops_main.py"
+# ``python3 gpuops.pyz COMMAND``: how the DaemonSet form's container runs it (no wrapper there)
+MAIN = b"import sys\n\nfrom gpuops_main import entry\n\nsys.exit(entry())\n"
 # 1980-01-01, the earliest time a zip entry holds: a fixed time makes the bytes the sources' alone
 FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -67,6 +69,7 @@ def build(root=None):
     entries = {}
     with open(os.path.join(root, "roles", "checkpoint_guard", "files", ENTRY), "rb") as handle:
         entries[ENTRY] = handle.read()
+    entries["__main__.py"] = MAIN
     base = PACKAGE.replace(".", "/")
     parts = base.split("/")
     for depth in range(1, len(parts) + 1):

@@ -23,13 +23,15 @@ Commands::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar, install, nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_metrics
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
@@ -305,6 +307,72 @@ def _dev_char_command(args, log, run):
     return EXIT_OK
 
 
+# the install spec and the code a DaemonSet form's pod reads from its ConfigMap (1 MiB at most)
+INSTALL_SPEC_MAX = 1 << 20
+
+
+def _mounted(path):
+    """A ConfigMap volume's file (a symlink into ``..data/``, which kubelet swaps atomically) read whole."""
+    found = nodefile.read(os.path.realpath(path), INSTALL_SPEC_MAX)
+    if found is None:
+        raise GpuopsError("%s is missing (the ConfigMap's key, mounted by the DaemonSet)" % path)
+    return found.data
+
+
+def install_spec(spec_path):
+    """The ``install`` verb's spec: install()'s own, the code's bytes read from ``code.source`` and checked
+    against ``code.sha256``. No systemd here (a pod cannot ask the host's): units are enabled by ``links``."""
+    try:
+        spec = json.loads(_mounted(spec_path).decode("utf-8"))
+    except ValueError as exc:
+        raise GpuopsError("%s is not JSON: %s" % (spec_path, exc))
+    if not isinstance(spec, dict) or not isinstance(spec.get("code"), dict):
+        raise GpuopsError("%s: expected an object with code, directories, files, links, absent" % spec_path)
+    install.check_entries(spec)
+    code = spec["code"]
+    data = _mounted(code.get("source") or "")
+    sha = hashlib.sha256(data).hexdigest()
+    if code.get("sha256") not in (None, sha):
+        raise GpuopsError("%s has SHA-256 %s, the spec says %s: the ConfigMap was changed in between; run the rollout again"
+                          % (code.get("source"), sha, code["sha256"]))
+    return dict(spec, code={"path": code["path"], "mode": code.get("mode", "0644"), "sha256": sha, "data": data},
+                systemd=False, selftest=None, units=[], dev_char_symlinks=False)
+
+
+class _Stopped(Exception):
+    """SIGTERM while the install verb runs (its pod deleted)."""
+
+
+def _stop(signum, frame):
+    raise _Stopped()
+
+
+def _install_command(args, log, wait=signal.pause):
+    """``gpuops install --spec FILE [--wait]``: the DaemonSet form's container (gpuops.fleet.checkpoint_guard's
+    ``daemonset`` entry point). One line ``installed`` with the code's SHA-256 (what the rollout's log check reads)."""
+    if args.wait:
+        # a DaemonSet's pod keeps running; SIGTERM (the pod deleted) ends it with 0, from the start (PID 1 has no
+        # default handler). Stopped in the middle of the install, each file is still whole (atomic writes).
+        signal.signal(signal.SIGTERM, _stop)
+    try:
+        try:
+            spec = install_spec(args.spec)
+            result = install.install(spec, run=None)
+        except GpuopsError as exc:
+            log.emit("error", "install_failed", "installing the guard failed: %s" % exc, spec=args.spec)
+            return EXIT_ACTION_FAILED
+        log.emit("info", "installed", "guard %s (code sha256 %s)" % ("installed" if result["changed"] else "up to date", spec["code"]["sha256"]),
+                 changed=result["changed"], code_sha256=spec["code"]["sha256"],
+                 written=[row["path"] for row in result["files"]], links=[row["path"] for row in result["links"]],
+                 removed=[row["path"] for row in result["removed"]], directories=[row["path"] for row in result["directories"]],
+                 filesystems=result["filesystems"])
+        while args.wait:
+            wait()
+    except _Stopped:
+        log.emit("info", "stopped", "stopped (SIGTERM)")
+    return EXIT_OK
+
+
 DEFAULT_TEXTFILE = "/var/lib/node_exporter/textfile_collector/gpuops.prom"
 
 
@@ -359,6 +427,9 @@ def _parser():
     dev = sub.add_parser("dev-char-symlinks", help="create /dev/char links for NVIDIA devices (run before systemctl daemon-reload)")
     dev.add_argument("--dev-root", default="/dev", help=argparse.SUPPRESS)
     dev.add_argument("--dry-run", action="store_true", help="only say what would be created")
+    ins = sub.add_parser("install", help="install the guard from a spec file, no systemd calls (the DaemonSet form's container)")
+    ins.add_argument("--spec", required=True, help="the install spec (JSON, from the checkpoint_guard role's daemonset entry point)")
+    ins.add_argument("--wait", action="store_true", help="then keep running until SIGTERM (a DaemonSet's pod)")
     met = sub.add_parser("metrics", help="write GPU memory per pod (NVML processes, /proc/<pid>/cgroup) as a node_exporter textfile")
     met.add_argument("--textfile", default=DEFAULT_TEXTFILE, help="the .prom file to write atomically (default %s)" % DEFAULT_TEXTFILE)
     met.add_argument("--driver-root", help="load NVML from a containerized driver's root (GPU Operator: /run/nvidia/driver)")
@@ -383,6 +454,8 @@ def main(argv=None, stdout=None, stderr=None, default_config=DEFAULT_CONFIG, run
         return EXIT_USAGE
     if args.command == "metrics":
         return _metrics_command(args, log)
+    if args.command == "install":
+        return _install_command(args, log)
     if args.command == "dev-char-symlinks":
         try:
             return _dev_char_command(args, log, run)

@@ -30,7 +30,7 @@ def load(*parts):
 
 
 def test_argument_specs_match_defaults_keys_and_values():
-    assert role_checks.spec_problems("checkpoint_guard", entries=("main", "repair")) == []
+    assert role_checks.spec_problems("checkpoint_guard", entries=("main", "repair", "daemonset")) == []
 
 
 def test_internal_vars_are_private():

@@ -118,6 +118,9 @@ def _condition(obj, kind):
     return False
 
 
+LAST_WORDS_MAX = 600
+
+
 def _waiting_reasons(statuses, prefix=""):
     out = []
     for ctr in statuses or ():
@@ -129,6 +132,10 @@ def _waiting_reasons(statuses, prefix=""):
         if terminated and terminated.get("exitCode") not in (0, None) and not waiting:
             out.append("%s%s: exited %s%s" % (prefix, ctr.get("name"), terminated.get("exitCode"),
                                               " (%s)" % terminated["reason"] if terminated.get("reason") else ""))
+        # its termination message (the log's tail with terminationMessagePolicy FallbackToLogsOnError): its last line
+        words = ((terminated or {}).get("message") or "").strip()
+        if words and terminated.get("exitCode") not in (0, None):
+            out.append("%s%s said: %s" % (prefix, ctr.get("name"), words.splitlines()[-1][:LAST_WORDS_MAX]))
     return out
 
 

@@ -121,6 +121,15 @@ def test_a_crashlooping_container_fails_the_node_at_once_after_enough_restarts()
     assert init["failed"] and init["reason"] == "init container installer: CrashLoopBackOff (back-off 10s)"
 
 
+def test_a_failed_containers_termination_message_is_its_reason_last_line():
+    # terminationMessagePolicy FallbackToLogsOnError: the log's tail; the row says its last line (the error)
+    pod = _crashing(3)
+    pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["message"] = "started\n" + "x" * 700 + "\n"
+    assert ro.pod_state(pod)["reason"] == "ctr: CrashLoopBackOff (back-off 10s); ctr said: " + "x" * ro.LAST_WORDS_MAX
+    pod["status"]["containerStatuses"][0]["lastState"]["terminated"] = {"exitCode": 0, "message": "fine"}
+    assert ro.pod_state(pod)["reason"] == "ctr: CrashLoopBackOff (back-off 10s)"
+
+
 def test_require_init_wants_every_init_container_exit_0():
     pod = _pod("p", "gpu-a", "ccc")
     pod["status"]["initContainerStatuses"] = [{"name": "installer", "state": {"terminated": {"exitCode": 0}}}]
