@@ -19,6 +19,8 @@ done
 # the Go oracle of the codec tests builds against Debian's go-spew source
 [ -d /usr/share/gocode/src/github.com/davecgh/go-spew/spew ] || missing+=(golang-github-davecgh-go-spew-dev)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+# the real kubelet node's Python image is this host's Debian Python (hack/knode/python_image.py)
+[ -x /usr/bin/python3.11 ] || missing+=(python3.11)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

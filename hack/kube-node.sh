@@ -39,6 +39,9 @@ BRIDGE=gpuopsnode0
 SUBNET=10.244.77.0/24
 IMAGE_PAUSE=registry.local/pause:3.2
 IMAGE_BUSYBOX=registry.local/busybox:1.35
+# this host's Debian python3.11 and its standard library (hack/knode/python_image.py), for pods that run the
+# collection's code; also named by its digest (registry.local/python@sha256:...), written to $DIR/python-image
+IMAGE_PYTHON=registry.local/python:3.11
 
 log() { echo "kube-node: $(date +%T) $*" >&2; }
 die() { log "$*"; exit 1; }
@@ -60,9 +63,10 @@ unsupported() {
   fi
   grep -qw overlay /proc/filesystems || { echo "needs overlayfs"; return; }
   local tool
-  for tool in containerd ctr runc busybox ip findmnt gcc; do
-    command -v "$tool" >/dev/null || { echo "needs $tool (Debian: containerd runc busybox-static iproute2 util-linux gcc; hack/check-deps.sh --install)"; return; }
+  for tool in containerd ctr runc busybox ip findmnt gcc ldd; do
+    command -v "$tool" >/dev/null || { echo "needs $tool (Debian: containerd runc busybox-static iproute2 util-linux gcc libc-bin; hack/check-deps.sh --install)"; return; }
   done
+  [ -x /usr/bin/python3.11 ] || { echo "needs Debian's /usr/bin/python3.11 (the pods' Python image is built from it: python3.11)"; return; }
   [ -x /usr/lib/cni/bridge ] || { echo "needs the CNI plugins in /usr/lib/cni (Debian: containernetworking-plugins)"; return; }
   if [ ! -x "$BIN/kubelet" ] || [ ! -x "$BIN/kubectl" ]; then
     echo "needs kubelet and kubectl in $BIN (hack/kube-cluster.sh build)"
@@ -76,9 +80,10 @@ unsupported() {
 IMAGES=
 images() {
   local key
-  key=$( { cat "$HERE/knode/pause.c" "$HERE/knode/mkimage.py"; dpkg-query -W -f='${Version}' busybox-static; } | sha256sum | cut -c1-12)
+  key=$( { cat "$HERE/knode/pause.c" "$HERE/knode/mkimage.py" "$HERE/knode/python_image.py";
+          dpkg-query -W -f='${Version}' busybox-static libpython3.11-stdlib python3.11-minimal; } | sha256sum | cut -c1-12)
   IMAGES=$CACHE/kube-node-images-$key
-  [ -f "$IMAGES/busybox.tar" ] && return 0
+  [ -f "$IMAGES/python.tar" ] && return 0
   local tmp
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuops-knode-images.XXXXXX")
   gcc -static -Os -s -o "$tmp/pause" "$HERE/knode/pause.c"
@@ -87,8 +92,9 @@ images() {
   for applet in $(busybox --list); do [ "$applet" = busybox ] || links+=("--symlink=/bin/busybox:/bin/$applet"); done
   python3 "$HERE/knode/mkimage.py" "$tmp/busybox.tar" "$IMAGE_BUSYBOX" --file /bin/busybox:/bin/busybox \
     "${links[@]}" --dir /tmp --dir /etc --cmd '["/bin/sh"]'
+  python3 "$HERE/knode/python_image.py" "$tmp/python.tar" "$IMAGE_PYTHON"
   mkdir -p "$IMAGES"
-  mv "$tmp/pause.tar" "$IMAGES/pause.tar" && mv "$tmp/busybox.tar" "$IMAGES/busybox.tar"
+  mv "$tmp/pause.tar" "$IMAGES/pause.tar" && mv "$tmp/busybox.tar" "$IMAGES/busybox.tar" && mv "$tmp/python.tar" "$IMAGES/python.tar"
   rm -rf "$tmp"
   log "images built into $IMAGES"
 }
@@ -137,7 +143,13 @@ JSON
   wait_for 30 containerd CTR version || die "containerd did not start: $(tail -5 "$R/log/containerd.log")"
   CTR images import "$IMAGES/pause.tar" >/dev/null
   CTR images import "$IMAGES/busybox.tar" >/dev/null
-  log "containerd up (pid $(cat "$R/containerd.pid")), images $IMAGE_PAUSE and $IMAGE_BUSYBOX imported"
+  CTR images import "$IMAGES/python.tar" >/dev/null
+  # a pod names it by digest, as the collection asks of a user's image: kubelet resolves that name locally
+  local digest
+  digest=$(CTR images ls "name==$IMAGE_PYTHON" | awk 'NR == 2 { print $3 }')
+  CTR images tag "$IMAGE_PYTHON" "${IMAGE_PYTHON%:*}@$digest" >/dev/null
+  echo "${IMAGE_PYTHON%:*}@$digest" >"$R/python-image"
+  log "containerd up (pid $(cat "$R/containerd.pid")), images $IMAGE_PAUSE, $IMAGE_BUSYBOX and $(cat "$R/python-image") imported"
 }
 
 kubelet_start() { # kubelet_start [--no-wait]

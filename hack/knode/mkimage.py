@@ -49,6 +49,29 @@ def layer_tar(files, symlinks, dirs):
     return out.getvalue()
 
 
+def write_image(out, ref, layer, entrypoint=None, cmd=None):
+    """``out``: a `docker save` tarball of one layer (bytes of a tar) named ``ref``."""
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+    config = {"architecture": "amd64", "os": "linux", "created": "1970-01-01T00:00:00Z",
+              "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
+              "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+              "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "hack/knode/mkimage.py"}]}
+    if entrypoint:
+        config["config"]["Entrypoint"] = entrypoint
+    if cmd:
+        config["config"]["Cmd"] = cmd
+    config_bytes = json.dumps(config, sort_keys=True).encode()
+    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
+    layer_name = diff_id[len("sha256:"):] + "/layer.tar"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [ref], "Layers": [layer_name]}]).encode()
+    with open(out + ".tmp", "wb") as handle, tarfile.open(fileobj=handle, mode="w") as tar:
+        for name, data in ((config_name, config_bytes), (layer_name, layer), ("manifest.json", manifest)):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    os.replace(out + ".tmp", out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
@@ -59,26 +82,8 @@ def main():
     parser.add_argument("--entrypoint")
     parser.add_argument("--cmd")
     args = parser.parse_args()
-    layer = layer_tar(args.file, args.symlink, args.dir)
-    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
-    config = {"architecture": "amd64", "os": "linux", "created": "1970-01-01T00:00:00Z",
-              "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
-              "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-              "history": [{"created": "1970-01-01T00:00:00Z", "created_by": "hack/knode/mkimage.py"}]}
-    if args.entrypoint:
-        config["config"]["Entrypoint"] = json.loads(args.entrypoint)
-    if args.cmd:
-        config["config"]["Cmd"] = json.loads(args.cmd)
-    config_bytes = json.dumps(config, sort_keys=True).encode()
-    config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
-    layer_name = diff_id[len("sha256:"):] + "/layer.tar"
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [args.ref], "Layers": [layer_name]}]).encode()
-    with open(args.out + ".tmp", "wb") as handle, tarfile.open(fileobj=handle, mode="w") as tar:
-        for name, data in ((config_name, config_bytes), (layer_name, layer), ("manifest.json", manifest)):
-            info = tarfile.TarInfo(name)
-            info.size, info.mode, info.mtime = len(data), 0o644, 0
-            tar.addfile(info, io.BytesIO(data))
-    os.replace(args.out + ".tmp", args.out)
+    write_image(args.out, args.ref, layer_tar(args.file, args.symlink, args.dir),
+                json.loads(args.entrypoint) if args.entrypoint else None, json.loads(args.cmd) if args.cmd else None)
 
 
 if __name__ == "__main__":

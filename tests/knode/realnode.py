@@ -135,6 +135,12 @@ class RealNode(object):
         left += [p for p in ("/var/lib/kubelet", "/run/containerd", "/var/log/pods", "/run/gpuops-kube-node.dir") if os.path.exists(p)]
         return left
 
+    @property
+    def python_image(self):
+        """The node's Python image by digest (hack/knode/python_image.py: this host's Debian python3.11), as a user names theirs."""
+        with open(os.path.join(self.dir, "python-image")) as handle:
+            return handle.read().strip()
+
     def kubelet_stop(self):
         self._script("kubelet-stop", self.dir)
 
@@ -240,10 +246,37 @@ def ansible_env(tmp):
                 PATH=KUBECTL_DIR + os.pathsep + os.environ.get("PATH", ""))
 
 
+def grant(cluster, document, namespace):
+    """Give the API user gpuops what the collection's ``docs/rbac/<document>`` grants, its namespaced objects in
+    ``namespace``: the same rules, bound to the user instead of the ServiceAccount (the knode's control plane runs
+    RBAC, and gpuops is in no privileged group). Namespaces and ServiceAccounts are the test's own."""
+    import yaml  # pylint: disable=import-outside-toplevel
+    from kubernetes import utils  # pylint: disable=import-outside-toplevel
+    from kubernetes.client.rest import ApiException  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(ROOT, "docs", "rbac", document)) as handle:
+        items = yaml.safe_load(handle)["items"]
+    for item in items:
+        if item["kind"] in ("Namespace", "ServiceAccount"):
+            continue
+        item = json.loads(json.dumps(item))
+        if "namespace" in item["metadata"]:
+            item["metadata"]["namespace"] = namespace
+        if item["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            item["subjects"] = [{"kind": "User", "name": "gpuops", "apiGroup": "rbac.authorization.k8s.io"}]
+        try:
+            utils.create_from_dict(cluster.api_client, item)
+        except utils.FailToCreateError as exc:
+            if not all(isinstance(e, ApiException) and e.status == 409 for e in exc.api_exceptions):
+                raise
+
+
 def through_api(node, namespace):
     """Host variables of this node reached by gpuops.fleet.k8s_node, its node pods in ``namespace``.
 
-    As the API user gpuops (hack/kube-cluster.sh's role.kubeconfig): the audit log tells its calls from the test's."""
+    As the API user gpuops (hack/kube-cluster.sh's role.kubeconfig), with exactly docs/rbac/k8s-node-connection.yml's
+    grants (in ``namespace``): the audit log tells its calls from the test's, and RBAC refuses any call it does not list."""
+    grant(node.cluster, "k8s-node-connection.yml", namespace)
     return {"ansible_connection": "gpuops.fleet.k8s_node", "gpuops_node_name": NAME, "gpuops_node_pod_namespace": namespace,
             "gpuops_node_pod_image": BUSYBOX, "ansible_kubectl_kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig")}
 

@@ -1,0 +1,45 @@
+"""Write the knode's Python image: this host's Debian python3.11, its standard library and the shared libraries they link.
+
+    python_image.py OUT.tar REF
+
+For the pods that run the collection's own code on the node (the boot guard's DaemonSet form). No test suites, Tk,
+IDLE or site-packages; deterministic, as mkimage.py is.
+"""
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mkimage  # noqa: E402  pylint: disable=wrong-import-position
+
+PYTHON = "/usr/bin/python3.11"
+STDLIB = "/usr/lib/python3.11"
+SKIP = {"test", "idlelib", "tkinter", "turtledemo", "lib2to3", "ensurepip", "pydoc_data", "__pycache__", "dist-packages",
+        "site-packages", "config-3.11-x86_64-linux-gnu"}
+
+
+def linked(path):
+    """The shared libraries ``path`` loads (ldd), the loader included."""
+    out = subprocess.run(["ldd", path], capture_output=True, text=True, check=False).stdout
+    return set(re.findall(r"(?:=>\s*)?(/\S+)\s+\(0x", out))
+
+
+def main():
+    out, ref = sys.argv[1:3]
+    files, libs = ["%s:%s" % (PYTHON, PYTHON)], linked(PYTHON)
+    for dirpath, dirnames, filenames in os.walk(STDLIB):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP)
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            if os.path.isfile(path) and not name.endswith((".pyc", ".exe")):
+                files.append("%s:%s:%s" % (path, path, "755" if name.endswith(".so") else "644"))
+                if name.endswith(".so"):
+                    libs |= linked(path)
+    files.extend("%s:%s" % (os.path.realpath(lib), lib) for lib in sorted(libs))
+    layer = mkimage.layer_tar(files, ["python3.11:/usr/bin/python3"], ["/tmp", "/etc"])
+    mkimage.write_image(out, ref, layer, cmd=["/usr/bin/python3"])
+
+
+if __name__ == "__main__":
+    main()
