@@ -93,7 +93,10 @@ build() {
 }
 
 start() {
-  local dir=$1
+  local dir=$1 authz=AlwaysAllow role_group=system:masters
+  # --rbac: the API user gpuops (role.kubeconfig) gets only what RBAC objects grant it (the tests apply
+  # the collection's docs/rbac manifests); every other identity stays in system:masters
+  if [ "${2:-}" = --rbac ]; then authz=RBAC; role_group=gpuops:fleet; fi
   build
   apt_install etcd-server curl openssl
   mkdir -p "$dir"
@@ -113,7 +116,7 @@ start() {
 $token,admin,1,"system:masters"
 $token-ctrl,system:kube-controller-manager,2,"system:masters"
 $token-sim,simkubelet,3,"system:masters"
-$token-role,gpuops,4,"system:masters"
+$token-role,gpuops,4,"$role_group"
 TOKENS
   cat >"$dir/audit-policy.yaml" <<'POLICY'
 apiVersion: audit.k8s.io/v1
@@ -137,7 +140,7 @@ POLICY
   "$BINDIR/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address=127.0.0.1 --secure-port="$api_port" \
     --insecure-port=0 --tls-cert-file="$dir/apiserver.crt" --tls-private-key-file="$dir/apiserver.key" \
-    --token-auth-file="$dir/tokens.csv" --authorization-mode=AlwaysAllow \
+    --token-auth-file="$dir/tokens.csv" --authorization-mode="$authz" \
     --service-account-key-file="$dir/sa.key" --service-account-signing-key-file="$dir/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.96.0.0/24 --endpoint-reconciler-type=none \
@@ -204,7 +207,7 @@ stop() {
 
 case "${1:-}" in
   build) build ;;
-  start) [ $# -eq 2 ] || { echo "usage: $0 start DIR" >&2; exit 2; }; start "$2" ;;
+  start) [ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$3" = --rbac ]; } || { echo "usage: $0 start DIR [--rbac]" >&2; exit 2; }; start "$2" "${3:-}" ;;
   stop) [ $# -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }; stop "$2" ;;
-  *) echo "usage: $0 build | start DIR | stop DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 build | start DIR [--rbac] | stop DIR" >&2; exit 2 ;;
 esac

@@ -39,7 +39,8 @@ def fake_lib_dir():
 def cluster(node_machine, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("cluster")
     try:
-        yield kubefleet.start_cluster(workdir)
+        # RBAC: the API path's tests run as the API user gpuops with only the collection's docs/rbac grants
+        yield kubefleet.start_cluster(workdir, rbac=True)
     finally:
         kubefleet.stop_cluster(workdir)
 

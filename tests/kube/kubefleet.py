@@ -33,8 +33,9 @@ KUBEADM_FLAGS = 'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/
 SCRIPT = os.path.join(ROOT, "hack", "kube-cluster.sh")
 
 
-def start_cluster(workdir):
-    subprocess.run([SCRIPT, "start", str(workdir)], check=True)
+def start_cluster(workdir, rbac=False):
+    """A control plane in ``workdir``; with ``rbac``, the API user gpuops holds only what RBAC objects grant it."""
+    subprocess.run([SCRIPT, "start", str(workdir)] + (["--rbac"] if rbac else []), check=True)
     return Cluster(str(workdir))
 
 
@@ -48,6 +49,7 @@ class Cluster(object):
         self.workdir = workdir
         self.kubeconfig = os.path.join(workdir, "kubeconfig")
         api_client = config.new_client_from_config(self.kubeconfig)
+        self.api_client = api_client
         self.core = client.CoreV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
