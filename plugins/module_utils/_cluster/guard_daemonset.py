@@ -10,10 +10,12 @@ binary and a unit), but least-privilege:
 
 * a ConfigMap holds the guard's code (``gpuops.pyz``, the file ``guard_install`` installs over SSH)
   and the install spec (JSON: the same directories, files and removals as the role's install step);
-* the DaemonSet's one container runs ``python3 gpuops.pyz install --spec ... --wait``: the node-side
-  install engine (``_node/install.py``, the one ``guard_install`` runs), then it sleeps until deleted;
-* it mounts only the guard's directories (each a hostPath, the fewest that hold them all) and the
-  ConfigMap, read-only; no hostPID, no host network, no service account token, every capability
+* the DaemonSet's init container runs ``python3 gpuops.pyz install --spec ...``: the node-side
+  install engine (``_node/install.py``, the one ``guard_install`` runs); then its container runs
+  ``gpuops wait`` until the pod is deleted (Ready only once the install exited 0, as the GKE driver
+  installer's init container);
+* the init container mounts only the guard's directories (each a hostPath, the fewest that hold them
+  all) and the ConfigMap, read-only, the waiting container only the ConfigMap; no hostPID, no host network, no service account token, every capability
   dropped, read-only root filesystem, no privilege escalation. It runs as uid 0 because the host's
   directories are root's (writing to a directory one owns needs no capability);
 * systemd is not asked (that would need the host's D-Bus socket or its mount namespace): units are
@@ -152,25 +154,30 @@ def manifests(settings, files, code, options, unit_dir="/etc/systemd/system", en
     for index, path in enumerate(top):
         volumes.append({"name": "host-%d" % index, "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
         mounts.append({"name": "host-%d" % index, "mountPath": HOST + path})
+    common = {
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        # the host's directories are root's: uid 0, but no capability at all (no DAC override, no chown of others' files)
+        "securityContext": {"runAsUser": 0, "runAsGroup": 0, "privileged": False, "allowPrivilegeEscalation": False,
+                            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
+    }
     pod = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 5,
         "tolerations": tolerations,
         "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-        "containers": [{
-            "name": CONTAINER,
-            "image": image,
-            "imagePullPolicy": "IfNotPresent",
+        # the install is an init container, as the GKE driver installer's: the pod is Ready only once it exited 0
+        "initContainers": [dict(
+            name=CONTAINER,
+            command=[python, CONFIG_DIR + "/" + CODE_KEY, "install", "--spec", CONFIG_DIR + "/" + SPEC_KEY],
             # a failed install's last log line (which directory, why) becomes the rollout row's reason
-            "terminationMessagePolicy": "FallbackToLogsOnError",
-            "command": [python, CONFIG_DIR + "/" + CODE_KEY, "install", "--spec", CONFIG_DIR + "/" + SPEC_KEY, "--wait"],
-            # the host's directories are root's: uid 0, but no capability at all (no DAC override, no chown of others' files)
-            "securityContext": {"runAsUser": 0, "runAsGroup": 0, "privileged": False, "allowPrivilegeEscalation": False,
-                                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}},
-            "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}, "limits": {"memory": "128Mi"}},
-            "volumeMounts": mounts,
-        }],
+            terminationMessagePolicy="FallbackToLogsOnError",
+            volumeMounts=mounts, **common)],
+        # then nothing to do but keep the pod Running: no host directory mounted any more
+        "containers": [dict(name="guard", command=[python, CONFIG_DIR + "/" + CODE_KEY, "wait"],
+                            volumeMounts=[mounts[0]], **common)],
         "volumes": volumes,
     }
     if keys:

@@ -340,33 +340,37 @@ def install_spec(spec_path):
 
 
 class _Stopped(Exception):
-    """SIGTERM while the install verb runs (its pod deleted)."""
+    """SIGTERM while ``gpuops wait`` runs (its pod deleted)."""
 
 
 def _stop(signum, frame):
     raise _Stopped()
 
 
-def _install_command(args, log, wait=signal.pause):
-    """``gpuops install --spec FILE [--wait]``: the DaemonSet form's container (gpuops.fleet.checkpoint_guard's
-    ``daemonset`` entry point). One line ``installed`` with the code's SHA-256 (what the rollout's log check reads)."""
-    if args.wait:
-        # a DaemonSet's pod keeps running; SIGTERM (the pod deleted) ends it with 0, from the start (PID 1 has no
-        # default handler). Stopped in the middle of the install, each file is still whole (atomic writes).
-        signal.signal(signal.SIGTERM, _stop)
+def _install_command(args, log):
+    """``gpuops install --spec FILE``: the DaemonSet form's init container (gpuops.fleet.checkpoint_guard's ``daemonset``
+    entry point). One line ``installed`` with the code's SHA-256 (what the rollout's log check reads), or
+    ``install_failed`` naming what was refused (the init container's termination message)."""
     try:
-        try:
-            spec = install_spec(args.spec)
-            result = install.install(spec, run=None)
-        except GpuopsError as exc:
-            log.emit("error", "install_failed", "installing the guard failed: %s" % exc, spec=args.spec)
-            return EXIT_ACTION_FAILED
-        log.emit("info", "installed", "guard %s (code sha256 %s)" % ("installed" if result["changed"] else "up to date", spec["code"]["sha256"]),
-                 changed=result["changed"], code_sha256=spec["code"]["sha256"],
-                 written=[row["path"] for row in result["files"]], links=[row["path"] for row in result["links"]],
-                 removed=[row["path"] for row in result["removed"]], directories=[row["path"] for row in result["directories"]],
-                 filesystems=result["filesystems"])
-        while args.wait:
+        spec = install_spec(args.spec)
+        result = install.install(spec, run=None)
+    except GpuopsError as exc:
+        log.emit("error", "install_failed", "installing the guard failed: %s" % exc, spec=args.spec)
+        return EXIT_ACTION_FAILED
+    log.emit("info", "installed", "guard %s (code sha256 %s)" % ("installed" if result["changed"] else "up to date", spec["code"]["sha256"]),
+             changed=result["changed"], code_sha256=spec["code"]["sha256"],
+             written=[row["path"] for row in result["files"]], links=[row["path"] for row in result["links"]],
+             removed=[row["path"] for row in result["removed"]], directories=[row["path"] for row in result["directories"]],
+             filesystems=result["filesystems"])
+    return EXIT_OK
+
+
+def _wait_command(log, wait=signal.pause):
+    """``gpuops wait``: the DaemonSet form's container, which keeps the pod Running once its init container installed
+    the guard; SIGTERM (the pod deleted) ends it with 0 at once (a container's PID 1 has no default handler)."""
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        while True:
             wait()
     except _Stopped:
         log.emit("info", "stopped", "stopped (SIGTERM)")
@@ -427,9 +431,9 @@ def _parser():
     dev = sub.add_parser("dev-char-symlinks", help="create /dev/char links for NVIDIA devices (run before systemctl daemon-reload)")
     dev.add_argument("--dev-root", default="/dev", help=argparse.SUPPRESS)
     dev.add_argument("--dry-run", action="store_true", help="only say what would be created")
-    ins = sub.add_parser("install", help="install the guard from a spec file, no systemd calls (the DaemonSet form's container)")
+    ins = sub.add_parser("install", help="install the guard from a spec file, no systemd calls (the DaemonSet form's init container)")
     ins.add_argument("--spec", required=True, help="the install spec (JSON, from the checkpoint_guard role's daemonset entry point)")
-    ins.add_argument("--wait", action="store_true", help="then keep running until SIGTERM (a DaemonSet's pod)")
+    sub.add_parser("wait", help="do nothing until SIGTERM (the DaemonSet form's container, after its init container installed)")
     met = sub.add_parser("metrics", help="write GPU memory per pod (NVML processes, /proc/<pid>/cgroup) as a node_exporter textfile")
     met.add_argument("--textfile", default=DEFAULT_TEXTFILE, help="the .prom file to write atomically (default %s)" % DEFAULT_TEXTFILE)
     met.add_argument("--driver-root", help="load NVML from a containerized driver's root (GPU Operator: /run/nvidia/driver)")
@@ -456,6 +460,8 @@ def main(argv=None, stdout=None, stderr=None, default_config=DEFAULT_CONFIG, run
         return _metrics_command(args, log)
     if args.command == "install":
         return _install_command(args, log)
+    if args.command == "wait":
+        return _wait_command(log)
     if args.command == "dev-char-symlinks":
         try:
             return _dev_char_command(args, log, run)

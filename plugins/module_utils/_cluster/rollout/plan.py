@@ -278,8 +278,11 @@ def log_check(text, pattern, expect=None):
     for match in pattern.finditer(text or ""):
         found = match
     if found is None:
+        # what the container said last instead (an installer's error), so the row tells why
+        lines = [line for line in (text or "").splitlines() if line.strip()]
+        last = "; its last line: %s" % lines[-1].strip()[:LAST_WORDS_MAX] if lines else "; the log is empty"
         return {"ok": False, "line": None, "groups": {},
-                "reason": "no line of the log matches %r" % pattern.pattern}
+                "reason": "no line of the log matches %r%s" % (pattern.pattern, last)}
     start = (text.rfind("\n", 0, found.start()) + 1)
     end = text.find("\n", found.start())
     line = text[start:end if end >= 0 else len(text)]

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 
 import pytest
@@ -47,16 +48,20 @@ def pod_of(out):
 def test_the_pod_mounts_only_the_guard_directories_and_holds_no_privilege():
     out = build(node_label_keys=["nvidia.com/gpu.present"])
     pod = pod_of(out)
-    ctr = pod["containers"][0]
+    init, ctr = pod["initContainers"][0], pod["containers"][0]
     host_paths = [v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v]
     assert host_paths == out["mounts"] == ["/etc/gpuops", "/etc/systemd/system", "/usr/local/bin", "/usr/local/lib/gpuops", "/var/lib/gpuops/backups"]
-    assert [m["mountPath"] for m in ctr["volumeMounts"]] == ["/gpuops"] + ["/host" + p for p in host_paths]
-    assert ctr["volumeMounts"][0]["readOnly"] is True
-    assert ctr["securityContext"] == {"runAsUser": 0, "runAsGroup": 0, "privileged": False, "allowPrivilegeEscalation": False,
-                                      "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+    assert [m["mountPath"] for m in init["volumeMounts"]] == ["/gpuops"] + ["/host" + p for p in host_paths]
+    # the waiting container holds no host directory
+    assert ctr["volumeMounts"] == [{"name": "guard", "mountPath": "/gpuops", "readOnly": True}] and init["volumeMounts"][0]["readOnly"] is True
+    for container in (init, ctr):
+        assert container["securityContext"] == {"runAsUser": 0, "runAsGroup": 0, "privileged": False, "allowPrivilegeEscalation": False,
+                                                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+        assert container["image"] == IMAGE
     assert not set(pod) & {"hostPID", "hostNetwork", "hostIPC", "serviceAccountName"} and pod["automountServiceAccountToken"] is False
-    assert ctr["command"] == ["python3", "/gpuops/gpuops.pyz", "install", "--spec", "/gpuops/install.json", "--wait"]
-    assert out["daemonset"]["spec"]["updateStrategy"] == {"type": "OnDelete"} and ctr["image"] == IMAGE
+    assert init["command"] == ["python3", "/gpuops/gpuops.pyz", "install", "--spec", "/gpuops/install.json"]
+    assert ctr["command"] == ["python3", "/gpuops/gpuops.pyz", "wait"] and init["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    assert out["daemonset"]["spec"]["updateStrategy"] == {"type": "OnDelete"}
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
         {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "Exists"}]}]
     # the command under the library directory: one hostPath fewer (a directory under another is covered by its mount)
@@ -118,9 +123,16 @@ def _lay_out(out, tmp_path, host):
     text = out["configmap"]["data"]["install.json"]
     (cm / "install.json").write_text(text.replace('"%s/' % gd.HOST, '"%s/' % host).replace('"%s/' % gd.CONFIG_DIR, '"%s/' % cm))
     (cm / "gpuops.pyz").write_bytes(base64.b64decode(out["configmap"]["binaryData"]["gpuops.pyz"]))
-    argv = list(pod_of(out)["containers"][0]["command"])
+    argv = list(pod_of(out)["initContainers"][0]["command"])
     argv[0] = sys.executable
-    return [a.replace(gd.CONFIG_DIR + "/", str(cm) + "/") for a in argv if a != "--wait"]
+    return [a.replace(gd.CONFIG_DIR + "/", str(cm) + "/") for a in argv]
+
+
+def _catches_sigterm(pid):
+    """Whether the process has its SIGTERM handler installed (proc(5): SigCgt, a hex mask, bit 15 - 1)."""
+    with open("/proc/%d/status" % pid) as handle:
+        caught = [line.split()[1] for line in handle if line.startswith("SigCgt:")]
+    return bool(caught) and bool(int(caught[0], 16) >> 14 & 1)
 
 
 def _run(argv):
@@ -148,11 +160,14 @@ def test_the_pods_command_installs_from_its_configmap_then_a_second_start_change
     # the pod restarted (a node reboot, a deleted pod): nothing written again
     rc, lines, err = _run(argv)
     assert rc == 0 and lines[0]["changed"] is False and lines[0]["written"] == lines[0]["links"] == []
-    # with --wait (the pod) it keeps running after its line, and SIGTERM (the pod deleted) ends it with 0
-    proc = subprocess.Popen(argv + ["--wait"], stdout=subprocess.PIPE, universal_newlines=True)
-    assert json.loads(proc.stdout.readline())["event"] == "installed" and proc.poll() is None
+    # the pod's container: keeps running, and SIGTERM (the pod deleted) ends it with 0 at once
+    proc = subprocess.Popen([sys.executable, argv[1]] + pod_of(out)["containers"][0]["command"][2:], stdout=subprocess.PIPE, universal_newlines=True)
+    deadline = time.monotonic() + 30
+    while not _catches_sigterm(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None and _catches_sigterm(proc.pid)
     proc.terminate()
-    assert proc.wait(timeout=10) == 0
+    assert proc.wait(timeout=10) == 0 and json.loads(proc.stdout.read())["event"] == "stopped"
     proc.stdout.close()
 
 

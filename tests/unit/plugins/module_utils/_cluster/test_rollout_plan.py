@@ -161,6 +161,9 @@ def test_log_check_returns_the_last_matching_line_and_its_named_groups():
     found = ro.log_check(log, pattern)
     assert found == {"ok": True, "line": "Verified installation of driver version 550.54.15", "groups": {"version": "550.54.15"}, "reason": None}
     assert ro.log_check("nothing here", pattern)["reason"].startswith("no line of the log matches")
+    # the row says what the container said last instead (an installer's error), or that it said nothing
+    assert ro.log_check("starting\nerror: disk full\n\n", pattern)["reason"].endswith("; its last line: error: disk full")
+    assert ro.log_check("", pattern)["reason"].endswith("; the log is empty")
     with pytest.raises(ParameterError, match="log_check.pattern"):
         ro.check_pattern("log_check.pattern", "(unclosed")
 
