@@ -90,7 +90,8 @@ def install_spec(settings, files, code_sha256, unit_dir, enabled, late_check):
         for target in _wanted_by(entry["content"]):
             link = "%s/%s.wants/%s" % (unit_dir, target, name)
             if enabled:
-                directories.append({"path": posixpath.dirname(link), "mode": "0755"})
+                if posixpath.dirname(link) not in [d["path"] for d in directories]:
+                    directories.append({"path": posixpath.dirname(link), "mode": "0755"})
                 links.append({"path": HOST + link, "target": entry["path"]})
             else:
                 gone.append({"path": HOST + link})

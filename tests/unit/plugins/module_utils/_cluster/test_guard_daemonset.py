@@ -87,6 +87,12 @@ def test_the_configmap_carries_the_code_the_controller_builds_and_a_change_is_a_
     assert spec["links"] == [{"path": "/host/etc/systemd/system/multi-user.target.wants/gpuops.service", "target": "/etc/systemd/system/gpuops.service"},
                              {"path": "/host/etc/systemd/system/kubelet.service.wants/gpuops.service", "target": "/etc/systemd/system/gpuops.service"}]
     assert "/host" not in "".join(f["content"] for f in spec["files"])
+    # with the late check both units want multi-user.target: its .wants directory is made once
+    late = json.loads(build(late_check=True)["configmap"]["data"]["install.json"])
+    wants = [d["path"] for d in late["directories"] if d["path"].endswith(".wants")]
+    assert wants == ["/host/etc/systemd/system/multi-user.target.wants", "/host/etc/systemd/system/kubelet.service.wants"]
+    assert {"path": "/host/etc/systemd/system/multi-user.target.wants/gpuops-late.service",
+            "target": "/etc/systemd/system/gpuops-late.service"} in late["links"]
     off = json.loads(build(enabled=False)["configmap"]["data"]["install.json"])
     assert off["links"] == [] and {"path": spec["links"][0]["path"]} in off["absent"]
 
