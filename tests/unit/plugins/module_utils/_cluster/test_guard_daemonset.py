@@ -56,7 +56,7 @@ def test_the_pod_mounts_only_the_guard_directories_and_holds_no_privilege():
     assert ctr["volumeMounts"] == [{"name": "guard", "mountPath": "/gpuops", "readOnly": True}] and init["volumeMounts"][0]["readOnly"] is True
     for container in (init, ctr):
         assert container["securityContext"] == {"runAsUser": 0, "runAsGroup": 0, "privileged": False, "allowPrivilegeEscalation": False,
-                                                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
+                                                "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
         assert container["image"] == IMAGE
     assert not set(pod) & {"hostPID", "hostNetwork", "hostIPC", "serviceAccountName"} and pod["automountServiceAccountToken"] is False
     assert init["command"] == ["python3", "/gpuops/gpuops.pyz", "install", "--spec", "/gpuops/install.json"]
