@@ -82,9 +82,13 @@ def test_the_boot_guard_repairs_the_file_before_the_real_kubelet_reads_it(real_n
     node.kubelet_start()
     node.plugin_start()
     node.wait_allocatable(2)
-    # kubelet read the repaired file: keeper's entry, and nothing of the gone GPU
+    # kubelet read the repaired file: keeper's entry, and nothing of the gone GPU. Waited for, not read once: the
+    # device manager logs the entries it read ("Get checkpoint entry", pod_devices.go) after "Recovery completed",
+    # and the node's allocatable count can still be the old kubelet's (a CI run read the log before that line)
+    entry = "Get checkpoint entry: %s " % uids["keeper"]
+    wait(lambda: entry in node.log()[log_from:], "kubelet's checkpoint read (%r in its log)" % entry, timeout=60)
     read = node.log()[log_from:]
-    assert uids["keeper"] in read and gpu_of["keeper"] in read, read[-3000:]
+    assert gpu_of["keeper"] in read[read.index(entry):].splitlines()[0], read[-3000:]
     assert gpu_of["gone"] not in read, "kubelet still saw the gone GPU"
     keeper = wait(lambda: running(node, ns, "keeper"), "keeper Running")
     assert container_state(keeper)[2] == 0 and keeper.metadata.uid == uids["keeper"]
