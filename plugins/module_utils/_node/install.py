@@ -17,11 +17,11 @@ trip each), done by one call on the node (``gpuops.fleet.guard_install``):
 3. what an older layout or a switched-off feature left (``absent``): a unit among them is
    disabled first;
 4. the text files (the wrapper, the configuration, the units), each written atomically
-   (``nodefile.write_file``) only when its bytes or mode differ;
+   (``nodefile.write_file``) only when its bytes or mode differ; then ``links``, symlinks (a
+   unit's ``.wants/`` links where systemd is not reachable, as in the DaemonSet form), each
+   made atomically (``nodefile.write_link``) only when it points elsewhere;
 5. the self-test: the installed command's ``report`` with its configuration (read-only), when
    a file changed or ``selftest.always`` (an unchanged install passed it when it was written);
-5b. ``links``: symlinks (a unit's ``.wants/`` links where systemd is not reachable, as in the
-   DaemonSet form), each made atomically (a new link renamed over the old one);
 6. the ``/dev/char`` links of the NVIDIA device nodes, before any daemon-reload
    (nvidia-container-toolkit#251: without them a reload makes running GPU containers lose
    their devices on systemd-cgroup nodes);
@@ -115,14 +115,7 @@ def _link(entry, check_mode):
         if os.readlink(path) == target:
             return None
     if not check_mode:
-        temp = "%s.gpuops-link-%d.tmp" % (path, os.getpid())
-        try:
-            if os.path.lexists(temp):
-                os.unlink(temp)
-            os.symlink(target, temp)
-            os.rename(temp, path)
-        except OSError as exc:
-            raise NodeFileError("linking", path, exc)
+        nodefile.write_link(path, target)
     return {"path": path, "target": target, "action": "created" if st is None else "updated"}
 
 

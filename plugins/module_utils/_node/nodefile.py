@@ -198,6 +198,26 @@ def write_file(path, data, mode):
         raise NodeFileError("writing", path, exc)
 
 
+def write_link(path, target):
+    """Make ``path`` a symlink to ``target`` atomically (a new link beside it, renamed over the old one).
+
+    As ``write_file``: a temp link a killed run left (``.<name>.gpuops-link-*.tmp``) is removed by the
+    next call for the same path. ``path`` must not exist as anything but a symlink."""
+    directory, base = os.path.split(path)
+    stale = _temp_pattern(path, ("link",))
+    temp = _temp_name(directory, base, "link")
+    try:
+        for name in _listdir(directory):
+            if stale.match(name):
+                os.unlink(os.path.join(directory, name))
+        os.symlink(target, temp)
+        os.rename(temp, path)
+        _fsync_dir(directory)
+    except OSError as exc:
+        _unlink_quietly(temp)
+        raise NodeFileError("linking", path, exc)
+
+
 # ---------------------------------------------------------------------------
 # One run at a time
 # ---------------------------------------------------------------------------

@@ -264,11 +264,13 @@ def test_links_are_made_atomically_only_where_they_differ_and_a_file_in_their_pl
     assert sorted(os.listdir(str(wants))) == ["gpuops.service"]  # no temp link left
     second = inst.install(spec(tmp_path, systemd=False, links=links, directories=dirs), Systemctl(), dev_root=str(tmp_path / "nodev"))
     assert not second["changed"] and second["links"] == []
-    # pointing elsewhere: replaced by rename (never a moment without the link)
+    # pointing elsewhere: replaced by rename (never a moment without the link); a temp link a killed run left goes
     os.unlink(links[0]["path"])
     os.symlink("/elsewhere", links[0]["path"])
+    os.symlink(target, str(wants / ".gpuops.service.gpuops-link-123-deadbeef.tmp"))
     third = inst.install(spec(tmp_path, systemd=False, links=links, directories=dirs), Systemctl(), dev_root=str(tmp_path / "nodev"))
     assert third["links"][0]["action"] == "updated" and os.readlink(links[0]["path"]) == target
+    assert sorted(os.listdir(str(wants))) == ["gpuops.service"]
     os.unlink(links[0]["path"])
     (wants / "gpuops.service").write_text("not a link")
     with pytest.raises(inst.InstallError, match="exists and is not a symlink"):
