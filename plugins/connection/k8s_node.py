@@ -13,7 +13,8 @@ author: gpuops.fleet maintainers (@gpuops)
 description:
   - For nodes reached through the Kubernetes API alone (managed clusters, image-based OSes, no SSH).
   - Ensures one pod per node per run, pinned to the node (C(nodeName)), with the host's C(/) mounted at C(/host) and
-    C(hostPID), tolerating every taint, without C(privileged) (its one added capability is C(SYS_CHROOT)) and without a service account token, then runs each
+    C(hostPID), tolerating every taint, without C(privileged) (its one added capability is C(SYS_CHROOT); see
+    O(gpuops_node_pod_gpu_access) for the GPUs) and without a service account token, then runs each
     command, and puts and fetches each file, as C(kubectl exec -i POD -- chroot /host /bin/sh -c ...), so the host's own
     shell and C(python3) run the modules on the host's paths, as over SSH. The host needs C(python3) (as over SSH).
   - Built on kubernetes.core's C(kubectl) connection (its exec, its C(dd) file transfer, pipelining, auth options).
@@ -66,6 +67,29 @@ options:
     default: 180
     vars:
       - name: gpuops_node_pod_ready_timeout
+  gpuops_node_pod_gpu_access:
+    description:
+      - How the node pod may open the GPUs' device nodes, which NVML needs. A container that is not privileged gets
+        the runtime's default device list only, so even the host's own C(/dev/nvidiactl) cannot be opened from it;
+        NVML then fails, the GPU inventory is unknown and nothing is repaired.
+      - V(nvidia-runtime) sets C(NVIDIA_VISIBLE_DEVICES=all) and C(NVIDIA_DRIVER_CAPABILITIES=utility) in the pod, and
+        NVIDIA's container runtime (the GPU Operator's default) then allows the GPUs' devices without a GPU request, so no
+        pod's GPU is taken. It needs that runtime to run the pod (the node's default, or O(gpuops_node_pod_runtime_class))
+        and to honour the variable for unprivileged containers (NVIDIA's C(accept-nvidia-visible-devices-envvar-when-unprivileged),
+        true by default; false by default on Bottlerocket).
+      - V(privileged) runs the pod privileged (every device and capability), only where V(nvidia-runtime) cannot work.
+      - V(none) asks for neither (tasks that read no GPU).
+    type: str
+    default: nvidia-runtime
+    choices: [nvidia-runtime, privileged, none]
+    vars:
+      - name: gpuops_node_pod_gpu_access
+  gpuops_node_pod_runtime_class:
+    description: The node pod's C(runtimeClassName), e.g. V(nvidia) where NVIDIA's runtime is not the node's default (empty, the default, sets none).
+    type: str
+    default: ''
+    vars:
+      - name: gpuops_node_pod_runtime_class
   gpuops_node_exec_detached:
     description:
       - Run each command of the task detached in the node pod and read its result back, asking again while the API
@@ -240,7 +264,8 @@ class Connection(KubectlConnection):
         namespace = self.get_option("kubectl_namespace")
         try:
             idle, deadline = node_pod.check_options(node, namespace, self.get_option("gpuops_node_pod_image"),
-                                                    self.get_option("gpuops_node_pod_idle"), self.get_option("gpuops_node_pod_deadline"))
+                                                    self.get_option("gpuops_node_pod_idle"), self.get_option("gpuops_node_pod_deadline"),
+                                                    self.get_option("gpuops_node_pod_gpu_access"), self.get_option("gpuops_node_pod_runtime_class"))
         except GpuopsError as exc:
             raise AnsibleConnectionFailure(str(exc)) from None
         # the run: the ansible-playbook process, each worker's parent, so every task of the run finds the same pod
@@ -276,7 +301,8 @@ class Connection(KubectlConnection):
             if stale:
                 display.vv("node %s: deleting the node pods an earlier run left: %s" % (node, ", ".join(stale)))
                 self._delete(node, stale)
-            manifest = node_pod.pod_manifest(name, node, namespace, self.get_option("gpuops_node_pod_image"), idle, deadline, run)
+            manifest = node_pod.pod_manifest(name, node, namespace, self.get_option("gpuops_node_pod_image"), idle, deadline, run,
+                                             self.get_option("gpuops_node_pod_gpu_access"), self.get_option("gpuops_node_pod_runtime_class"))
             rc, out, err = self._run(["create", "-f", "-"], data=json.dumps(manifest).encode())
             if rc != 0 and "AlreadyExists" not in err:  # another worker of this run created it first
                 raise AnsibleConnectionFailure("node %s: could not create node pod %s in namespace %s: %s" % (node, name, namespace, err))

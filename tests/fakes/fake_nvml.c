@@ -18,9 +18,12 @@
  *   -DFAKE_NVML_NO_PROCS_V3   no nvmlDeviceGetComputeRunningProcesses_v3 (drivers before 510)
  *   -DFAKE_NVML_NO_PROCS_V2   no nvmlDeviceGetComputeRunningProcesses_v2 (440 and older, with the above)
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_GPUS 16
 #define MAX_MIGS 8
@@ -107,7 +110,27 @@ static void load(void) {
 #define CHECK_INIT() do { if (!initialized) return 1; } while (0)
 #define CHECK_DEV(d) do { if (!(d) || !(d)->present) return 2; } while (0)
 
-int nvmlInitWithFlags(unsigned flags) { (void)flags; load(); if (init_error) return init_error; initialized = 1; return 0; }
+/* GPUOPS_FAKE_NVML_OPEN=<device node>: open it first, as the real library opens /dev/nvidiactl. A device cgroup
+ * that does not allow it (EPERM) fails the init with NVML_ERROR_UNKNOWN, what driver 580's library returned in
+ * such a container on an H200 (hack/real-gpu/node_pod_devices.py); any other outcome (ENXIO: no driver behind
+ * the node) passes, so the rest stays simulated. */
+static int open_device(void) {
+    const char *dev = getenv("GPUOPS_FAKE_NVML_OPEN");
+    int fd;
+    if (!dev || !*dev) return 0;
+    fd = open(dev, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) { close(fd); return 0; }
+    return errno == EPERM ? 999 : 0;
+}
+int nvmlInitWithFlags(unsigned flags) {
+    int rc;
+    (void)flags;
+    load();
+    if ((rc = open_device())) return rc;
+    if (init_error) return init_error;
+    initialized = 1;
+    return 0;
+}
 int nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
 int nvmlShutdown(void) { CHECK_INIT(); initialized = 0; return 0; }
 

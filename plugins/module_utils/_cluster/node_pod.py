@@ -12,6 +12,23 @@ account token, no ``privileged``: ``chroot`` needs only CAP_SYS_CHROOT, which th
 Every command runs as ``chroot /host /bin/sh -c ...``: the host's own shell and ``python3`` run the
 modules on the host's paths, as over SSH.
 
+The GPUs (``gpu_access``): a container that is not privileged gets the runtime's default device
+allow list (containerd: ``oci.WithDefaultUnixDevices``; runc enforces it through the devices cgroup),
+so NVML cannot open ``/dev/nvidiactl`` even at the host's own path under ``/host``: on an NVIDIA H200
+it failed with NVML's "Unknown Error" in such a container, and read the GPU once the NVIDIA character
+devices were allowed (``hack/real-gpu/node_pod_devices.py``). Hence:
+
+* ``nvidia-runtime`` (default): ``NVIDIA_VISIBLE_DEVICES=all`` and ``NVIDIA_DRIVER_CAPABILITIES=utility``
+  in the container's environment, the contract of NVIDIA's container runtime (the GPU Operator's
+  DaemonSets use it): that runtime allows the GPUs' devices without a GPU request, so no pod's GPU is
+  taken. It acts only where the NVIDIA runtime runs the pod (the node's default runtime, or
+  ``runtime_class``) and honours the variable in a container that is not privileged (NVIDIA's
+  ``accept-nvidia-visible-devices-envvar-when-unprivileged``, true by default; Bottlerocket's
+  ``visible-devices-envvar-when-unprivileged`` is false by default);
+* ``privileged``: ``privileged: true``, every device and capability: only where the first cannot work,
+  and only when the user asks;
+* ``none``: neither; the modules then find the GPU inventory unknown and change nothing.
+
 The pod ends by itself: its only process exits once no command has touched its heartbeat file for
 ``idle`` seconds (a run that was killed leaves a pod that soon stops running), and
 ``activeDeadlineSeconds`` bounds it whatever happens. A run's pods are deleted at its end
@@ -34,19 +51,25 @@ RUN_LABEL = "gpuops.fleet/run"
 CONTAINER = "node"
 HEARTBEAT = "/tmp/gpuops-heartbeat"
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
+GPU_ACCESS = ("nvidia-runtime", "privileged", "none")
+# NVIDIA's container runtime: every GPU's device nodes, and the driver's management tools and NVML only
+NVIDIA_ENV = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}]
 
 
 class NodePodError(GpuopsError):
     """A node another run still uses, or a bad detached-command id (names the pod or the id, and the fix)."""
 
 
-def check_options(node, namespace, image, idle, deadline):
+def check_options(node, namespace, image, idle, deadline, gpu_access="nvidia-runtime", runtime_class=""):
     """Validate the connection's options; returns (idle, deadline) as ints (AWX survey strings too).
 
     Raises ParameterError naming the option (the collection's shared checks: DNS-1123 names, image, whole numbers)."""
     check_value("gpuops_node_name", node, "dns_subdomain")
     check_value("gpuops_node_pod_namespace", namespace, "dns_label")
     check_value("gpuops_node_pod_image", image, "image")
+    if gpu_access not in GPU_ACCESS:
+        raise ParameterError("gpuops_node_pod_gpu_access", "must be one of %s, got %r" % (", ".join(GPU_ACCESS), gpu_access))
+    check_value("gpuops_node_pod_runtime_class", runtime_class, "dns_subdomain", empty_ok=True)
     values = []
     for name, value, low in (("gpuops_node_pod_idle", idle, 60), ("gpuops_node_pod_deadline", deadline, 300)):
         number = as_int(name, value)
@@ -84,9 +107,9 @@ def pod_command(idle, deadline):
     return ["/bin/sh", "-c", script]
 
 
-def pod_manifest(name, node, namespace, image, idle, deadline, run):
+def pod_manifest(name, node, namespace, image, idle, deadline, run, gpu_access="nvidia-runtime", runtime_class=""):
     """The node pod, built as data: nothing a node name or an image says can add a key."""
-    return {
+    manifest = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": {LABEL: "true", RUN_LABEL: run},
                      "annotations": {"gpuops.fleet/node": node}},
@@ -97,13 +120,21 @@ def pod_manifest(name, node, namespace, image, idle, deadline, run):
             "containers": [{"name": CONTAINER, "image": image, "imagePullPolicy": "IfNotPresent",
                             "command": pod_command(idle, deadline),
                             # chroot's one capability, asked for by name: containerd's default set has it, CRI-O's
-                            # (since 1.18) does not; nothing else is added, and nothing is privileged
+                            # (since 1.18) does not; nothing else is added (gpu_access privileged replaces it)
                             "securityContext": {"privileged": False, "capabilities": {"add": ["SYS_CHROOT"]}},
                             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
                             "volumeMounts": [{"name": "host", "mountPath": "/host"}]}],
             "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
         },
     }
+    spec, container = manifest["spec"], manifest["spec"]["containers"][0]
+    if gpu_access == "nvidia-runtime":
+        container["env"] = [dict(e) for e in NVIDIA_ENV]
+    elif gpu_access == "privileged":
+        container["securityContext"] = {"privileged": True}
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
+    return manifest
 
 
 # the host's root user, as an SSH login has it (the pod's HOME is the image's: Ansible's ~/.ansible would land in /)

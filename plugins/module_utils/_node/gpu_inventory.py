@@ -24,6 +24,7 @@ with ``available: false`` and a ``reason``. Running commands goes through a
 from __future__ import annotations
 
 import ctypes
+import errno
 import hashlib
 import os
 import re
@@ -324,13 +325,43 @@ def node_identity(files=MACHINE_ID_FILES):
     return hashlib.sha256(b"gpuops.fleet node identity:" + seed).hexdigest()[:32]
 
 
+CONTROL_DEVICE = "/dev/nvidiactl"
+
+
+def device_hint(path=None):
+    """Why the driver could not be reached, where the cause is this process's device list; else None.
+
+    A container that is not privileged may open only the runtime's default devices: its devices
+    cgroup refuses the NVIDIA devices with EPERM, even at the host's own ``/dev`` (a chroot changes
+    the path, not the cgroup), and NVML then fails with "Unknown Error" (driver 580 on an H200,
+    hack/real-gpu/node_pod_devices.py). Only EPERM is a finding: a missing node or ENXIO (no
+    driver behind it) is what the backends already said.
+    """
+    path = path or CONTROL_DEVICE
+    try:
+        fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno != errno.EPERM:
+            return None
+        return ("%s exists but this process may not open it (EPERM): it runs in a container whose device list does not "
+                "allow the NVIDIA devices; through gpuops.fleet.k8s_node, set gpuops_node_pod_gpu_access "
+                "(nvidia-runtime needs NVIDIA's container runtime to run the node pod)" % path)
+    os.close(fd)
+    return None
+
+
 def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc", driver_root=None):
     """Return gpuops_gpus facts (with ``node_id``, see node_identity); never raises for a node without a usable driver.
 
     ``nvidia_smi`` is the resolved path of the CLI or None when it is not installed.
     ``driver_root`` (e.g. ``/run/nvidia/driver``): NVML is loaded from that root.
+    When no backend could read the GPUs, ``reason`` ends with device_hint()'s finding, if any.
     """
     facts = _gather(run, backend, nvidia_smi, proc_root, driver_root)
+    if not facts["available"]:
+        hint = device_hint()
+        if hint:
+            facts["reason"] = "%s; %s" % (facts["reason"], hint)
     facts["node_id"] = node_identity()
     return facts
 

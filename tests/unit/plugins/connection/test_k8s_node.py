@@ -18,7 +18,7 @@ import sys
 import pytest
 import yaml
 
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleConnectionFailure, AnsibleOptionsError
 from ansible.playbook.play_context import PlayContext
 from ansible import constants as C
 
@@ -178,6 +178,16 @@ def test_bad_options_fail_before_any_call_and_name_the_variable(kubectl, tmp_pat
     with pytest.raises(AnsibleConnectionFailure, match="gpuops_node_name: 'gpu_1;reboot' is not a DNS-1123 subdomain"):
         conn.exec_command("true")
     assert not os.path.exists(tmp_path / "calls.jsonl")
+
+
+def test_the_pod_s_gpu_access_comes_from_the_variables(kubectl, tmp_path):
+    connection(kubectl, gpuops_node_pod_runtime_class="nvidia").exec_command("true")
+    pod = list(state(tmp_path)["pods"].values())[0]
+    assert pod["spec"]["runtimeClassName"] == "nvidia"
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in pod["spec"]["containers"][0]["env"]
+    # ansible-core checks the documented choices (AnsibleOptionsError); node_pod.check_options checks them again for any other caller
+    with pytest.raises((AnsibleOptionsError, AnsibleConnectionFailure), match="gpuops_node_pod_gpu_access"):
+        connection(kubectl, gpuops_node_pod_gpu_access="everything").exec_command("true")
 
 
 def test_the_run_s_pod_is_deleted_by_node_pods_and_a_second_delete_changes_nothing(kubectl, tmp_path):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -132,3 +133,30 @@ def test_a_broken_poll_says_nothing_and_job_ids_are_checked():
     assert node_pod.job_state(b"gpuops-rc=abc") is None
     with pytest.raises(NodePodError, match="detached command's id"):
         node_pod.job_launch_argv("../../etc", ["true"])
+
+
+def test_gpu_access_nvidia_runtime_by_default_privileged_only_when_asked():
+    default = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1")
+    container = default["spec"]["containers"][0]
+    assert container["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}]
+    assert "resources" in container and "nvidia.com/gpu" not in json.dumps(container["resources"]), "no GPU is requested: none is taken"
+    assert "runtimeClassName" not in default["spec"]
+    classed = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1", "nvidia-runtime", "nvidia")
+    assert classed["spec"]["runtimeClassName"] == "nvidia"
+    privileged = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1", "privileged")["spec"]["containers"][0]
+    assert privileged["securityContext"] == {"privileged": True} and "env" not in privileged
+    none = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1", "none")["spec"]["containers"][0]
+    assert none["securityContext"] == {"privileged": False, "capabilities": {"add": ["SYS_CHROOT"]}} and "env" not in none
+
+
+@pytest.mark.parametrize("field,kwargs", [
+    ("gpuops_node_pod_gpu_access", dict(gpu_access="all")),
+    ("gpuops_node_pod_gpu_access", dict(gpu_access="")),
+    ("gpuops_node_pod_runtime_class", dict(runtime_class="Nvidia")),
+    ("gpuops_node_pod_runtime_class", dict(runtime_class="nvidia\nprivileged: true")),
+])
+def test_bad_gpu_access_options_name_the_field(field, kwargs):
+    args = dict(node="gpu-1", namespace="gpuops-system", image=IMAGE, idle=900, deadline=3600)
+    args.update(kwargs)
+    with pytest.raises(ParameterError, match=re.escape(field)):
+        node_pod.check_options(**args)

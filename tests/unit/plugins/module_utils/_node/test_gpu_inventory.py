@@ -18,6 +18,8 @@ import pytest
 
 import fakenode
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
+
 GATHER = r"""
 import json, subprocess, sys
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather
@@ -162,3 +164,46 @@ def test_a_driver_root_without_the_library_says_where_it_looked(fake_node, tmp_p
     assert not facts["available"]
     assert "libnvidia-ml.so.1 not found under the driver root %s" % (tmp_path / "run/nvidia/driver") in facts["reason"]
     assert "driver container" in facts["reason"]
+
+
+@pytest.fixture()
+def refused_device(tmp_path):
+    """A file root may not open for writing (immutable): the kernel answers EPERM, as a devices cgroup does."""
+    path = tmp_path / "nvidiactl"
+    path.write_text("")
+    if subprocess.run(["chattr", "+i", str(path)], capture_output=True, check=False).returncode != 0:
+        pytest.skip("this filesystem has no immutable attribute (chattr +i), which the EPERM test uses")
+    try:
+        with pytest.raises(PermissionError):
+            os.open(str(path), os.O_RDWR)
+        yield str(path)
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=False)
+
+
+def test_a_refused_control_device_is_named_with_the_fix(refused_device, tmp_path):
+    hint = inventory.device_hint(refused_device)
+    assert hint.startswith(refused_device + " exists but this process may not open it (EPERM)")
+    assert "gpuops_node_pod_gpu_access" in hint
+    # a missing node (no driver, or not a GPU node) and one that opens say nothing
+    assert inventory.device_hint(str(tmp_path / "absent")) is None
+    (tmp_path / "plain").write_text("")
+    assert inventory.device_hint(str(tmp_path / "plain")) is None
+
+
+def test_nvml_refused_its_device_the_reason_says_why(fake_node, refused_device, monkeypatch):
+    """The fake library opens GPUOPS_FAKE_NVML_OPEN first, as the real one opens /dev/nvidiactl; EPERM fails its init
+    with NVML_ERROR_UNKNOWN (driver 580's answer in a container on an H200). gather() appends the device hint."""
+    env = dict(fake_node(NODE), GPUOPS_FAKE_NVML_OPEN=refused_device)
+    facts = gather(env, "nvml")
+    assert not facts["available"] and facts["reason"].startswith("NVML initialisation failed: Unknown Error"), facts["reason"]
+    monkeypatch.setattr(inventory, "CONTROL_DEVICE", refused_device)
+    monkeypatch.setattr(inventory, "_gather", lambda *args: inventory.empty_facts("nvml", "NVML initialisation failed: Unknown Error"))
+    found = inventory.gather(None)
+    assert found["reason"].startswith("NVML initialisation failed: Unknown Error; %s exists but" % refused_device), found["reason"]
+
+
+def test_a_device_that_opens_changes_nothing(fake_node, tmp_path):
+    (tmp_path / "dev").write_text("")
+    facts = gather(dict(fake_node(NODE), GPUOPS_FAKE_NVML_OPEN=str(tmp_path / "dev")), "nvml")
+    assert facts["available"] and facts["count"] == 2
