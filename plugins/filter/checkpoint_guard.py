@@ -9,6 +9,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import guard_daemonset
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import guard_layout
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import role_settings
@@ -23,18 +24,33 @@ def checkpoint_guard_settings(raw):
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
 
 
+def _checked(settings, root, unit_dir):
+    """(root, unit_dir) of a filter's input, checked as every path the role writes into a unit (role_settings)."""
+    if not isinstance(settings, dict) or not {"config", "unit"} <= set(settings):
+        raise ParameterError("_input", "expected the result of gpuops.fleet.checkpoint_guard_settings")
+    if root not in ("", None) and not UNIT_PATH.match(str(root)):
+        raise ParameterError("checkpoint_guard_sysroot", "%r must be / or an absolute path of letters, digits and ._@+:,=/-" % (root,))
+    if not isinstance(unit_dir, str) or not UNIT_PATH.match(unit_dir):
+        raise ParameterError("checkpoint_guard_unit_dir", "%r must be an absolute path of letters, digits and ._@+:,=/-" % (unit_dir,))
+    return root or "", unit_dir.rstrip("/") or "/"
+
+
 def checkpoint_guard_files(settings, root="", unit_dir="/etc/systemd/system", hardening=True, late_check=False):
     """The guard's wrapper, configuration and units for gpuops.fleet.guard_install, from checkpoint_guard_settings."""
     try:
-        if not isinstance(settings, dict) or not {"config", "unit"} <= set(settings):
-            raise ParameterError("_input", "expected the result of gpuops.fleet.checkpoint_guard_settings")
-        # the same check as every path the role writes into a unit (role_settings)
-        if root not in ("", None) and not UNIT_PATH.match(str(root)):
-            raise ParameterError("checkpoint_guard_sysroot", "%r must be / or an absolute path of letters, digits and ._@+:,=/-" % (root,))
-        if not isinstance(unit_dir, str) or not UNIT_PATH.match(unit_dir):
-            raise ParameterError("checkpoint_guard_unit_dir", "%r must be an absolute path of letters, digits and ._@+:,=/-" % (unit_dir,))
-        return _guard_files.files(settings, root or "", unit_dir.rstrip("/") or "/", as_bool("checkpoint_guard_hardening", hardening),
+        root, unit_dir = _checked(settings, root, unit_dir)
+        return _guard_files.files(settings, root, unit_dir, as_bool("checkpoint_guard_hardening", hardening),
                                   as_bool("checkpoint_guard_late_check", late_check))
+    except GpuopsError as exc:
+        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
+
+
+def checkpoint_guard_layout(settings, root="", unit_dir="/etc/systemd/system", late_check=False):
+    """The install's directories (each with its role variable) and what an older layout left, for gpuops.fleet.guard_install."""
+    try:
+        root, unit_dir = _checked(settings, root, unit_dir)
+        return {"directories": guard_layout.directories(settings, unit_dir, root),
+                "absent": guard_layout.leftovers(settings, unit_dir, as_bool("checkpoint_guard_late_check", late_check), root)}
     except GpuopsError as exc:
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
 
@@ -58,4 +74,4 @@ def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="
 class FilterModule(object):
     def filters(self):
         return {"checkpoint_guard_settings": checkpoint_guard_settings, "checkpoint_guard_files": checkpoint_guard_files,
-                "checkpoint_guard_daemonset": checkpoint_guard_daemonset}
+                "checkpoint_guard_layout": checkpoint_guard_layout, "checkpoint_guard_daemonset": checkpoint_guard_daemonset}

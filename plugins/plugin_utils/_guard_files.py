@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import posixpath
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import guard_layout
+
 HEADER = "# Managed by the gpuops.fleet.checkpoint_guard role: local changes are overwritten at its next run."
 HARDENING = ["NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectHome=read-only", "ProtectSystem=full"]
 
@@ -87,7 +89,7 @@ def late_service(settings, hardening):
         "Type=exec",
         "ExecStart=%s check --late --config %s" % (unit["bin"], unit["config_path"]),
         "SyslogIdentifier=gpuops-late",
-    ], "multi-user.target")
+    ], guard_layout.LATE_WANTED_BY)
 
 
 def files(settings, root, unit_dir, hardening, late_check):
@@ -99,5 +101,5 @@ def files(settings, root, unit_dir, hardening, late_check):
         {"path": root + unit_dir + "/gpuops.service", "content": service(settings, hardening), "mode": "0644", "unit": True},
     ]
     if late_check:
-        found.append({"path": root + unit_dir + "/gpuops-late.service", "content": late_service(settings, hardening), "mode": "0644", "unit": True})
+        found.append({"path": root + unit_dir + "/" + guard_layout.LATE_UNIT, "content": late_service(settings, hardening), "mode": "0644", "unit": True})
     return found

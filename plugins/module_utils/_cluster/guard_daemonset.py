@@ -35,6 +35,7 @@ import hashlib
 import json
 import posixpath
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import guard_layout
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
@@ -47,17 +48,6 @@ CONTAINER = "install"
 CONFIGMAP_MAX = 1024 * 1024
 APP_LABEL = "gpuops-guard"
 DIGEST_TAIL = "@sha256:"
-
-
-def _directories(unit, config, unit_dir):
-    """The install's directories, each with the role variable it comes from (named when it is refused)."""
-    return [
-        {"path": unit["lib_dir"], "mode": "0755", "name": "checkpoint_guard_lib_dir"},
-        {"path": posixpath.dirname(unit["bin"]), "mode": "0755", "name": "checkpoint_guard_bin"},
-        {"path": posixpath.dirname(unit["config_path"]), "mode": "0755", "name": "checkpoint_guard_config_path"},
-        {"path": unit_dir, "mode": "0755", "name": "checkpoint_guard_unit_dir"},
-        {"path": config["backup_dir"], "mode": "0700", "name": "checkpoint_guard_backup_dir"},
-    ]
 
 
 def host_mounts(paths):
@@ -80,8 +70,8 @@ def _wanted_by(content):
 
 def install_spec(settings, files, code_sha256, unit_dir, enabled, late_check):
     """The spec the pod's ``gpuops install`` applies, every path under HOST (where the mounts are)."""
-    unit, config = settings["unit"], settings["config"]
-    directories = _directories(unit, config, unit_dir)
+    unit = settings["unit"]
+    directories = guard_layout.directories(settings, unit_dir)
     links, gone = [], []
     for entry in files:
         if not entry["unit"]:
@@ -95,9 +85,6 @@ def install_spec(settings, files, code_sha256, unit_dir, enabled, late_check):
                 links.append({"path": HOST + link, "target": entry["path"]})
             else:
                 gone.append({"path": HOST + link})
-    if not late_check:
-        # the late unit of an earlier install with the late check on (its WantedBy= is multi-user.target)
-        gone.extend([{"path": HOST + unit_dir + "/gpuops-late.service"}, {"path": HOST + unit_dir + "/multi-user.target.wants/gpuops-late.service"}])
     return {
         "require_persistent": True,
         "directories": [dict(entry, path=HOST + entry["path"]) for entry in directories],
@@ -106,8 +93,8 @@ def install_spec(settings, files, code_sha256, unit_dir, enabled, late_check):
         "files": [{"path": HOST + entry["path"], "content": entry["content"], "mode": entry["mode"], "unit": entry["unit"]}
                   for entry in files],
         "links": links,
-        # what an older layout left (the role's install step removes the same)
-        "absent": [{"path": HOST + unit["lib_dir"] + "/ansible_collections"}, {"path": HOST + unit["lib_dir"] + "/gpuops_main.py"}] + gone,
+        # what an older layout left (the role's install step removes the same: guard_layout), and the links of disabled units
+        "absent": guard_layout.leftovers(settings, unit_dir, late_check, root=HOST, systemd=False) + gone,
     }
 
 
@@ -149,7 +136,7 @@ def manifests(settings, files, code, options, unit_dir="/etc/systemd/system", en
     if len(encoded) + len(spec_text) > CONFIGMAP_MAX:
         raise ParameterError("checkpoint_guard_daemonset", "the code and spec are %d bytes, over a ConfigMap's 1 MiB" % (len(encoded) + len(spec_text)))
     labels = {"app.kubernetes.io/name": APP_LABEL, "app.kubernetes.io/instance": name, "app.kubernetes.io/managed-by": "gpuops.fleet"}
-    top = host_mounts([entry["path"] for entry in _directories(settings["unit"], settings["config"], unit_dir)])
+    top = host_mounts([entry["path"] for entry in guard_layout.directories(settings, unit_dir)])
     volumes = [{"name": "guard", "configMap": {"name": name, "defaultMode": 0o444}}]
     mounts = [{"name": "guard", "mountPath": CONFIG_DIR, "readOnly": True}]
     for index, path in enumerate(top):

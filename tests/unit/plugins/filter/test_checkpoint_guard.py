@@ -9,7 +9,8 @@ import json
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.fleet.plugins.filter.checkpoint_guard import checkpoint_guard_files, checkpoint_guard_settings
+from ansible_collections.gpuops.fleet.plugins.filter.checkpoint_guard import (
+    checkpoint_guard_daemonset, checkpoint_guard_files, checkpoint_guard_layout, checkpoint_guard_settings)
 
 BASE = {
     "checkpoint_path": "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
@@ -125,3 +126,39 @@ def test_a_bad_location_or_switch_is_refused_by_name(kw, message):
         checkpoint_guard_files(settings(), **kw)
     with pytest.raises(AnsibleFilterError, match="expected the result of gpuops.fleet.checkpoint_guard_settings"):
         checkpoint_guard_files({"config": {}})
+
+
+def test_the_layout_names_each_directory_s_variable_and_what_an_older_install_left():
+    layout = checkpoint_guard_layout(settings(), root="/srv/node1", unit_dir="/etc/systemd/system/")
+    assert layout["directories"] == [
+        {"path": "/srv/node1/usr/local/lib/gpuops", "mode": "0755", "name": "checkpoint_guard_lib_dir"},
+        {"path": "/srv/node1/usr/local/bin", "mode": "0755", "name": "checkpoint_guard_bin"},
+        {"path": "/srv/node1/etc/gpuops", "mode": "0755", "name": "checkpoint_guard_config_path"},
+        {"path": "/srv/node1/etc/systemd/system", "mode": "0755", "name": "checkpoint_guard_unit_dir"},
+        {"path": "/srv/node1/var/lib/gpuops/backups", "mode": "0700", "name": "checkpoint_guard_backup_dir"},
+    ]
+    assert layout["absent"] == [
+        {"path": "/srv/node1/usr/local/lib/gpuops/ansible_collections"}, {"path": "/srv/node1/usr/local/lib/gpuops/gpuops_main.py"},
+        {"path": "/srv/node1/etc/systemd/system/gpuops-late.service", "unit": "gpuops-late.service"},
+    ]
+    assert checkpoint_guard_layout(settings(), late_check="true")["absent"] == [
+        {"path": "/usr/local/lib/gpuops/ansible_collections"}, {"path": "/usr/local/lib/gpuops/gpuops_main.py"}]
+    with pytest.raises(AnsibleFilterError, match="checkpoint_guard_late_check: expected true or false"):
+        checkpoint_guard_layout(settings(), late_check="sometimes")
+    with pytest.raises(AnsibleFilterError, match="checkpoint_guard_unit_dir"):
+        checkpoint_guard_layout(settings(), unit_dir="relative/dir")
+
+
+def test_the_daemonset_form_installs_the_same_layout_under_the_host_mount():
+    """One builder for both installs: the DaemonSet's spec is the SSH install's layout under /host, and without systemd
+    the late unit's WantedBy= link (read from the unit the late check installs) is removed as a file."""
+    image = "registry.example/python@sha256:" + "1" * 64
+    built = checkpoint_guard_daemonset(settings(), image)
+    spec = json.loads(built["configmap"]["data"]["install.json"])
+    layout = checkpoint_guard_layout(settings())
+    assert [d for d in spec["directories"] if "name" in d] == [dict(d, path="/host" + d["path"]) for d in layout["directories"]]
+    late_unit = [f for f in checkpoint_guard_files(settings(), late_check=True) if f["path"].endswith("/gpuops-late.service")][0]
+    wanted_by = [line.split("=", 1)[1] for line in late_unit["content"].splitlines() if line.startswith("WantedBy=")]
+    assert [a["path"] for a in spec["absent"]] == (
+        ["/host" + a["path"] for a in layout["absent"]] + ["/host/etc/systemd/system/%s.wants/gpuops-late.service" % wanted_by[0]])
+    assert all("unit" not in a for a in spec["absent"]), "no systemd call from the pod"

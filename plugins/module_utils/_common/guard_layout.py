@@ -1,0 +1,47 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: where the boot guard's install puts things, once for both installs.
+
+The SSH install (``checkpoint_guard`` role, filter ``checkpoint_guard_layout`` into
+``guard_install``) and the DaemonSet form (``_cluster/guard_daemonset``'s install spec) create the
+same directories, each named by the role variable it comes from (the name a refusal gives), and
+remove what an older layout left. Pure data from ``checkpoint_guard_settings``' checked result.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+LATE_UNIT = "gpuops-late.service"
+# the late unit's [Install] WantedBy= (plugin_utils/_guard_files.late_service writes it)
+LATE_WANTED_BY = "multi-user.target"
+
+
+def directories(settings, unit_dir, root=""):
+    """The install's directories under ``root``: path, mode and the role variable each comes from."""
+    unit, config = settings["unit"], settings["config"]
+    return [
+        {"path": root + unit["lib_dir"], "mode": "0755", "name": "checkpoint_guard_lib_dir"},
+        {"path": root + posixpath.dirname(unit["bin"]), "mode": "0755", "name": "checkpoint_guard_bin"},
+        {"path": root + posixpath.dirname(unit["config_path"]), "mode": "0755", "name": "checkpoint_guard_config_path"},
+        {"path": root + unit_dir, "mode": "0755", "name": "checkpoint_guard_unit_dir"},
+        {"path": root + config["backup_dir"], "mode": "0700", "name": "checkpoint_guard_backup_dir"},
+    ]
+
+
+def leftovers(settings, unit_dir, late_check, root="", systemd=True):
+    """What an older layout left, to remove: the code as loose files, and the late unit when the late check is off.
+
+    With ``systemd`` the late unit's entry names the unit (guard_install disables it, which removes its
+    links); without (the DaemonSet form makes no systemd call), its ``.wants`` link is a path too."""
+    lib = root + settings["unit"]["lib_dir"]
+    found = [{"path": lib + "/ansible_collections"}, {"path": lib + "/gpuops_main.py"}]
+    if not late_check:
+        if systemd:
+            found.append({"path": root + unit_dir + "/" + LATE_UNIT, "unit": LATE_UNIT})
+        else:
+            found.extend([{"path": root + unit_dir + "/" + LATE_UNIT},
+                          {"path": "%s%s/%s.wants/%s" % (root, unit_dir, LATE_WANTED_BY, LATE_UNIT)}])
+    return found
