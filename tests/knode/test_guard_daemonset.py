@@ -28,7 +28,7 @@ import realnode
 BIN = os.path.dirname(sys.executable)
 NS = "gpuops-guard"
 A = "GPU-0a0a0a0a-1111-4111-8111-00000000000a"
-SECONDS = []  # each play's wall time, in order: check, first, second, changed setting, refused
+SECONDS = []  # each play's wall time, in order: check, first, second, changed setting, refused (interpreter, tmpfs)
 
 
 def play(node, tmp, host, extra=None, check=False):
@@ -105,8 +105,12 @@ def test_the_guard_daemonset_form_installs_through_the_api_only(real_node, tmp_p
         assert ctr.security_context.privileged is False and ctr.security_context.capabilities.drop == ["ALL"]
         assert ctr.security_context.read_only_root_filesystem is True and ctr.image == node.python_image
     assert [m.mount_path for m in pod.spec.containers[0].volume_mounts] == ["/gpuops"]  # the waiting one: no host directory
-    assert sorted(v.host_path.path for v in pod.spec.volumes if v.host_path) == report["host_mounts"] == sorted(
+    assert report["host_mounts"] == sorted(
         host + p for p in ("/etc/gpuops", "/etc/systemd/system", "/usr/local/bin", "/usr/local/lib/gpuops", "/var/lib/gpuops/backups"))
+    # and, read-only, the directory of the guard's interpreter (checkpoint_guard_python, this host's /usr/bin/python3)
+    volumes = dict((v.host_path.path, v.name) for v in pod.spec.volumes if v.host_path)
+    assert report["host_mounts_read_only"] == ["/usr/bin"] and sorted(volumes) == sorted(report["host_mounts"] + ["/usr/bin"])
+    assert [m.read_only for m in pod.spec.init_containers[0].volume_mounts if m.name == volumes["/usr/bin"]] == [True]
 
     # a second run: the same template, nothing replaced, nothing written on the node
     before = os.stat(units + "/gpuops.service").st_mtime_ns
@@ -120,6 +124,15 @@ def test_the_guard_daemonset_form_installs_through_the_api_only(real_node, tmp_p
     assert changed is not None and changed["daemonset_changed"] is True and changed["installed"] == [realnode.NAME], out
     assert json.loads(pathlib.Path(host + "/etc/gpuops/gpuops.json").read_text())["strategy"] == "prune"
     assert node.cluster.core.list_namespaced_pod(NS).items[0].metadata.uid != first_uid
+
+    # a node without the guard's interpreter (COS, Flatcar: no python3): the pod refuses before writing, naming the variable
+    written = dict((p, os.stat(p).st_mtime_ns) for p in (units + "/gpuops.service", host + "/etc/gpuops/gpuops.json"))
+    missing = "/usr/bin/python3-gpuops-absent"
+    refused, out = play(node, tmp_path, host, {"checkpoint_guard_python": missing, "checkpoint_guard_daemonset_pod_timeout": 30})
+    assert refused is not None and refused["failed"] == [realnode.NAME], out
+    reasons = [row.get("reason") or "" for row in refused["nodes"] if row["node"] == realnode.NAME]
+    assert any("checkpoint_guard_python: %s is not on this node: nothing was changed" % missing in reason for reason in reasons), (reasons, out)
+    assert dict((p, os.stat(p).st_mtime_ns) for p in written) == written, "the refused install wrote on the node"
 
     # a unit directory on tmpfs (Container-Optimized OS's /etc): the pod refuses, the rollout names the variable
     volatile = tempfile.mkdtemp(prefix="gpuops-knode-shm-", dir="/dev/shm")
@@ -135,4 +148,4 @@ def test_the_guard_daemonset_form_installs_through_the_api_only(real_node, tmp_p
     os.makedirs(os.path.join(realnode.ROOT, "out"), exist_ok=True)
     with open(os.path.join(realnode.ROOT, "out", "knode-guard-daemonset.json"), "w") as handle:
         json.dump({"api_calls_check": check_calls, "api_calls_first_run": calls, "api_requests_first_run": sum(calls.values()),
-                   "seconds": dict(zip(("check", "first", "second", "changed_setting", "refused_tmpfs"), SECONDS))}, handle, indent=1, sort_keys=True)
+                   "seconds": dict(zip(("check", "first", "second", "changed_setting", "refused_interpreter", "refused_tmpfs"), SECONDS))}, handle, indent=1, sort_keys=True)

@@ -15,7 +15,9 @@ binary and a unit), but least-privilege:
   ``gpuops wait`` until the pod is deleted (Ready only once the install exited 0, as the GKE driver
   installer's init container);
 * the init container mounts only the guard's directories (each a hostPath, the fewest that hold them
-  all) and the ConfigMap, read-only, the waiting container only the ConfigMap; no hostPID, no host network, no service account token, every capability
+  all), the ConfigMap, read-only, and the directory of the guard's interpreter (``checkpoint_guard_python``),
+  read-only and never created, so that a node without it is refused before anything is written; the
+  waiting container only the ConfigMap; no hostPID, no host network, no service account token, every capability
   dropped, read-only root filesystem, no privilege escalation. It runs as uid 0 because the host's
   directories are root's (writing to a directory one owns needs no capability);
 * systemd is not asked (that would need the host's D-Bus socket or its mount namespace): units are
@@ -87,6 +89,8 @@ def install_spec(settings, files, code_sha256, unit_dir, enabled, late_check):
                 gone.append({"path": HOST + link})
     return {
         "require_persistent": True,
+        # the wrapper's interpreter (checkpoint_guard_python), seen through its directory's read-only mount
+        "interpreter": {"path": HOST + unit["python"], "shown": unit["python"], "name": "checkpoint_guard_python"},
         "directories": [dict(entry, path=HOST + entry["path"]) for entry in directories],
         "code": {"path": HOST + unit["lib_dir"] + "/gpuops.pyz", "mode": "0644", "sha256": code_sha256,
                  "source": CONFIG_DIR + "/" + CODE_KEY},
@@ -123,7 +127,7 @@ def _checked(options):
 
 
 def manifests(settings, files, code, options, unit_dir="/etc/systemd/system", enabled=True, late_check=False):
-    """``{"configmap", "daemonset", "code_sha256", "spec_sha256", "mounts"}`` for the guard's DaemonSet form.
+    """``{"configmap", "daemonset", "code_sha256", "spec_sha256", "mounts", "read_only_mounts"}`` for the guard's DaemonSet form.
 
     ``files``: the role's text files (``_guard_files.files`` with no sysroot); ``code``: gpuops.pyz's bytes;
     ``options``: name, namespace, image (by digest), python, node_label_keys, tolerations, priority_class_name."""
@@ -142,6 +146,13 @@ def manifests(settings, files, code, options, unit_dir="/etc/systemd/system", en
     for index, path in enumerate(top):
         volumes.append({"name": "host-%d" % index, "hostPath": {"path": path, "type": "DirectoryOrCreate"}})
         mounts.append({"name": "host-%d" % index, "mountPath": HOST + path})
+    python_dir = posixpath.dirname(settings["unit"]["python"])
+    read_only = []
+    if host_mounts(top + [python_dir]) != top:
+        read_only.append(python_dir)
+        # the interpreter's directory, read-only and never created: the install only looks whether it is there
+        volumes.append({"name": "host-python", "hostPath": {"path": python_dir, "type": "Directory"}})
+        mounts.append({"name": "host-python", "mountPath": HOST + python_dir, "readOnly": True})
     common = {
         "image": image,
         "imagePullPolicy": "IfNotPresent",
@@ -186,4 +197,5 @@ def manifests(settings, files, code, options, unit_dir="/etc/systemd/system", en
         },
     }
     return {"configmap": configmap, "daemonset": daemonset, "code_sha256": code_sha, "spec_sha256": spec_sha, "mounts": top,
+            "read_only_mounts": read_only,
             "log_pattern": r'"event":"installed".*"code_sha256":"(?P<sha256>[0-9a-f]{64})"'}

@@ -60,7 +60,11 @@ class InstallError(GpuopsError):
 
 
 def check_entries(spec):
-    """Every path of ``spec``'s lists absolute, every mode octal; ParameterError names the entry."""
+    """Every path of ``spec``'s lists (and its interpreter's) absolute, every mode octal; ParameterError names the entry."""
+    interpreter = spec.get("interpreter")
+    if interpreter is not None and not (isinstance(interpreter, dict) and isinstance(interpreter.get("path"), str)
+                                        and os.path.isabs(interpreter["path"])):
+        raise ParameterError("interpreter.path", "%r must be an absolute path" % (interpreter,))
     for option in ENTRIES:
         for index, entry in enumerate(spec.get(option) or ()):
             where = "%s[%d]" % (option, index)
@@ -209,6 +213,26 @@ def _enable(unit, enabled, check_mode, run):
     return {"unit": unit, "enabled": enabled}
 
 
+def check_interpreter(entry):
+    """Refuse, before anything changes, a node without the Python the guard's wrapper runs at boot.
+
+    ``entry``: ``{"path": where it is seen from here, "shown": its path on the node, "name": the role variable}``.
+    A link counts as there: its target may be outside what this process sees (the DaemonSet form mounts
+    the interpreter's directory only), and the SSH install's self-test runs it anyway."""
+    if not entry:
+        return
+    path, shown, name = entry["path"], entry.get("shown") or entry["path"], entry.get("name") or "interpreter"
+    if os.path.islink(path):
+        return
+    if not os.path.exists(path):
+        raise InstallError("%s: %s is not on this node: nothing was changed. The guard is a Python program that systemd starts "
+                           "with this interpreter before kubelet; set %s to the node's python3, or use the API path's live repair "
+                           "where the node has none (Container-Optimized OS, Flatcar, Bottlerocket and Talos ship no python3)"
+                           % (name, shown, name))
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise InstallError("%s: %s is not an executable file: nothing was changed; set %s to the node's python3" % (name, shown, name))
+
+
 def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=mounts.MOUNTINFO):
     """Apply ``spec`` (see the module's options); returns the result (``changed``, what was done)."""
     result = {"changed": False, "code_needed": False, "filesystems": [], "directories": [], "files": [], "links": [],
@@ -216,6 +240,7 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
     diffs = []
     try:
         result["filesystems"] = check_filesystems(spec.get("directories") or (), bool(spec.get("require_persistent")), mountinfo)
+        check_interpreter(spec.get("interpreter"))
         for entry in spec.get("directories") or ():
             row = _directory(entry, check_mode)
             if row:

@@ -50,8 +50,14 @@ def test_the_pod_mounts_only_the_guard_directories_and_holds_no_privilege():
     pod = pod_of(out)
     init, ctr = pod["initContainers"][0], pod["containers"][0]
     host_paths = [v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v]
-    assert host_paths == out["mounts"] == ["/etc/gpuops", "/etc/systemd/system", "/usr/local/bin", "/usr/local/lib/gpuops", "/var/lib/gpuops/backups"]
+    assert out["mounts"] == ["/etc/gpuops", "/etc/systemd/system", "/usr/local/bin", "/usr/local/lib/gpuops", "/var/lib/gpuops/backups"]
+    # and the guard's interpreter's directory, read-only and never created (the install looks whether python3 is there)
+    assert host_paths == out["mounts"] + out["read_only_mounts"] and out["read_only_mounts"] == ["/usr/bin"]
+    assert [v["hostPath"]["type"] for v in pod["volumes"] if "hostPath" in v] == ["DirectoryOrCreate"] * 5 + ["Directory"]
     assert [m["mountPath"] for m in init["volumeMounts"]] == ["/gpuops"] + ["/host" + p for p in host_paths]
+    assert [m.get("readOnly", False) for m in init["volumeMounts"]] == [True] + [False] * 5 + [True]
+    spec = json.loads(out["configmap"]["data"]["install.json"])
+    assert spec["interpreter"] == {"path": "/host/usr/bin/python3", "shown": "/usr/bin/python3", "name": "checkpoint_guard_python"}
     # the waiting container holds no host directory
     assert ctr["volumeMounts"] == [{"name": "guard", "mountPath": "/gpuops", "readOnly": True}] and init["volumeMounts"][0]["readOnly"] is True
     for container in (init, ctr):
@@ -67,6 +73,9 @@ def test_the_pod_mounts_only_the_guard_directories_and_holds_no_privilege():
     # the command under the library directory: one hostPath fewer (a directory under another is covered by its mount)
     fewer = build({"bin": "/usr/local/lib/gpuops/gpuops", "backup_dir": "/usr/local/lib/gpuops/backups"})
     assert fewer["mounts"] == ["/etc/gpuops", "/etc/systemd/system", "/usr/local/lib/gpuops"]
+    # an interpreter inside a guard directory (a venv under the library directory) needs no mount of its own
+    venv = pod_of(build({"python": "/usr/local/lib/gpuops/venv/bin/python3"}))
+    assert "host-python" not in [v["name"] for v in venv["volumes"]]
 
 
 def test_the_configmap_carries_the_code_the_controller_builds_and_a_change_is_a_new_pod_template():
@@ -150,6 +159,13 @@ def test_the_pods_command_installs_from_its_configmap_then_a_second_start_change
     out = build()
     host = tmp_path / "host"
     argv = _lay_out(out, tmp_path, str(host))
+    # a node without the guard's interpreter (checkpoint_guard_python): refused, the reason its last line, nothing written
+    rc, lines, err = _run(argv)
+    assert rc != 0 and [line["event"] for line in lines] == ["install_failed"], (lines, err)
+    assert "checkpoint_guard_python: /usr/bin/python3 is not on this node: nothing was changed" in lines[0]["msg"]
+    assert not host.exists()
+    (host / "usr/bin").mkdir(parents=True)
+    os.symlink(sys.executable, str(host / "usr/bin/python3"))
     rc, lines, err = _run(argv)
     assert (rc, err) == (0, "") and [line["event"] for line in lines] == ["installed"]
     first = lines[0]

@@ -281,7 +281,28 @@ def test_links_are_made_atomically_only_where_they_differ_and_a_file_in_their_pl
     ({"links": [{"path": "relative/link", "target": "/x"}]}, "links[0].path"),
     ({"links": [{"path": "/abs/link", "target": ""}]}, "links[0].target"),
     ({"directories": [{"path": "/abs", "mode": "rwx"}]}, "directories[0].mode"),
+    ({"interpreter": {"path": "usr/bin/python3"}}, "interpreter.path"),
+    ({"interpreter": "/usr/bin/python3"}, "interpreter.path"),
 ])
 def test_check_entries_names_the_bad_entry(bad, field):
     with pytest.raises(inst.ParameterError, match=r"^%s: " % field.replace("[", r"\[").replace("]", r"\]")):
         inst.check_entries(bad)
+
+
+def test_a_node_without_the_guard_s_interpreter_is_refused_before_anything_changes(tmp_path):
+    """The DaemonSet form sees the host's python3 through a read-only mount of its directory: missing, nothing is written."""
+    host = tmp_path / "host"
+    (host / "usr" / "bin").mkdir(parents=True)
+    entry = {"path": str(host / "usr" / "bin" / "python3"), "shown": "/usr/bin/python3", "name": "checkpoint_guard_python"}
+    with pytest.raises(inst.InstallError) as err:
+        inst.install(spec(tmp_path, interpreter=entry, systemd=False), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert str(err.value).startswith("checkpoint_guard_python: /usr/bin/python3 is not on this node: nothing was changed."), str(err.value)
+    assert sorted(os.listdir(str(tmp_path))) == ["host"], "no directory was made"
+    # a file that cannot run is refused too; a link counts as there (its target may lie outside the mount)
+    (host / "usr" / "bin" / "python3").write_text("")
+    with pytest.raises(inst.InstallError, match="checkpoint_guard_python: /usr/bin/python3 is not an executable file"):
+        inst.install(spec(tmp_path, interpreter=entry, systemd=False), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    (host / "usr" / "bin" / "python3").unlink()
+    os.symlink("/etc/alternatives/python3", str(host / "usr" / "bin" / "python3"))
+    result = inst.install(spec(tmp_path, interpreter=entry, systemd=False, selftest=None), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert result["changed"] and os.path.exists(str(tmp_path / "lib" / "gpuops.pyz"))
