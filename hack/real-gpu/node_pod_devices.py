@@ -77,8 +77,8 @@ def config(rootfs, policy, majors, python):
         "process": {
             "terminal": False, "user": {"uid": 0, "gid": 0}, "cwd": "/",
             "args": ["chroot", "/host", python, "-c", READ],
-            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"]
-                   + ["%s=%s" % (k, os.environ[k]) for k in ("LD_LIBRARY_PATH", "GPUOPS_FAKE_NVML_CONFIG") if os.environ.get(k)],
+            "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"] + [
+                "%s=%s" % (k, os.environ[k]) for k in ("LD_LIBRARY_PATH", "GPUOPS_FAKE_NVML_CONFIG") if os.environ.get(k)],
             "capabilities": dict((k, CAPS) for k in ("bounding", "effective", "permitted")),
             "noNewPrivileges": False,
         },

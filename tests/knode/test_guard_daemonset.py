@@ -148,4 +148,5 @@ def test_the_guard_daemonset_form_installs_through_the_api_only(real_node, tmp_p
     os.makedirs(os.path.join(realnode.ROOT, "out"), exist_ok=True)
     with open(os.path.join(realnode.ROOT, "out", "knode-guard-daemonset.json"), "w") as handle:
         json.dump({"api_calls_check": check_calls, "api_calls_first_run": calls, "api_requests_first_run": sum(calls.values()),
-                   "seconds": dict(zip(("check", "first", "second", "changed_setting", "refused_interpreter", "refused_tmpfs"), SECONDS))}, handle, indent=1, sort_keys=True)
+                   "seconds": dict(zip(("check", "first", "second", "changed_setting", "refused_interpreter", "refused_tmpfs"), SECONDS))},
+                  handle, indent=1, sort_keys=True)
