@@ -8,7 +8,8 @@ runtime gives such a container the default device allow list only (kubelet -> co
 ``linux.resources.devices`` denies all, then allows the standard character devices), so a GPU's
 device nodes, even the host's own under ``/host/dev``, cannot be opened, whatever the path.
 
-This runs one NVML read, ``chroot /host <python> -c '...nvmlInit...'``, in runc containers built as
+This runs one NVML read, ``chroot /host <python> -c '...nvmlInit...'``, then the collection's own
+inventory (``gpu_inventory.gather``, whose reason must name the fix when it cannot read), in runc containers built as
 containerd builds that pod, with three device policies:
 
 * ``default``: the pod as it is (no GPU device allowed);
@@ -40,6 +41,20 @@ DEFAULT_DEVICES = [{"allow": False, "access": "rwm"}] + [
 ]
 READ = ("import pynvml; pynvml.nvmlInit(); h = pynvml.nvmlDeviceGetHandleByIndex(0); "
         "print('NVML-OK', pynvml.nvmlDeviceGetCount(), pynvml.nvmlDeviceGetUUID(h))")
+# then the collection's own inventory (gpu_uuid_facts' gather()), whose reason must say why when it cannot read
+GATHER = """
+import json, subprocess, sys
+sys.path.insert(0, sys.argv[1])
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather, find_nvidia_smi
+def run(argv):
+    p = subprocess.run(argv, capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+facts = gather(run, "auto", find_nvidia_smi())
+print("GATHER=" + json.dumps({"available": facts["available"], "backend": facts["backend"], "reason": facts["reason"],
+                              "uuids": [g["uuid"] for g in facts["gpus"]]}))
+"""
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COLLECTIONS = os.path.join(ROOT, "build", "collections")
 
 
 def nvidia_majors():
@@ -76,7 +91,7 @@ def config(rootfs, policy, majors, python):
         "ociVersion": "1.0.2",
         "process": {
             "terminal": False, "user": {"uid": 0, "gid": 0}, "cwd": "/",
-            "args": ["chroot", "/host", python, "-c", READ],
+            "args": ["chroot", "/host", "/bin/sh", "-c", '"$1" -c "$2"; "$1" -c "$3" "$4"', "read", python, READ, GATHER, COLLECTIONS],
             "env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"] + [
                 "%s=%s" % (k, os.environ[k]) for k in ("LD_LIBRARY_PATH", "GPUOPS_FAKE_NVML_CONFIG") if os.environ.get(k)],
             "capabilities": dict((k, CAPS) for k in ("bounding", "effective", "permitted")),
@@ -117,10 +132,17 @@ def main():
                                   capture_output=True, text=True, check=False, timeout=120)
             subprocess.run([runc, "--root", os.path.join(tmp, "state"), "delete", "-f", name], capture_output=True, check=False)
             out = (proc.stdout + proc.stderr).strip()
-            report["runs"][policy] = {"rc": proc.returncode, "nvml_ok": "NVML-OK" in proc.stdout, "output": out[-1200:]}
+            gathered = [json.loads(line[len("GATHER="):]) for line in proc.stdout.splitlines() if line.startswith("GATHER=")]
+            report["runs"][policy] = {"rc": proc.returncode, "nvml_ok": "NVML-OK" in proc.stdout, "gather": gathered[0] if gathered else None,
+                                      "output": out[-1200:]}
     runs = report["runs"]
     # what the design rests on: the pod as built cannot read NVML; with the NVIDIA devices allowed it can
     report["ok"] = not runs["default"]["nvml_ok"] and runs["nvidia"]["nvml_ok"] and runs["privileged"]["nvml_ok"]
+    # and the collection's inventory: unknown with the device hint under the pod's list, the GPU read with the others
+    default, allowed = runs["default"]["gather"] or {}, [runs[p]["gather"] or {} for p in ("nvidia", "privileged")]
+    report["gather_ok"] = (default.get("available") is False and "EPERM" in (default.get("reason") or "")
+                           and "gpuops_node_pod_gpu_access" in (default.get("reason") or "") and all(g.get("available") for g in allowed))
+    report["ok"] = report["ok"] and report["gather_ok"]
     text = json.dumps(report, indent=2)
     if os.environ.get("OUT"):
         with open(os.path.join(os.environ["OUT"], "node-pod-devices.json"), "w") as handle:
