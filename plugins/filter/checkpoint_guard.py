@@ -60,11 +60,12 @@ def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="
                                enabled=True):
     """The guard's DaemonSet form (a ConfigMap with the code and install spec, an OnDelete DaemonSet), from checkpoint_guard_settings."""
     try:
+        dummy, unit_dir = _checked(settings, "", unit_dir)
         files = checkpoint_guard_files(settings, "", unit_dir, hardening, late_check)
         code, dummy = _guard_code.build()
         options = {"name": name, "namespace": namespace, "image": image, "python": python, "tolerations": tolerations or [],
                    "node_label_keys": node_label_keys or [], "priority_class_name": priority_class_name}
-        return guard_daemonset.manifests(settings, files, code, options, unit_dir=unit_dir.rstrip("/") or "/",
+        return guard_daemonset.manifests(settings, files, code, options, unit_dir=unit_dir,
                                          enabled=as_bool("checkpoint_guard_enabled", enabled),
                                          late_check=as_bool("checkpoint_guard_late_check", late_check))
     except GpuopsError as exc:

@@ -350,6 +350,12 @@ def device_hint(path=None):
     return None
 
 
+def explain(reason):
+    """``reason``, followed by device_hint()'s finding where there is one (a reason the GPUs could not be read)."""
+    hint = device_hint()
+    return "%s; %s" % (reason, hint) if hint else reason
+
+
 def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc", driver_root=None):
     """Return gpuops_gpus facts (with ``node_id``, see node_identity); never raises for a node without a usable driver.
 
@@ -359,9 +365,7 @@ def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc", driver_root=
     """
     facts = _gather(run, backend, nvidia_smi, proc_root, driver_root)
     if not facts["available"]:
-        hint = device_hint()
-        if hint:
-            facts["reason"] = "%s; %s" % (facts["reason"], hint)
+        facts["reason"] = explain(facts["reason"])
     facts["node_id"] = node_identity()
     return facts
 

@@ -391,10 +391,7 @@ def _metrics_command(args, log):
     except ImportError:
         up, reason = False, "the Python package nvidia-ml-py (module pynvml) is not installed"
     except GpuopsError as exc:
-        up, reason = False, str(exc)
-        hint = inventory.device_hint()
-        if hint:
-            reason = "%s; %s" % (reason, hint)
+        up, reason = False, inventory.explain(str(exc))
     # the file is written either way: gpuops_metrics_up 0 with its reason is what an alert needs
     try:
         gpu_metrics.write_atomically(args.textfile, gpu_metrics.render(samples, up=up, reason=reason, node=args.node))

@@ -175,7 +175,6 @@ def write_file(path, data, mode):
     must not be a symlink or a directory. For the guard's own files, not for kubelet's checkpoint
     (which ``replace`` handles with a backup and a claim).
     """
-    directory, base = os.path.split(path)
     try:
         st = os.lstat(path)
     except OSError as exc:
@@ -184,18 +183,7 @@ def write_file(path, data, mode):
     else:
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeFileError("%s is not a regular file (a symlink or a directory): remove it or change the path" % path)
-    stale = _temp_pattern(path, ("file",))
-    temp = _temp_name(directory, base, "file")
-    try:
-        for name in _listdir(directory):
-            if stale.match(name):
-                os.unlink(os.path.join(directory, name))
-        _write_new(temp, data, mode=mode)
-        os.rename(temp, path)
-        _fsync_dir(directory)
-    except OSError as exc:
-        _unlink_quietly(temp)
-        raise NodeFileError("writing", path, exc)
+    _swap_in(path, "file", lambda temp: _write_new(temp, data, mode=mode), "writing")
 
 
 def write_link(path, target):
@@ -203,19 +191,27 @@ def write_link(path, target):
 
     As ``write_file``: a temp link a killed run left (``.<name>.gpuops-link-*.tmp``) is removed by the
     next call for the same path. ``path`` must not exist as anything but a symlink."""
+    _swap_in(path, "link", lambda temp: os.symlink(target, temp), "linking")
+
+
+def _swap_in(path, tag, make, verb):
+    """``make(temp)`` the new version under a temp name beside ``path``, rename it over ``path``, fsync the directory.
+
+    First the temps of this ``tag`` that a killed call for the same path left are removed; on failure this call's
+    temp is removed and NodeFileError names ``verb`` and ``path``."""
     directory, base = os.path.split(path)
-    stale = _temp_pattern(path, ("link",))
-    temp = _temp_name(directory, base, "link")
+    stale = _temp_pattern(path, (tag,))
+    temp = _temp_name(directory, base, tag)
     try:
         for name in _listdir(directory):
             if stale.match(name):
                 os.unlink(os.path.join(directory, name))
-        os.symlink(target, temp)
+        make(temp)
         os.rename(temp, path)
         _fsync_dir(directory)
     except OSError as exc:
         _unlink_quietly(temp)
-        raise NodeFileError("linking", path, exc)
+        raise NodeFileError(verb, path, exc)
 
 
 # ---------------------------------------------------------------------------
