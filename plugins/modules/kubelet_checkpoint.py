@@ -335,6 +335,15 @@ recovered:
     - action: removed
       path: /var/lib/kubelet/device-plugins/.kubelet_internal_checkpoint.gpuops-new-4242-0a1b2c3d.tmp
       backup_path: null
+host_root:
+  description:
+    - Where the module reached the host's files; V(null) when it ran on the host (SSH, local, the node pod chrooted
+      into the host). V(/host) when C(gpuops.fleet.k8s_node) ran it in the node pod beside a host without C(python3).
+      Either way every path in the result is the host's.
+  returned: always
+  type: str
+  version_added: 0.3.0
+  sample: null
 backups_removed:
   description: Older backups removed by the rotation (O(backup_keep)) after this change.
   returned: always
@@ -369,8 +378,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, argument_spec as table_argument_spec
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, KubeletControlError, KubeletRunningError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import NVIDIA_SMI_DIRS, gather
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, validate_options
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather_on_node
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, PATH_OPTIONS, validate_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import RESCUE_SECONDS_RANGE, Kubelet, repair
 
 
@@ -380,12 +390,14 @@ def _kubelet(module):
         return None
     if not UNIT_NAME.match(unit):
         module.fail_json(msg="kubelet_unit: %r is not a systemd unit name; use e.g. kubelet.service, or an empty string to leave kubelet alone" % unit)
-    if module.get_bin_path("systemctl") is None:
+    # the host's systemctl, also from the node pod beside the host (hostroot: run chrooted into it, host paths)
+    if hostroot.which("systemctl") is None:
         return None
     seconds = module.params["kubelet_rescue_seconds"]
     if not RESCUE_SECONDS_RANGE[0] <= seconds <= RESCUE_SECONDS_RANGE[1]:
         module.fail_json(msg="kubelet_rescue_seconds: %d must be from %d to %d seconds" % ((seconds,) + RESCUE_SECONDS_RANGE))
-    return Kubelet(unit, restart=module.params["restart_kubelet"], run=module.run_command, rescue_seconds=seconds)
+    return Kubelet(unit, restart=module.params["restart_kubelet"], run=hostroot.runner(module.run_command), rescue_seconds=seconds,
+                   which=hostroot.which)
 
 
 def main():
@@ -400,21 +412,24 @@ def main():
     gathered = {}
     try:
         options = validate_options(**dict((name, params[name]) for name in OPTION_DEFAULTS))
+        hostroot.localize(options, PATH_OPTIONS)  # host paths, reached under the host's root beside it
         if facts is None:
-            smi = module.get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS)
-            facts = gather(module.run_command, params["backend"], smi, driver_root=params["driver_root"] or None)
+            facts = gather_on_node(module.run_command, params["backend"], driver_root=params["driver_root"], get_bin_path=module.get_bin_path)
             gathered = {"gpuops_gpus": facts}
         result = repair(facts, options, _kubelet(module), check_mode=module.check_mode, diff=module._diff)
     except (KubeletRunningError, KubeletControlError) as exc:
         done = dict(exc.result or {}, msg=str(exc), gpus=facts, ansible_facts=gathered)
         done.pop("diff", None)
         done.setdefault("checkpoint_path", params["checkpoint_path"])
-        module.fail_json(**done)
+        module.fail_json(**hostroot.to_host(done))
     except GpuopsError as exc:
-        module.fail_json(msg=str(exc), checkpoint_path=params["checkpoint_path"], gpus=facts, ansible_facts=gathered)
+        module.fail_json(**hostroot.to_host(dict(msg=str(exc), checkpoint_path=params["checkpoint_path"], gpus=facts, ansible_facts=gathered)))
     if result["status"] == "corrupt" and result["action"] == "none":
-        module.warn(result["msg"])
-    module.exit_json(gpus=facts, ansible_facts=gathered, **result)
+        module.warn(hostroot.to_host(result["msg"]))
+    # the report names host paths, whichever side of the host the module ran on
+    done = hostroot.to_host(dict(result, gpus=facts, ansible_facts=gathered))
+    done["checkpoint_path"] = params["checkpoint_path"]  # as given (beside the host, its links were followed to reach it)
+    module.exit_json(host_root=hostroot.root(), **done)
 
 
 if __name__ == "__main__":

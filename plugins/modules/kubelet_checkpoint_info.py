@@ -131,6 +131,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import CHECKPOINT_ARGS
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import describe
 
 
@@ -138,10 +139,11 @@ def main():
     module = AnsibleModule(argument_spec=dict(CHECKPOINT_ARGS), supports_check_mode=True)
     path = module.params["checkpoint_path"]
     try:
-        result = describe(path, module.params["max_bytes"])
+        # a host path, reached under the host's root where the module runs beside it (hostroot)
+        result = describe(hostroot.local(path), module.params["max_bytes"])
     except GpuopsError as exc:
-        module.fail_json(msg=str(exc), checkpoint_path=path)
-    module.exit_json(changed=False, **result)
+        module.fail_json(msg=hostroot.to_host(str(exc)), checkpoint_path=path)
+    module.exit_json(changed=False, **hostroot.to_host(result))
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import kubelet_config
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot, kubelet_config
 
 
 def main():
@@ -120,11 +120,12 @@ def main():
     )
     params = module.params
     try:
-        result = kubelet_config.read(root=params["root"], cmdline=params["cmdline"],
-                                     config_path=params["config_path"], hostname=params["hostname"])
+        # root is a host path, also from the node pod beside a host without python3 (hostroot)
+        result = kubelet_config.read_on_node(root=params["root"], cmdline=params["cmdline"], config_path=params["config_path"],
+                                             hostname=params["hostname"])
     except GpuopsError as exc:
-        module.fail_json(msg=str(exc))
-    module.exit_json(changed=False, **result)
+        module.fail_json(msg=hostroot.to_host(str(exc)))
+    module.exit_json(changed=False, **hostroot.to_host(result))
 
 
 if __name__ == "__main__":

@@ -28,17 +28,19 @@ import errno
 import hashlib
 import os
 import re
-import socket
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
 
 BACKENDS = ("auto", "nvml", "nvidia-smi")
 # Where nvidia-smi lives besides PATH: distro packages, GPU operator / GKE installer layouts.
 NVIDIA_SMI_DIRS = ["/usr/bin", "/usr/local/nvidia/bin", "/home/kubernetes/bin/nvidia/bin"]
 
-# Where a driver root (a driver container's filesystem) keeps libnvidia-ml.so.1: Ubuntu and
-# Debian based driver images, RHEL based ones, arm64.
-DRIVER_ROOT_LIB_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib")
+# Where a driver root (a driver container's filesystem) or a host keeps libnvidia-ml.so.1: Ubuntu and
+# Debian based driver images, RHEL based ones, arm64; GKE/COS's installer (/home/kubernetes/bin/nvidia,
+# seed 004) and the GPU Operator's host layout (/usr/local/nvidia).
+DRIVER_ROOT_LIB_DIRS = ("usr/lib/x86_64-linux-gnu", "usr/lib64", "usr/lib/aarch64-linux-gnu", "lib64", "usr/lib",
+                        "usr/local/nvidia/lib64", "home/kubernetes/bin/nvidia/lib64")
 
 _QUERY_FIELDS = "index,uuid,name,pci.bus_id,memory.total,driver_version,mig.mode.current,mig.mode.pending"
 _SMI_EXIT = {
@@ -79,7 +81,10 @@ def find_nvidia_smi(explicit=None):
 def find_root_nvml(driver_root):
     """Path of libnvidia-ml.so.1 under ``driver_root``, or None."""
     for directory in DRIVER_ROOT_LIB_DIRS:
-        candidate = os.path.join(driver_root, directory, "libnvidia-ml.so.1")
+        try:  # links resolved inside the root: a driver root's or host's absolute link names its own file, not ours
+            candidate = hostroot.resolve(os.path.normpath(driver_root), "/%s/libnvidia-ml.so.1" % directory)
+        except OSError:
+            continue
         if os.path.isfile(candidate):
             return candidate
     return None
@@ -310,18 +315,19 @@ MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 
 def node_identity(files=MACHINE_ID_FILES):
     """Which machine this is: a hash of its machine-id (never the id itself: machine-id(5) asks that it stay
-    private), else of its host name. The facts carry it, so a repair can refuse another node's inventory."""
+    private), else of its host name. The facts carry it, so a repair can refuse another node's inventory.
+    Beside the host (hostroot) the host's machine-id is read, so the answer is the host's either way."""
     seed = None
     for path in files:
         try:
-            with open(path, "rb") as handle:
+            with open(hostroot.local(path), "rb") as handle:
                 seed = handle.read(64).strip() or None
         except (IOError, OSError):
             continue
         if seed:
             break
     if not seed:
-        seed = socket.gethostname().encode("utf-8", "replace")
+        seed = hostroot.hostname().encode("utf-8", "replace")
     return hashlib.sha256(b"gpuops.fleet node identity:" + seed).hexdigest()[:32]
 
 
@@ -370,6 +376,21 @@ def gather(run, backend="auto", nvidia_smi=None, proc_root="/proc", driver_root=
     return facts
 
 
+def gather_on_node(run, backend="auto", nvidia_smi=None, driver_root=None, get_bin_path=None):
+    """gather() as a module runs it, on the host or beside it (hostroot: the node pod without the host's python3).
+
+    ``nvidia_smi`` and ``driver_root`` are host paths (what the user gives); ``get_bin_path`` is
+    ``AnsibleModule.get_bin_path``. Beside the host, nvidia-smi is the host's, run chrooted into it, and
+    the driver root is reached under the host's root."""
+    base = hostroot.root()
+    if base is None:
+        smi = nvidia_smi or (get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS) if get_bin_path else find_nvidia_smi())
+        return gather(run, backend, smi, driver_root=driver_root or None)
+    search = os.pathsep.join([os.environ.get("PATH", "")] + NVIDIA_SMI_DIRS)
+    smi = hostroot.which(nvidia_smi or "nvidia-smi", path=search, base=base)
+    return gather(hostroot.runner(run, base), backend, smi, driver_root=hostroot.local(driver_root, base) if driver_root else None)
+
+
 def _gather(run, backend, nvidia_smi, proc_root, driver_root):
     if backend not in BACKENDS:
         raise ValueError("backend must be one of %s" % ", ".join(BACKENDS))
@@ -378,7 +399,15 @@ def _gather(run, backend, nvidia_smi, proc_root, driver_root):
         try:
             if driver_root:
                 load_root_nvml(driver_root)
-            return _gather_nvml()
+            try:
+                return _gather_nvml()
+            except BackendUnavailable:
+                # beside the host: the library NVIDIA's runtime put in the pod first, else the host's own
+                base = None if driver_root else hostroot.root()
+                if base is None or find_root_nvml(base) is None:
+                    raise
+                load_root_nvml(base)
+                return _gather_nvml()
         except BackendUnavailable as exc:
             reasons.append("nvml: %s" % exc)
         except InventoryError as exc:

@@ -41,7 +41,7 @@ import shutil
 import stat
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, NodeFileError, ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar, mounts, nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar, hostroot, mounts, nodefile
 
 # A self-test exit code the guard's ``report`` may end with on a working install: 0 up to
 # date, 3 inventory unknown, 4 corrupt, 5 would act. 1 and 2 mean a broken install.
@@ -238,6 +238,14 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
     result = {"changed": False, "code_needed": False, "filesystems": [], "directories": [], "files": [], "links": [],
               "removed": [], "selftest": None, "dev_char_symlinks": None, "daemon_reload": False, "units": []}
     diffs = []
+    if hostroot.root() is not None:
+        raise InstallError(
+            "this node's host has no python3, so the node pod runs the modules beside it (gpuops.fleet.k8s_node, "
+            "gpuops_node_exec_on): the boot guard runs on the host at boot with the host's Python (checkpoint_guard_python), so it "
+            "cannot run there; nothing was changed. Set checkpoint_guard_install: false for this node (the plan, the repair and the "
+            "report work without the guard); where the host has a Python but its paths do not persist, the role's DaemonSet form "
+            "(tasks_from: daemonset) installs the guard",
+            result)
     try:
         result["filesystems"] = check_filesystems(spec.get("directories") or (), bool(spec.get("require_persistent")), mountinfo)
         check_interpreter(spec.get("interpreter"))

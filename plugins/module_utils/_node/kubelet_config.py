@@ -23,6 +23,7 @@ import re
 import shlex
 import socket
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import KubeletConfigError, ParameterError
 
 try:
@@ -216,3 +217,17 @@ def read(root="/", cmdline=None, config_path=None, hostname=None, proc=None):
         return result
     result["cpu_manager_policy"] = policy
     return result
+
+
+def read_on_node(root="/", cmdline=None, config_path=None, hostname=None):
+    """read() as a module runs it, on the host or beside it (hostroot: the node pod on a host without python3).
+
+    ``root`` is a host path. Beside the host, its ``/`` is the host's root under the mount, while ``/proc``
+    (the pod has the host's PID namespace) shows the host's processes, and the host's name is its own
+    ``/etc/hostname`` (the pod has a name of its own). A ``root`` other than ``/`` is a sysroot: no live process."""
+    base = hostroot.root()
+    if base is None:
+        return read(root=root, cmdline=cmdline, config_path=config_path, hostname=hostname)
+    if root in ("", "/"):
+        return read(root=base, cmdline=cmdline, config_path=config_path, hostname=hostname or hostroot.hostname(base), proc="/proc")
+    return read(root=hostroot.local(root, base), cmdline=cmdline, config_path=config_path, hostname=hostname)

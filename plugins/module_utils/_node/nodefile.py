@@ -50,6 +50,7 @@ import signal
 import stat
 import time
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import (
     ChangedWhileWorkingError,
     LockBusyError,
@@ -219,8 +220,10 @@ def _swap_in(path, tag, make, verb):
 # ---------------------------------------------------------------------------
 
 def lock_path(lock_dir, checkpoint_path):
-    """The lock file for one checkpoint (its real path, hashed: one lock per file)."""
-    digest = hashlib.sha256(os.path.realpath(checkpoint_path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    """The lock file for one checkpoint (its real path on the host, hashed: one lock per file, the same name whether
+    the code runs on the host or beside it, hostroot)."""
+    real = hostroot.host(os.path.realpath(checkpoint_path))
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return os.path.join(lock_dir, "checkpoint-%s.lock" % digest)
 
 

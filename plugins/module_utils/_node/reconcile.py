@@ -258,6 +258,10 @@ def _inside(child, parent):
     return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
 
 
+# the settings that are paths on the node (hostroot.localize maps them where the module runs beside the host)
+PATH_OPTIONS = ("checkpoint_path", "backup_dir", "lock_dir")
+
+
 def validate_options(**values):
     """Check every setting once; returns an Options. Unknown or bad settings raise ParameterError."""
     unknown = sorted(set(values) - set(OPTION_DEFAULTS))
@@ -274,7 +278,7 @@ def validate_options(**values):
     for field, allowed in (("strategy", STRATEGIES), ("on_corrupt", ON_CORRUPT), ("unknown_inventory", ON_UNKNOWN_INVENTORY)):
         if merged[field] not in allowed:
             raise ParameterError(field, "%r is not one of %s" % (merged[field], ", ".join(allowed)))
-    for field in ("checkpoint_path", "backup_dir", "lock_dir"):
+    for field in PATH_OPTIONS:
         value = merged[field]
         if not isinstance(value, str) or not os.path.isabs(value):
             raise ParameterError(field, "%r must be an absolute path" % (value,))

@@ -39,6 +39,7 @@ import shutil
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
@@ -71,7 +72,7 @@ class Kubelet(object):
         self.run = run
         self.clock = clock
         self.rescue_seconds = rescue_seconds
-        self.which = which  # finds systemd-run, flock and sh for the rescue
+        self.which = which  # finds systemd-run, flock and sh for the rescue (host paths: hostroot.which beside the host)
 
 
 def _kubelet_result(unit, state=None):
@@ -217,7 +218,9 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
     if left:
         systemd.disarm_rescue(unit, kubelet.run)  # the killed run's timer, if it has not fired: this run takes over
     _write_mark(mark, unit)
-    ok, err = systemd.arm_rescue(unit, kubelet.rescue_seconds, nodefile.lock_path(options.lock_dir, options.checkpoint_path), kubelet.run, kubelet.which)
+    # the host's systemd runs the rescue: the lock is named by its host path (the same file beside the host, hostroot)
+    lock = hostroot.host(nodefile.lock_path(options.lock_dir, options.checkpoint_path))
+    ok, err = systemd.arm_rescue(unit, kubelet.rescue_seconds, lock, kubelet.run, kubelet.which)
     if not ok:
         _clear_mark(mark)
         _untouched(plan, info)

@@ -50,3 +50,55 @@ def test_kubelet_checkpoint_playbook(fake_node, playbook, tmp_path):
     # the running-kubelet section: state dir, state, two installs, its check-mode and real repair (6)
     assert changed == 19, out
     assert ok == 49, out  # 35 before the four tasks of the auto section, 10 in the running-kubelet one
+
+
+BESIDE = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: plan (check mode)
+      gpuops.fleet.kubelet_checkpoint: {kubelet_unit: '', strategy: remove, gpus: "{{ facts }}"}
+      check_mode: true
+      register: plan
+    - name: repair
+      gpuops.fleet.kubelet_checkpoint: {kubelet_unit: '', strategy: remove, gpus: "{{ facts }}"}
+      register: done
+    - name: again
+      gpuops.fleet.kubelet_checkpoint: {kubelet_unit: '', strategy: remove, gpus: "{{ facts }}"}
+      register: again
+    - name: described
+      gpuops.fleet.kubelet_checkpoint_info: {}
+      register: info
+    - name: show
+      ansible.builtin.debug:
+        msg: "RESULTS={{ {'plan': plan, 'done': done, 'again': again, 'info': info} | to_json }}"
+"""
+
+
+def test_beside_the_host_the_module_takes_and_reports_host_paths(playbook, tmp_path):
+    """GPUOPS_HOST_ROOT set (the node pod on a host without python3): the default host paths are reached under the
+    root, through the host's /var/lib/kubelet link to its data disk; every path in the results is the host's."""
+    import json
+    import os
+    import re
+    root = tmp_path / "host"
+    (root / "mnt/data/kubelet/device-plugins").mkdir(parents=True)
+    (root / "var/lib").mkdir(parents=True)
+    os.symlink("/mnt/data/kubelet", str(root / "var/lib/kubelet"))
+    stale_checkpoint(str(root / "mnt/data/kubelet/device-plugins/kubelet_internal_checkpoint"))
+    (tmp_path / "beside.yml").write_text(BESIDE)
+    facts = {"available": True, "reason": None, "count": 1, "gpus": [{"index": 0, "uuid": NEW}]}
+    env = dict(os.environ, GPUOPS_HOST_ROOT=str(root))
+    ok, changed, out = playbook(str(tmp_path / "beside.yml"), env, facts=facts)
+    results = json.loads(re.search(r'"RESULTS=(.*)"\s*$', out, re.M).group(1).replace('\\"', '"'))
+    path = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    assert results["plan"]["changed"] and results["plan"]["action"] == "removed" and results["plan"]["host_root"] == str(root)
+    done = results["done"]
+    assert done["action"] == "removed" and done["checkpoint_path"] == path, done
+    assert done["backup_path"].startswith("/var/lib/gpuops/backups/") and os.path.isfile(str(root) + done["backup_path"]), done
+    for name in ("plan", "done", "again", "info"):
+        shown = json.dumps(dict(results[name], host_root=None))
+        assert str(root) not in shown, (name, shown)
+    assert not os.path.exists(str(root / "mnt/data/kubelet/device-plugins/kubelet_internal_checkpoint")), "moved aside on the host's disk"
+    assert not results["again"]["changed"] and results["info"]["exists"] is False, results["info"]
+    assert changed == 2, out  # the plan (check mode says what would change) and the repair

@@ -306,3 +306,13 @@ def test_a_node_without_the_guard_s_interpreter_is_refused_before_anything_chang
     os.symlink("/etc/alternatives/python3", str(host / "usr" / "bin" / "python3"))
     result = inst.install(spec(tmp_path, interpreter=entry, systemd=False, selftest=None), Systemctl(), dev_root=str(tmp_path / "nodev"))
     assert result["changed"] and os.path.exists(str(tmp_path / "lib" / "gpuops.pyz"))
+
+
+def test_beside_a_host_without_python_the_guard_install_is_refused_and_nothing_changes(tmp_path, monkeypatch):
+    """The node pod runs the modules beside a host without python3 (GPUOPS_HOST_ROOT): the guard could never run there."""
+    (tmp_path / "host").mkdir()
+    monkeypatch.setenv("GPUOPS_HOST_ROOT", str(tmp_path / "host"))
+    systemctl = Systemctl()
+    with pytest.raises(inst.InstallError, match="this node's host has no python3.*nothing was changed. Set checkpoint_guard_install: false"):
+        inst.install(spec(tmp_path), systemctl, dev_root=str(tmp_path / "nodev"))
+    assert sorted(os.listdir(str(tmp_path))) == ["host"] and systemctl.calls == []

@@ -114,3 +114,18 @@ def test_a_policy_kubelet_does_not_know_is_an_error_not_a_result(tmp_path, confi
     result = kc.read(root=str(tmp_path), cmdline=["--config", "/etc/kubernetes/kubelet.yaml"] + cmdline, hostname="n")
     assert result["cpu_manager_policy"] is None
     assert result["error"].startswith("cpuManagerPolicy %s (" % value) and "is not one kubelet knows (none, static" in result["error"]
+
+
+def test_beside_the_host_the_host_s_config_and_name_are_read(tmp_path, monkeypatch):
+    """The node pod on a host without python3 (GPUOPS_HOST_ROOT): kubelet's files are the host's, under its root,
+    and the node's name is the host's own (the pod's would be the pod's name)."""
+    root = tmp_path / "host"
+    write(root, kc.KUBEADM_CONFIG, KUBELET_CONFIG)
+    write(root, "/etc/hostname", "GPU-Node-7\n")
+    monkeypatch.setenv("GPUOPS_HOST_ROOT", str(root))
+    result = kc.read_on_node(cmdline=["--config=/var/lib/kubelet/config.yaml"])
+    assert (result["cpu_manager_policy"], result["node_name"], result["config_path"]) == ("static", "gpu-node-7", "/var/lib/kubelet/config.yaml")
+    # a sysroot given as a host path is reached under the root too (and has no live process)
+    write(root, "/srv/image" + kc.KUBEADM_CONFIG, KUBELET_CONFIG.replace("static", "none"))
+    result = kc.read_on_node(root="/srv/image", cmdline=["--config=/var/lib/kubelet/config.yaml"], hostname="n")
+    assert result["cpu_manager_policy"] == "none" and result["error"] is None, result

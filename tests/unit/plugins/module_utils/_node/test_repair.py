@@ -432,3 +432,38 @@ def test_the_node_identity_hides_the_machine_id(tmp_path):
     assert repair.inventory.node_identity((str(tmp_path / "missing"), str(machine_id))) == first
     machine_id.write_text("fedcba9876543210fedcba9876543210\n")
     assert repair.inventory.node_identity((str(machine_id),)) != first
+
+
+def test_beside_the_host_kubelet_is_the_host_s_and_the_rescue_names_host_paths(tmp_path, monkeypatch):
+    """The node pod on a host without python3: the module's files under the host's root, every systemctl and
+    systemd-run call run chrooted into it, and the rescue (run later by the host's systemd) names host paths only."""
+    from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
+    root = str(tmp_path / "host")
+    (tmp_path / "host/var/lib/kubelet/device-plugins").mkdir(parents=True)
+    monkeypatch.setenv(hostroot.ENV, root)
+    options = rc.validate_options(checkpoint_path="/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
+    hostroot.localize(options, rc.PATH_OPTIONS)
+    assert options.checkpoint_path == root + "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    assert options.lock_dir == root + nodefile.DEFAULT_LOCK_DIR and options.backup_dir.startswith(root + "/")
+    with open(options.checkpoint_path, "wb") as handle:
+        handle.write(codec.encode(MIXED)[0])
+    fake = FakeKubelet(options.checkpoint_path)
+    prefix = hostroot.argv([], base=root)
+
+    def chrooted(argv):
+        assert argv[:len(prefix)] == prefix, "a host program runs chrooted into the host: %r" % (argv,)
+        return fake(argv[len(prefix):])
+    kubelet = repair.Kubelet("kubelet.service", run=hostroot.runner(chrooted), clock=fake.clock,
+                             which=lambda name, path=None: hostroot.which(name, path="/usr/bin", base=root) or "/usr/bin/" + name)
+    result = hostroot.to_host(repair.repair(FACTS, options, kubelet))
+    assert fake.calls == [["is-active", "kubelet.service"], ["stop", "kubelet.service"], ["start", "kubelet.service"]]
+    armed = fake.rescue_calls[0]
+    # the same lock name as the boot guard's and an SSH run's on that host (the checkpoint's host path, hashed)
+    monkeypatch.delenv(hostroot.ENV)
+    on_host = nodefile.lock_path(nodefile.DEFAULT_LOCK_DIR, "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
+    assert armed[-3:] == [on_host, "/usr/bin/systemctl", "kubelet.service"]
+    assert not any(root in a for a in armed), "the host's systemd runs it: no path of the pod in it"
+    assert os.path.exists(root + armed[-3]), "the lock the rescue waits for is the file this run locked"
+    assert result["action"] == "pruned" and result["checkpoint_path"] == "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
+    assert result["backup_path"].startswith(options.backup_dir[len(root):] + "/") and os.path.exists(root + result["backup_path"])
+    assert entries(tmp_path / "host/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint") == [("valid-pod", {0: [NEW]}, b"keep-env")]
