@@ -16,7 +16,10 @@ description:
     C(hostPID), tolerating every taint, without C(privileged) (its one added capability is C(SYS_CHROOT); see
     O(gpuops_node_pod_gpu_access) for the GPUs) and without a service account token, then runs each
     command, and puts and fetches each file, as C(kubectl exec -i POD -- chroot /host /bin/sh -c ...), so the host's own
-    shell and C(python3) run the modules on the host's paths, as over SSH. The host needs C(python3) (as over SSH).
+    shell and C(python3) run the modules on the host's paths, as over SSH.
+  - A host without C(python3) (COS, Flatcar, Bottlerocket, Talos) is run from beside it (O(gpuops_node_exec_on)); the
+    image's C(sh) and C(python3) run the modules in the pod, and the collection's node modules reach the host's files
+    under C(/host) and run its C(systemctl), C(systemd-run) and C(nvidia-smi) chrooted into it.
   - Built on kubernetes.core's C(kubectl) connection (its exec, its C(dd) file transfer, pipelining, auth options).
   - The node pod stops by itself after O(gpuops_node_pod_idle) seconds without a command, and at
     O(gpuops_node_pod_deadline); C(gpuops.fleet.node_pods) deletes a run's pods at its end (C(site.yml) does); a later
@@ -90,6 +93,22 @@ options:
     default: ''
     vars:
       - name: gpuops_node_pod_runtime_class
+  gpuops_node_exec_on:
+    description:
+      - Where the modules run. V(host) chroots into the host (its C(sh) and C(python3)), as over SSH. V(pod) runs them in
+        the node pod with the image's C(sh) and C(python3) (the image then needs C(nvidia-ml-py) to read the GPUs, as the
+        collection's EE image has it), the host's C(/) at C(/host) (C(GPUOPS_HOST_ROOT)).
+      - V(auto) chooses V(host) where C(chroot /host /bin/sh -c 'command -v python3') finds one, else V(pod); the
+        first command in the pod decides, once per node pod.
+      - Beside the host, the collection's node modules (M(gpuops.fleet.kubelet_checkpoint), M(gpuops.fleet.kubelet_checkpoint_info),
+        M(gpuops.fleet.gpu_uuid_facts), M(gpuops.fleet.kubelet_config_info)) take and report host paths, and
+        M(gpuops.fleet.guard_install) refuses (the boot guard needs the host's Python). Other modules, C(ansible.builtin)'s
+        included, act on the pod's own files, so name host paths under C(/host) for them.
+    type: str
+    default: auto
+    choices: [auto, host, pod]
+    vars:
+      - name: gpuops_node_exec_on
   gpuops_node_exec_detached:
     description:
       - Run each command of the task detached in the node pod and read its result back, asking again while the API
@@ -265,7 +284,8 @@ class Connection(KubectlConnection):
         try:
             idle, deadline = node_pod.check_options(node, namespace, self.get_option("gpuops_node_pod_image"),
                                                     self.get_option("gpuops_node_pod_idle"), self.get_option("gpuops_node_pod_deadline"),
-                                                    self.get_option("gpuops_node_pod_gpu_access"), self.get_option("gpuops_node_pod_runtime_class"))
+                                                    self.get_option("gpuops_node_pod_gpu_access"), self.get_option("gpuops_node_pod_runtime_class"),
+                                                    self.get_option("gpuops_node_exec_on"))
         except GpuopsError as exc:
             raise AnsibleConnectionFailure(str(exc)) from None
         # the run: the ansible-playbook process, each worker's parent, so every task of the run finds the same pod
@@ -302,7 +322,8 @@ class Connection(KubectlConnection):
                 display.vv("node %s: deleting the node pods an earlier run left: %s" % (node, ", ".join(stale)))
                 self._delete(node, stale)
             manifest = node_pod.pod_manifest(name, node, namespace, self.get_option("gpuops_node_pod_image"), idle, deadline, run,
-                                             self.get_option("gpuops_node_pod_gpu_access"), self.get_option("gpuops_node_pod_runtime_class"))
+                                             self.get_option("gpuops_node_pod_gpu_access"), self.get_option("gpuops_node_pod_runtime_class"),
+                                             self.get_option("gpuops_node_exec_on"))
             rc, out, err = self._run(["create", "-f", "-"], data=json.dumps(manifest).encode())
             if rc != 0 and "AlreadyExists" not in err:  # another worker of this run created it first
                 raise AnsibleConnectionFailure("node %s: could not create node pod %s in namespace %s: %s" % (node, name, namespace, err))

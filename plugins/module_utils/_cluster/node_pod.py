@@ -10,7 +10,8 @@ node too), ``hostPID``, the host's ``/`` mounted at ``/host``, every taint toler
 account token, no ``privileged``: ``chroot`` needs only CAP_SYS_CHROOT, which the pod asks for by name
 (containerd's default capability set has it, CRI-O's does not).
 Every command runs as ``chroot /host /bin/sh -c ...``: the host's own shell and ``python3`` run the
-modules on the host's paths, as over SSH.
+modules on the host's paths, as over SSH; on a host without ``python3`` (``exec_on`` auto or pod) in
+the pod, with the image's, beside the host (``GPUOPS_HOST_ROOT=/host``, see ``_node/hostroot.py``).
 
 The GPUs (``gpu_access``): a container that is not privileged gets the runtime's default device
 allow list (containerd: ``oci.WithDefaultUnixDevices``; runc enforces it through the devices cgroup),
@@ -52,6 +53,12 @@ CONTAINER = "node"
 HEARTBEAT = "/tmp/gpuops-heartbeat"
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
 GPU_ACCESS = ("nvidia-runtime", "privileged", "none")
+# where the modules run: chrooted into the host (its python3), beside it (the image's python3, the host's / at HOST_ROOT),
+# or auto: on the host where it has python3, else beside it (decided once per pod, by the first command)
+EXEC_ON = ("auto", "host", "pod")
+HOST_ROOT = "/host"
+EXEC_ON_ENV = "GPUOPS_NODE_EXEC_ON"
+EXEC_ON_FILE = "/tmp/gpuops-exec-on"
 # NVIDIA's container runtime: every GPU's device nodes, and the driver's management tools and NVML only
 NVIDIA_ENV = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}]
 
@@ -60,7 +67,7 @@ class NodePodError(GpuopsError):
     """A node another run still uses, or a bad detached-command id (names the pod or the id, and the fix)."""
 
 
-def check_options(node, namespace, image, idle, deadline, gpu_access="nvidia-runtime", runtime_class=""):
+def check_options(node, namespace, image, idle, deadline, gpu_access="nvidia-runtime", runtime_class="", exec_on="auto"):
     """Validate the connection's options; returns (idle, deadline) as ints (AWX survey strings too).
 
     Raises ParameterError naming the option (the collection's shared checks: DNS-1123 names, image, whole numbers)."""
@@ -70,6 +77,8 @@ def check_options(node, namespace, image, idle, deadline, gpu_access="nvidia-run
     if gpu_access not in GPU_ACCESS:
         raise ParameterError("gpuops_node_pod_gpu_access", "must be one of %s, got %r" % (", ".join(GPU_ACCESS), gpu_access))
     check_value("gpuops_node_pod_runtime_class", runtime_class, "dns_subdomain", empty_ok=True)
+    if exec_on not in EXEC_ON:
+        raise ParameterError("gpuops_node_exec_on", "must be one of %s, got %r" % (", ".join(EXEC_ON), exec_on))
     values = []
     for name, value, low in (("gpuops_node_pod_idle", idle, 60), ("gpuops_node_pod_deadline", deadline, 300)):
         number = as_int(name, value)
@@ -107,7 +116,7 @@ def pod_command(idle, deadline):
     return ["/bin/sh", "-c", script]
 
 
-def pod_manifest(name, node, namespace, image, idle, deadline, run, gpu_access="nvidia-runtime", runtime_class=""):
+def pod_manifest(name, node, namespace, image, idle, deadline, run, gpu_access="nvidia-runtime", runtime_class="", exec_on="auto"):
     """The node pod, built as data: nothing a node name or an image says can add a key."""
     manifest = {
         "apiVersion": "v1", "kind": "Pod",
@@ -120,25 +129,36 @@ def pod_manifest(name, node, namespace, image, idle, deadline, run, gpu_access="
             "containers": [{"name": CONTAINER, "image": image, "imagePullPolicy": "IfNotPresent",
                             "command": pod_command(idle, deadline),
                             # chroot's one capability, asked for by name: containerd's default set has it, CRI-O's
-                            # (since 1.18) does not; nothing else is added (gpu_access privileged replaces it)
-                            "securityContext": {"privileged": False, "capabilities": {"add": ["SYS_CHROOT"]}},
+                            # (since 1.18) does not; nothing else is added (gpu_access privileged replaces it). As root
+                            # whatever the image's USER (ansible-builder's EE images run as a user): chroot and the host's files need root
+                            "securityContext": {"privileged": False, "runAsUser": 0, "runAsGroup": 0, "capabilities": {"add": ["SYS_CHROOT"]}},
                             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "64Mi"}},
-                            "volumeMounts": [{"name": "host", "mountPath": "/host"}]}],
+                            "env": [{"name": EXEC_ON_ENV, "value": exec_on}],
+                            "volumeMounts": [{"name": "host", "mountPath": HOST_ROOT}]}],
             "volumes": [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}],
         },
     }
     spec, container = manifest["spec"], manifest["spec"]["containers"][0]
     if gpu_access == "nvidia-runtime":
-        container["env"] = [dict(e) for e in NVIDIA_ENV]
+        container["env"] += [dict(e) for e in NVIDIA_ENV]
     elif gpu_access == "privileged":
-        container["securityContext"] = {"privileged": True}
+        container["securityContext"] = {"privileged": True, "runAsUser": 0, "runAsGroup": 0}
     if runtime_class:
         spec["runtimeClassName"] = runtime_class
     return manifest
 
 
-# the host's root user, as an SSH login has it (the pod's HOME is the image's: Ansible's ~/.ansible would land in /)
-HOST_ENV = "HOME=/root; export HOME; cd /;"
+# The prologue of every command: the heartbeat, the host's root user as an SSH login has it (the pod's
+# HOME is the image's: Ansible's ~/.ansible would land in /), and where the command runs. On the host:
+# ``chroot /host``, the host's shell and python3. Beside it: the image's own, with GPUOPS_HOST_ROOT
+# telling the node code where the host's / is (plugins/module_utils/_node/hostroot.py). ``auto`` asks
+# once per pod whether the host has python3 and keeps the answer in the pod (EXEC_ON_FILE).
+_PROLOGUE = ('touch %(hb)s; HOME=/root; export HOME; cd /; '
+             'if [ ! -s %(file)s ]; then case "$%(env)s" in host|pod) on=$%(env)s;; '
+             '*) if chroot %(root)s /bin/sh -c "command -v python3" > /dev/null 2>&1; then on=host; else on=pod; fi;; esac; '
+             'echo "$on" > %(file)s.$$ && mv %(file)s.$$ %(file)s; fi; read on < %(file)s; '
+             'if [ "$on" = pod ]; then GPUOPS_HOST_ROOT=%(root)s; export GPUOPS_HOST_ROOT; else set -- chroot %(root)s "$@"; fi; '
+             % {"hb": HEARTBEAT, "file": EXEC_ON_FILE, "env": EXEC_ON_ENV, "root": HOST_ROOT})
 
 
 def ready(pod):
@@ -149,17 +169,17 @@ def ready(pod):
 
 
 def exec_argv(cmd):
-    """What ``kubectl exec ... --`` runs for Ansible's ``cmd`` (a list): touch the heartbeat, then ``cmd`` on the host."""
-    return ["/bin/sh", "-c", 'touch %s; %s exec chroot /host "$@"' % (HEARTBEAT, HOST_ENV), "gpuops-node"] + list(cmd)
+    """What ``kubectl exec ... --`` runs for Ansible's ``cmd`` (a list): touch the heartbeat, then ``cmd`` on the host (or beside it)."""
+    return ["/bin/sh", "-c", _PROLOGUE + 'exec "$@"', "gpuops-node"] + list(cmd)
 
 
 # A detached command: launched in the pod, outliving kubectl's stream (kubelet relays it, and a task
 # that restarts kubelet cuts it); its exit status, stdout and stderr land in files of the pod's own
 # /tmp, read back once it has ended. Constant scripts: the command comes as arguments ("$@").
 JOBS = "/tmp/gpuops-jobs"
-_LAUNCH = ('d=$1; shift; touch %s; mkdir -p "$d" && cat > "$d/in" || exit 1; %s'
-           '( cd /; chroot /host "$@" < "$d/in" > "$d/out" 2> "$d/err"; echo $? > "$d/rc.tmp"; mv "$d/rc.tmp" "$d/rc" ) '
-           '< /dev/null > /dev/null 2>&1 & echo gpuops-launched' % (HEARTBEAT, HOST_ENV))
+_LAUNCH = ('d=$1; shift; ' + _PROLOGUE + 'mkdir -p "$d" && cat > "$d/in" || exit 1; '
+           '( "$@" < "$d/in" > "$d/out" 2> "$d/err"; echo $? > "$d/rc.tmp"; mv "$d/rc.tmp" "$d/rc" ) '
+           '< /dev/null > /dev/null 2>&1 & echo gpuops-launched')
 _POLL = ('d=$1; touch %s; if [ -f "$d/rc" ]; then echo "gpuops-rc=$(cat "$d/rc")"; elif [ -d "$d" ]; then echo gpuops-running; '
          'else echo gpuops-lost; fi' % HEARTBEAT)
 _COLLECT = 'd=$1; cat "$d/out" && cat "$d/err" >&2 && rm -rf "$d"'

@@ -66,7 +66,8 @@ if verb == "exec":
     if launch and os.environ.get("FAKE_KUBECTL_LAUNCH") == "refused":  # the stream never reached the pod
         sys.stderr.write("error: unable to upgrade connection: container not found\n"); sys.exit(1)
     root = os.environ["FAKE_KUBECTL_ROOT"]
-    script = script.replace("chroot /host ", "").replace("%(heartbeat)s", root + "/hb").replace("HOME=/root", "HOME=" + root)
+    script = (script.replace("chroot /host ", "").replace("%(heartbeat)s", root + "/hb").replace("HOME=/root", "HOME=" + root)
+              .replace("%(exec_on)s", root + "/exec-on"))
     args = [a.replace("%(jobs)s", root + "/jobs") for a in command[3:]]
     done = subprocess.run(["/bin/sh", "-c", script] + args, stdin=sys.stdin, capture_output=True)
     if launch and os.environ.get("FAKE_KUBECTL_LAUNCH") == "cut":  # launched, then the stream broke before it said so
@@ -79,7 +80,8 @@ sys.stderr.write("fake kubectl: unexpected %%r\n" %% argv); sys.exit(2)
 @pytest.fixture()
 def kubectl(tmp_path, monkeypatch):
     path = tmp_path / "kubectl"
-    path.write_text(FAKE_KUBECTL % {"python": sys.executable, "heartbeat": node_pod.HEARTBEAT, "jobs": node_pod.JOBS})
+    path.write_text(FAKE_KUBECTL % {"python": sys.executable, "heartbeat": node_pod.HEARTBEAT, "jobs": node_pod.JOBS,
+                                    "exec_on": node_pod.EXEC_ON_FILE})
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("FAKE_KUBECTL_STATE", str(tmp_path / "state.json"))
     monkeypatch.setenv("FAKE_KUBECTL_LOG", str(tmp_path / "calls.jsonl"))
@@ -122,7 +124,7 @@ def test_the_first_command_makes_the_run_s_pod_then_every_command_runs_chrooted_
     assert [c[4:6] for c in made[1:4]] == [["get", "pods"], ["create", "-f"], ["wait", "--for=condition=Ready"]]
     execs = [c for c in made if "exec" in c]
     assert len(execs) == 2 and all(c[4:10] == ["exec", "-i", name, "-c", node_pod.CONTAINER, "--"] for c in execs)
-    assert all('exec chroot /host "$@"' in c[12] for c in execs), "every command runs chrooted on the host"
+    assert all(c[12] == node_pod.exec_argv([])[2] for c in execs), "every command goes through the node pod's prologue (host or beside it)"
     pod = state(tmp_path)["pods"][name]
     assert pod["spec"]["nodeName"] == "gpu-1" and pod["metadata"]["namespace"] == "gpuops-system"
 

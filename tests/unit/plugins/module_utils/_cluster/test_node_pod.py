@@ -39,7 +39,7 @@ def test_the_manifest_pins_the_node_mounts_only_the_host_root_and_is_not_privile
     assert spec["tolerations"] == [{"operator": "Exists"}]
     assert spec["volumes"] == [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}]
     container = spec["containers"][0]
-    assert container["securityContext"] == {"privileged": False, "capabilities": {"add": ["SYS_CHROOT"]}}, "chroot's one capability, nothing else"
+    assert container["securityContext"] == {"privileged": False, "runAsUser": 0, "runAsGroup": 0, "capabilities": {"add": ["SYS_CHROOT"]}}, "chroot's one capability, nothing else"
     assert container["image"] == IMAGE and container["volumeMounts"] == [{"name": "host", "mountPath": "/host"}]
     assert m["metadata"]["labels"] == {node_pod.LABEL: "true", node_pod.RUN_LABEL: "ctl-1"}
 
@@ -51,10 +51,65 @@ def test_the_pod_stops_when_idle(tmp_path):
     assert proc.returncode == 0 and (tmp_path / "hb").exists()
 
 
-def test_a_command_touches_the_heartbeat_then_runs_on_the_host_unchanged():
-    argv = node_pod.exec_argv(["/bin/sh", "-c", "echo 'a b'; rm -rf /tmp/x"])
-    assert argv[:4] == ["/bin/sh", "-c", 'touch %s; HOME=/root; export HOME; cd /; exec chroot /host "$@"' % node_pod.HEARTBEAT, "gpuops-node"]
-    assert argv[4:] == ["/bin/sh", "-c", "echo 'a b'; rm -rf /tmp/x"], "Ansible's command is passed as arguments, never re-quoted"
+FAKE_CHROOT = """#!/bin/sh
+echo "chroot $*" >> "$FAKE_CHROOT_LOG"
+case "$*" in *"command -v python3"*) [ -n "$FAKE_HOST_WITHOUT_PYTHON" ] && exit 127;; esac
+shift; exec "$@"
+"""
+
+
+def run_in_pod(argv, tmp_path, exec_on, without_python=False):
+    """An exec_argv() script run by this machine's sh, as kubectl exec runs it in the node pod: the pod's /tmp files
+    in tmp_path, and ``chroot`` a fake that logs its arguments, then runs the command here (``/host`` is this machine)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    (bindir / "chroot").write_text(FAKE_CHROOT)
+    (bindir / "chroot").chmod(0o755)
+    script = argv[2].replace(node_pod.HEARTBEAT, str(tmp_path / "hb")).replace(node_pod.EXEC_ON_FILE, str(tmp_path / "exec-on"))
+    env = {"PATH": "%s:/usr/bin:/bin" % bindir, node_pod.EXEC_ON_ENV: exec_on, "FAKE_CHROOT_LOG": str(tmp_path / "chroot.log")}
+    if without_python:
+        env["FAKE_HOST_WITHOUT_PYTHON"] = "1"
+    proc = subprocess.run(["/bin/sh", "-c", script] + argv[3:], env=env, capture_output=True, text=True, timeout=20, check=False)
+    log = (tmp_path / "chroot.log").read_text() if (tmp_path / "chroot.log").exists() else ""
+    (tmp_path / "chroot.log").unlink(missing_ok=True)
+    return proc, log
+
+
+COMMAND = ["/bin/sh", "-c", "echo \"root=$GPUOPS_HOST_ROOT home=$HOME\"; echo 'a b'"]
+
+
+def test_a_command_touches_the_heartbeat_then_runs_chrooted_on_the_host_with_its_argv_unchanged(tmp_path):
+    argv = node_pod.exec_argv(COMMAND)
+    assert argv[4:] == COMMAND, "Ansible's command is passed as arguments, never re-quoted"
+    proc, log = run_in_pod(argv, tmp_path, "host")
+    assert proc.returncode == 0 and proc.stdout == "root= home=/root\na b\n", proc
+    assert log == "chroot /host %s\n" % " ".join(COMMAND) and (tmp_path / "hb").exists()
+
+
+def test_beside_the_host_the_command_runs_in_the_pod_told_where_the_host_is(tmp_path):
+    proc, log = run_in_pod(node_pod.exec_argv(COMMAND), tmp_path, "pod")
+    assert proc.returncode == 0 and proc.stdout == "root=/host home=/root\na b\n" and log == "", (proc, log)
+
+
+def test_auto_asks_the_host_for_python3_once_per_pod_and_keeps_the_answer(tmp_path):
+    proc, log = run_in_pod(node_pod.exec_argv(COMMAND), tmp_path, "auto", without_python=True)
+    assert proc.stdout.startswith("root=/host ") and "command -v python3" in log, (proc, log)
+    assert (tmp_path / "exec-on").read_text() == "pod\n"
+    # the answer is the pod's: a later command neither asks again nor changes side (the host did not change)
+    proc, log = run_in_pod(node_pod.exec_argv(COMMAND), tmp_path, "auto")
+    assert proc.stdout.startswith("root=/host ") and log == "", (proc, log)
+    # a host with python3 (this machine): on the host
+    (tmp_path / "exec-on").unlink()
+    proc, log = run_in_pod(node_pod.exec_argv(COMMAND), tmp_path, "auto")
+    assert proc.stdout.startswith("root= ") and log.splitlines()[-1] == "chroot /host %s" % " ".join(COMMAND), (proc, log)
+
+
+def test_the_pod_carries_where_the_modules_run():
+    for exec_on in node_pod.EXEC_ON:
+        container = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1", exec_on=exec_on)["spec"]["containers"][0]
+        assert {"name": node_pod.EXEC_ON_ENV, "value": exec_on} in container["env"]
+    with pytest.raises(ParameterError, match="gpuops_node_exec_on: must be one of auto, host, pod"):
+        node_pod.check_options("gpu-1", "ops", IMAGE, 900, 3600, exec_on="ssh")
 
 
 @pytest.mark.parametrize("field,kwargs", [
@@ -106,7 +161,8 @@ def test_sweep_refuses_a_node_that_a_run_may_still_use():
 
 def run_job_script(argv, tmp_path, stdin=b""):
     """A node pod's job script run by this machine's sh: the pod's /tmp and the chroot into /host replaced by tmp_path."""
-    script = argv[2].replace("chroot /host ", "").replace(node_pod.HEARTBEAT, str(tmp_path / "hb"))
+    script = argv[2].replace("chroot /host ", "").replace(node_pod.HEARTBEAT, str(tmp_path / "hb")).replace(
+        node_pod.EXEC_ON_FILE, str(tmp_path / "exec-on"))
     args = [a.replace(node_pod.JOBS, str(tmp_path / "jobs")) for a in argv[3:]]
     return subprocess.run(["/bin/sh", "-c", script] + args, input=stdin, capture_output=True, timeout=20, check=False)
 
@@ -138,15 +194,17 @@ def test_a_broken_poll_says_nothing_and_job_ids_are_checked():
 def test_gpu_access_nvidia_runtime_by_default_privileged_only_when_asked():
     default = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1")
     container = default["spec"]["containers"][0]
-    assert container["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}]
+    assert container["env"][1:] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}]
     assert "resources" in container and "nvidia.com/gpu" not in json.dumps(container["resources"]), "no GPU is requested: none is taken"
     assert "runtimeClassName" not in default["spec"]
     classed = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1", "nvidia-runtime", "nvidia")
     assert classed["spec"]["runtimeClassName"] == "nvidia"
     privileged = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1", "privileged")["spec"]["containers"][0]
-    assert privileged["securityContext"] == {"privileged": True} and "env" not in privileged
+    nvidia = set(e["name"] for e in node_pod.NVIDIA_ENV)
+    assert privileged["securityContext"] == {"privileged": True, "runAsUser": 0, "runAsGroup": 0} and not nvidia & set(e["name"] for e in privileged["env"])
     none = node_pod.pod_manifest("p", "gpu-1", "ops", IMAGE, 900, 3600, "ctl-1", "none")["spec"]["containers"][0]
-    assert none["securityContext"] == {"privileged": False, "capabilities": {"add": ["SYS_CHROOT"]}} and "env" not in none
+    assert none["securityContext"] == {"privileged": False, "runAsUser": 0, "runAsGroup": 0, "capabilities": {"add": ["SYS_CHROOT"]}}
+    assert not nvidia & set(e["name"] for e in none["env"])
 
 
 @pytest.mark.parametrize("field,kwargs", [
