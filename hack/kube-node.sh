@@ -39,7 +39,7 @@ BRIDGE=gpuopsnode0
 SUBNET=10.244.77.0/24
 IMAGE_PAUSE=registry.local/pause:3.2
 IMAGE_BUSYBOX=registry.local/busybox:1.35
-# this host's Debian python3.11 and its standard library (hack/knode/python_image.py), for pods that run the
+# this host's Debian python3.11, its standard library, nvidia-ml-py and busybox (hack/knode/python_image.py), for pods that run the
 # collection's code; also named by its digest (registry.local/python@sha256:...), written to $DIR/python-image
 IMAGE_PYTHON=registry.local/python:3.11
 
@@ -80,7 +80,9 @@ unsupported() {
 IMAGES=
 images() {
   local key
-  key=$( { cat "$HERE/knode/pause.c" "$HERE/knode/mkimage.py" "$HERE/knode/python_image.py";
+  local pynvml
+  pynvml=$("$PYTHON" -c 'import pynvml; print(pynvml.__file__)')
+  key=$( { cat "$HERE/knode/pause.c" "$HERE/knode/mkimage.py" "$HERE/knode/python_image.py" "$pynvml";
           dpkg-query -W -f='${Version}' busybox-static libpython3.11-stdlib python3.11-minimal; } | sha256sum | cut -c1-12)
   IMAGES=$CACHE/kube-node-images-$key
   [ -f "$IMAGES/python.tar" ] && return 0
@@ -92,7 +94,7 @@ images() {
   for applet in $(busybox --list); do [ "$applet" = busybox ] || links+=("--symlink=/bin/busybox:/bin/$applet"); done
   python3 "$HERE/knode/mkimage.py" "$tmp/busybox.tar" "$IMAGE_BUSYBOX" --file /bin/busybox:/bin/busybox \
     "${links[@]}" --dir /tmp --dir /etc --cmd '["/bin/sh"]'
-  python3 "$HERE/knode/python_image.py" "$tmp/python.tar" "$IMAGE_PYTHON"
+  python3 "$HERE/knode/python_image.py" "$tmp/python.tar" "$IMAGE_PYTHON" "$pynvml"
   mkdir -p "$IMAGES"
   mv "$tmp/pause.tar" "$IMAGES/pause.tar" && mv "$tmp/busybox.tar" "$IMAGES/busybox.tar" && mv "$tmp/python.tar" "$IMAGES/python.tar"
   rm -rf "$tmp"

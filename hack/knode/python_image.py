@@ -1,9 +1,11 @@
-"""Write the knode's Python image: this host's Debian python3.11, its standard library and the shared libraries they link.
+"""Write the knode's Python image: this host's Debian python3.11, its standard library and the shared libraries they link,
+nvidia-ml-py (pynvml) and busybox-static's shell and tools, as the collection's EE image has Python, pynvml and a shell.
 
-    python_image.py OUT.tar REF
+    python_image.py OUT.tar REF PYNVML_PY
 
-For the pods that run the collection's own code on the node (the boot guard's DaemonSet form). No test suites, Tk,
-IDLE or site-packages; deterministic, as mkimage.py is.
+For the pods that run the collection's own code on the node: the boot guard's DaemonSet form, and the node pod of
+gpuops.fleet.k8s_node beside a host without python3 (gpuops_node_exec_on: pod). No test suites, Tk, IDLE or other
+site-packages; deterministic, as mkimage.py is.
 """
 import os
 import re
@@ -26,7 +28,7 @@ def linked(path):
 
 
 def main():
-    out, ref = sys.argv[1:3]
+    out, ref, pynvml = sys.argv[1:4]
     files, libs = ["%s:%s" % (PYTHON, PYTHON)], linked(PYTHON)
     for dirpath, dirnames, filenames in os.walk(STDLIB):
         dirnames[:] = sorted(d for d in dirnames if d not in SKIP)
@@ -37,7 +39,11 @@ def main():
                 if name.endswith(".so"):
                     libs |= linked(path)
     files.extend("%s:%s" % (os.path.realpath(lib), lib) for lib in sorted(libs))
-    layer = mkimage.layer_tar(files, ["python3.11:/usr/bin/python3"], ["/tmp", "/etc"])
+    files.append("%s:/usr/lib/python3/dist-packages/pynvml.py:644" % pynvml)
+    files.append("/bin/busybox:/bin/busybox")
+    applets = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True, check=True).stdout.split()
+    links = ["python3.11:/usr/bin/python3"] + ["/bin/busybox:/bin/%s" % a for a in sorted(applets) if a != "busybox"]
+    layer = mkimage.layer_tar(files, links, ["/tmp", "/etc", "/root"])
     mkimage.write_image(out, ref, layer, cmd=["/usr/bin/python3"])
 
 

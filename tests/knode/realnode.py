@@ -137,7 +137,8 @@ class RealNode(object):
 
     @property
     def python_image(self):
-        """The node's Python image by digest (hack/knode/python_image.py: this host's Debian python3.11), as a user names theirs."""
+        """The node's Python image by digest (hack/knode/python_image.py: this host's Debian python3.11, nvidia-ml-py, busybox),
+        as a user names theirs."""
         with open(os.path.join(self.dir, "python-image")) as handle:
             return handle.read().strip()
 

@@ -20,10 +20,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
 
+import pytest
 
 import realnode
 from realnode import container_state, failed, restarted, settled, wait
@@ -41,9 +43,27 @@ RECAP = re.compile(r"^knode\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+f
 NODE_PODS = "gpuops-node-pods"  # the node pods' namespace, through the API path
 
 
-def inventory(node, tmp, strategy, through_api=False):
+def beside_the_host(node, tmp):
+    """Host variables of a node pod that runs the modules beside the host, as on a host without python3
+    (gpuops_node_exec_on: pod; this rig's host has one, so auto would chroot): the image's Python (with nvidia-ml-py and
+    a shell, as the EE image), no boot guard (it needs the host's Python), and the rig's NVML where a GPU driver root
+    keeps it, under a host directory named as a host path (checkpoint_guard_driver_root). The fake library finds
+    its config by the path in its environment, read in the pod: under /host. The fake systemctl and systemd-run run
+    chrooted into the host, so their settings stay host paths."""
+    driver = tmp / "driver-root" / "usr" / "lib" / "x86_64-linux-gnu"
+    driver.mkdir(parents=True, exist_ok=True)
+    shutil.copy(os.path.join(node.lib_dir, "libnvidia-ml.so.1"), str(driver / "libnvidia-ml.so.1"))
+    env = node.environ()
+    return {"gpuops_node_exec_on": "pod", "gpuops_node_pod_image": node.python_image, "ansible_python_interpreter": "/usr/bin/python3",
+            "checkpoint_guard_install": False, "checkpoint_guard_driver_root": str(tmp / "driver-root"),
+            "checkpoint_guard_environment": {"PATH": env["PATH"], "GPUOPS_FAKE_NVML_CONFIG": "/host" + node.nvml_config,
+                                             "GPUOPS_FAKE_SYSTEMD_DIR": env["GPUOPS_FAKE_SYSTEMD_DIR"]}}
+
+
+def inventory(node, tmp, strategy, through_api=False, exec_on="auto"):
     """site.yml's inventory for the real node: its own sysroot for the guard's files; a local connection, or
-    ``through_api``: gpuops.fleet.k8s_node (no SSH, no local connection: a node pod, over the API and kubelet)."""
+    ``through_api``: gpuops.fleet.k8s_node (no SSH, no local connection: a node pod, over the API and kubelet),
+    chrooted into the host (``exec_on`` auto: this host has python3) or beside it (pod)."""
     env = node.environ()
     host = {
         "ansible_connection": "local",
@@ -62,6 +82,8 @@ def inventory(node, tmp, strategy, through_api=False):
     }
     if through_api:
         host.update(realnode.through_api(node, NODE_PODS))
+        if exec_on == "pod":
+            host.update(beside_the_host(node, tmp))
     doc = {"gpu_nodes": {"hosts": {"knode": host}},
            "all": {"vars": {"gpuops_device_plugin": False, "gpuops_kubeconfig": node.cluster.kubeconfig}}}
     path = tmp / "inventory.json"
@@ -69,9 +91,9 @@ def inventory(node, tmp, strategy, through_api=False):
     return str(path)
 
 
-def site(node, tmp, strategy, *args, through_api=False):
+def site(node, tmp, strategy, *args, through_api=False, exec_on="auto"):
     env = realnode.ansible_env(tmp)
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy, through_api), os.path.join(ROOT, "playbooks", "site.yml"),
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy, through_api, exec_on), os.path.join(ROOT, "playbooks", "site.yml"),
            "-e", json.dumps({"gpuops_report_dir": str(tmp / "report")})] + list(args)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=str(tmp), env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -275,32 +297,41 @@ def test_the_field_report_story_pruned(real_node, tmp_path):
            **rejected_figures(rejected))
 
 
-def test_the_field_report_story_through_the_api(real_node, tmp_path):
+@pytest.mark.parametrize("exec_on", ["auto", "pod"])
+def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
     """strategy auto through gpuops.fleet.k8s_node: no SSH and no local connection to the node.
 
     Every node task runs in a node pod over the API server and kubelet's exec stream; the repair
     stops kubelet, which cuts that stream, so the connection runs it detached and reads its result
     back once kubelet is up again. The same outcome as the local path, and no node pod left.
+    ``auto``: this host has python3, so the modules run chrooted into it. ``pod``: they run in the
+    node pod with the image's Python beside the host, as on a host without python3 (COS, Talos):
+    host files under /host, the host's systemctl and systemd-run run chrooted into it.
     """
-    node, ns = real_node, "story-api"
+    node, ns = real_node, "story-api" + ("-beside" if exec_on == "pod" else "")
     node.namespace(NODE_PODS)
     held, gpu_of, mover, new, present = field_report_failures(node, ns)
 
-    # the check stage (--check: plans, changes nothing), through the API and through a local connection
+    # the check stage (--check: plans, changes nothing), through the API and (once) through a local connection
     with open(realnode.CHECKPOINT, "rb") as handle:
         before = handle.read()
-    rc, out, report, check_api = site(node, tmp_path, "auto", "--check", through_api=True)
+    rc, out, report, check_api = site(node, tmp_path, "auto", "--check", through_api=True, exec_on=exec_on)
     assert rc == 0 and recap(out)[2:4] == (0, 0), out[-6000:]
     assert report["check_mode"] and report["nodes"][0]["action"] == "pruned" and report["nodes"][0]["backup"] is None, report["nodes"][0]
-    rc, out, report, check_local = site(node, tmp_path, "auto", "--check")
-    assert rc == 0 and report["check_mode"] and report["nodes"][0]["action"] == "pruned", out[-6000:]
+    check_local = None
+    if exec_on == "auto":
+        rc, out, report, check_local = site(node, tmp_path, "auto", "--check")
+        assert rc == 0 and report["check_mode"] and report["nodes"][0]["action"] == "pruned", out[-6000:]
     with open(realnode.CHECKPOINT, "rb") as handle:
         assert handle.read() == before and node.kubelet_running(), "check mode changed the checkpoint or stopped kubelet"
     assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == [], "check mode left a node pod"
 
     offset = node.cluster.audit_offset()
-    rc, out, report, seconds = site(node, tmp_path, "auto", "-vv", through_api=True)
+    rc, out, report, seconds = site(node, tmp_path, "auto", "-vv", through_api=True, exec_on=exec_on)
     assert rc == 0 and recap(out)[2:] == (0, 0), out[-6000:]
+    # where the repair ran: chrooted into the host, or beside it, reporting host paths either way
+    assert re.search(r'"host_root": %s' % ('"/host"' if exec_on == "pod" else "null"), out), out[-6000:]
+    assert re.search(r'"checkpoint_path": "%s"' % re.escape(realnode.CHECKPOINT), out) and '"/host/' not in out, out[-6000:]
     # kubelet's restart cut the repair's exec stream: the connection asked again until kubelet was back
     broken = re.search(r"the detached command's result read after ([1-9]\d*) broken polls", out)
     assert broken, out[-6000:]
@@ -316,12 +347,13 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path):
     assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == [], "a node pod was left"
     assert not os.path.exists("/.ansible"), "Ansible's files landed in the host's / (the pod's HOME)"
 
-    rc, again, report2, seconds2 = site(node, tmp_path, "auto", through_api=True)
+    rc, again, report2, seconds2 = site(node, tmp_path, "auto", through_api=True, exec_on=exec_on)
     assert rc == 0 and recap(again)[1] == 0, again[-6000:]
     assert report2["nodes"][0]["action"] == "none" and not report2["nodes"][0]["kubelet_restarted"]
     assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == []
-    record("prune (auto) through the API (gpuops.fleet.k8s_node)", kubelet_down_seconds=row["kubelet_down_seconds"],
-           check_run_seconds_api=round(check_api, 1), check_run_seconds_local=round(check_local, 1), polls_broken_by_the_restart=int(broken.group(1)),
+    record("prune (auto) through the API (gpuops.fleet.k8s_node)" + (", beside the host (exec_on: pod)" if exec_on == "pod" else ""),
+           kubelet_down_seconds=row["kubelet_down_seconds"], check_run_seconds_api=round(check_api, 1),
+           check_run_seconds_local=None if check_local is None else round(check_local, 1), polls_broken_by_the_restart=int(broken.group(1)),
            first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1), api_calls_first_run=calls)
 
 
