@@ -39,7 +39,8 @@ def test_the_manifest_pins_the_node_mounts_only_the_host_root_and_is_not_privile
     assert spec["tolerations"] == [{"operator": "Exists"}]
     assert spec["volumes"] == [{"name": "host", "hostPath": {"path": "/", "type": "Directory"}}]
     container = spec["containers"][0]
-    assert container["securityContext"] == {"privileged": False, "runAsUser": 0, "runAsGroup": 0, "capabilities": {"add": ["SYS_CHROOT"]}}, "chroot's one capability, nothing else"
+    assert container["securityContext"] == {"privileged": False, "runAsUser": 0, "runAsGroup": 0,
+                                            "capabilities": {"add": ["SYS_CHROOT"]}}, "chroot's one capability, nothing else"
     assert container["image"] == IMAGE and container["volumeMounts"] == [{"name": "host", "mountPath": "/host"}]
     assert m["metadata"]["labels"] == {node_pod.LABEL: "true", node_pod.RUN_LABEL: "ctl-1"}
 
