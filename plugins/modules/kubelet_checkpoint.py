@@ -120,7 +120,8 @@ options:
       - The systemd unit of kubelet on this host. When it is running (C(active), C(activating), C(reloading)) and the
         checkpoint must change, it is stopped before and started after the change (see O(restart_kubelet)).
       - Set to an empty string when the checkpoint does not belong to this host's kubelet (a sysroot, an image being
-        built); kubelet is then not looked at. On a host without C(systemctl) kubelet is not looked at either.
+        built); kubelet is then not looked at. On a host without C(systemctl), a running kubelet process (C(/proc))
+        refuses a change (nothing can stop it here), and without one the checkpoint is reconciled.
     type: str
     version_added: 0.2.0
     default: kubelet.service
@@ -380,6 +381,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, KubeletControlError, KubeletRunningError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather_on_node
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.kubelet_config import find_kubelet_process
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, PATH_OPTIONS, validate_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import RESCUE_SECONDS_RANGE, Kubelet, repair
 
@@ -392,7 +394,9 @@ def _kubelet(module):
         module.fail_json(msg="kubelet_unit: %r is not a systemd unit name; use e.g. kubelet.service, or an empty string to leave kubelet alone" % unit)
     # the host's systemctl, also from the node pod beside the host (hostroot: run chrooted into it, host paths)
     if hostroot.which("systemctl") is None:
-        return None
+        # no systemd to stop kubelet with (Talos): a running kubelet is never repaired under (hostPID beside the host)
+        found = find_kubelet_process()
+        return Kubelet.unmanaged(unit, found[0]) if found else None
     seconds = module.params["kubelet_rescue_seconds"]
     if not RESCUE_SECONDS_RANGE[0] <= seconds <= RESCUE_SECONDS_RANGE[1]:
         module.fail_json(msg="kubelet_rescue_seconds: %d must be from %d to %d seconds" % ((seconds,) + RESCUE_SECONDS_RANGE))

@@ -63,9 +63,10 @@ class Kubelet(object):
     kubelet stays down after this run is killed.
     """
 
-    __slots__ = ("unit", "restart", "block_start", "run", "clock", "rescue_seconds", "which")
+    __slots__ = ("unit", "restart", "block_start", "run", "clock", "rescue_seconds", "which", "unmanaged_pid")
 
-    def __init__(self, unit, run, restart=True, block_start=True, clock=time.monotonic, rescue_seconds=DEFAULT_RESCUE_SECONDS, which=shutil.which):
+    def __init__(self, unit, run, restart=True, block_start=True, clock=time.monotonic, rescue_seconds=DEFAULT_RESCUE_SECONDS, which=shutil.which,
+                 unmanaged_pid=None):
         self.unit = unit
         self.restart = restart
         self.block_start = block_start
@@ -73,6 +74,17 @@ class Kubelet(object):
         self.clock = clock
         self.rescue_seconds = rescue_seconds
         self.which = which  # finds systemd-run, flock and sh for the rescue (host paths: hostroot.which beside the host)
+        # a kubelet process that runs where no systemctl can stop it (Talos, a kubelet in a container): the repair is refused
+        self.unmanaged_pid = unmanaged_pid
+
+    @classmethod
+    def unmanaged(cls, unit, pid):
+        """kubelet running as process ``pid`` on a host without systemctl: never stopped, a repair under it refused."""
+        return cls(unit, run=None, restart=False, unmanaged_pid=pid)
+
+    def state(self):
+        """``systemctl is-active``'s word, or ``running`` for a kubelet no systemctl manages."""
+        return "running" if self.unmanaged_pid is not None else systemd.state(self.unit, self.run)
 
 
 def _kubelet_result(unit, state=None):
@@ -113,8 +125,8 @@ def repair(facts, options, kubelet=None, check_mode=False, diff=False, now=None,
         result["kubelet"] = info = _kubelet_result(kubelet.unit)
         info["left_stopped_by_killed_run"] = _read_mark(_mark_path(options)) is not None
         if result["action"] in ACTIONS:  # as in a real run, kubelet is asked only when the file would change
-            info["state_before"] = systemd.state(kubelet.unit, kubelet.run)
-            info["would_restart"] = info["state_before"] in systemd.RUNNING_STATES
+            info["state_before"] = kubelet.state()
+            info["would_restart"] = info["state_before"] in systemd.RUNNING_STATES and kubelet.unmanaged_pid is None
         return result
     with nodefile.run_lock(options.lock_dir, options.checkpoint_path, options.lock_timeout):
         return _repair_locked(facts, options, kubelet, diff, now, notify)
@@ -200,13 +212,21 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
         if left and _after_killed_run(kubelet, info, mark, notify):
             result["changed"] = True
         return result
-    info["state_before"] = systemd.state(unit, kubelet.run)
-    if info["state_before"] not in systemd.RUNNING_STATES:
+    info["state_before"] = kubelet.state()
+    if info["state_before"] not in systemd.RUNNING_STATES + ("running",):
         result = rec.reconcile(facts, options, diff=diff, now=now, lock=False)
         result["kubelet"] = info
         if left and _after_killed_run(kubelet, info, mark, notify):
             result["changed"] = True
         return result
+    if kubelet.unmanaged_pid is not None:
+        _untouched(plan, info)
+        raise KubeletRunningError(
+            "kubelet runs on this host (pid %d) and no systemctl here can stop it (%s is not a unit this module can manage): "
+            "the checkpoint was left alone, because kubelet would write its in-memory copy back over a repair. Stop kubelet "
+            "by the platform's own means and run again, or repair before kubelet starts" % (kubelet.unmanaged_pid, unit),
+            plan,
+        )
     if not kubelet.restart:
         _untouched(plan, info)
         raise KubeletRunningError(

@@ -467,3 +467,19 @@ def test_beside_the_host_kubelet_is_the_host_s_and_the_rescue_names_host_paths(t
     assert result["action"] == "pruned" and result["checkpoint_path"] == "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
     assert result["backup_path"].startswith(options.backup_dir[len(root):] + "/") and os.path.exists(root + result["backup_path"])
     assert entries(tmp_path / "host/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint") == [("valid-pod", {0: [NEW]}, b"keep-env")]
+
+
+def test_a_kubelet_no_systemctl_can_stop_is_never_repaired_under(node):
+    """A host without systemd (Talos), reached beside it or otherwise: kubelet's process runs, nothing here can stop it."""
+    fake, dummy = node()
+    before = node.path.read_bytes()
+    kubelet = repair.Kubelet.unmanaged("kubelet.service", 4242)
+    plan = repair.repair(FACTS, node.options, kubelet, check_mode=True)
+    assert plan["action"] == "pruned" and plan["kubelet"]["state_before"] == "running" and not plan["kubelet"]["would_restart"]
+    with pytest.raises(KubeletRunningError, match=r"kubelet runs on this host \(pid 4242\) and no systemctl here can stop it .*left alone") as err:
+        repair.repair(FACTS, node.options, kubelet)
+    assert err.value.result["action"] == "none" and err.value.result["planned_action"] == "pruned"
+    assert node.path.read_bytes() == before and fake.calls == [] and not os.path.exists(repair._mark_path(node.options))
+    # nothing to change: kubelet is not even looked at
+    node(cp=UP_TO_DATE)
+    assert repair.repair(FACTS, node.options, kubelet)["action"] == "none"
