@@ -202,6 +202,7 @@ options:
 """
 
 import json
+import multiprocessing
 import os
 import subprocess
 import time
@@ -220,6 +221,15 @@ except ImportError as exc:  # pragma: no cover - kubernetes.core is a declared d
     raise ImportError("gpuops.fleet.k8s_node needs the kubernetes.core collection: %s" % exc) from exc
 
 display = Display()
+
+
+def run_pid():
+    """The PID of this run's ansible-playbook process: the worker's parent as the worker was started.
+
+    Not ``os.getppid()`` alone: a worker whose ansible-playbook was killed (SIGKILL) can outlive it, reparented,
+    and its next task would then take another run's identity (and sweep the killed run's pod as gone)."""
+    parent = multiprocessing.parent_process()
+    return parent.pid if parent is not None and parent.pid else os.getppid()
 
 
 def pid_alive(pid):
@@ -289,7 +299,7 @@ class Connection(KubectlConnection):
         except GpuopsError as exc:
             raise AnsibleConnectionFailure(str(exc)) from None
         # the run: the ansible-playbook process, each worker's parent, so every task of the run finds the same pod
-        run = node_pod.run_id(os.uname()[1], os.getppid())
+        run = node_pod.run_id(os.uname()[1], run_pid())
         return node, namespace, idle, deadline, run, node_pod.pod_name(node, run)
 
     def remove_node_pod(self, check_mode=False):
@@ -304,6 +314,10 @@ class Connection(KubectlConnection):
 
     def _ensure_node_pod(self):
         node, namespace, idle, deadline, run, name = self._identity()
+        if not pid_alive(run_pid()):
+            # a worker left behind by a killed run: it starts nothing, so the run's pod stays for the next run to delete
+            raise AnsibleConnectionFailure("node %s: this task's run (ansible-playbook, pid %d) is gone; no node pod is started for it"
+                                           % (node, run_pid()))
         pod = self._own_pod(node, namespace, name)
         status = (pod or {}).get("status") or {}
         if status.get("phase") in ("Succeeded", "Failed"):

@@ -241,9 +241,18 @@ def field_report_failures(node, ns):
     assert all(container_state(pods[n])[0] == "running" for n in held), dict((n, container_state(p)) for n, p in pods.items())
     for name in (mover, "orphan"):
         node.crash(ns, name)
+    # kubelet retries a container it could not create with a back-off, and its state reads CrashLoopBackOff between
+    # tries (a CI run read that one): each container's CreateContainerError message is kept as it is seen
+    seen = {}
     for name in (mover, "orphan"):
-        wait(lambda name=name: container_state(node.pods(ns)[name])[1] == "CreateContainerError", "%s in CreateContainerError" % name, timeout=90)
-    assert "no such file or directory" in node.pods(ns)[mover].status.container_statuses[0].state.waiting.message
+        def create_error(name=name):
+            waiting = (node.pods(ns)[name].status.container_statuses or [None])[0]
+            waiting = waiting.state.waiting if waiting is not None else None
+            if waiting is not None and waiting.reason == "CreateContainerError":
+                seen[name] = waiting.message
+            return name in seen
+        wait(create_error, "%s in CreateContainerError" % name, timeout=90)
+    assert "no such file or directory" in seen[mover], seen
     return held, gpu_of, mover, new, present
 
 

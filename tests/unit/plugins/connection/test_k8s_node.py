@@ -138,6 +138,30 @@ def test_a_later_task_finds_the_run_s_pod_ready_with_one_call(kubectl, tmp_path)
     assert later == [["get", "pod"], ["exec", "-i"]], "no list, create or wait for a pod already Ready"
 
 
+def test_a_worker_that_outlived_its_killed_run_starts_no_pod_and_deletes_none(kubectl, tmp_path, monkeypatch):
+    """ansible-playbook SIGKILLed while a worker ran a task: the worker, reparented, must not take another run's
+    identity (a CI run saw it sweep its own run's pod as gone and start a new one, left behind)."""
+    connection(kubectl).exec_command("true")  # the run's pod
+    before = len(calls(tmp_path))
+    gone = __import__("subprocess").Popen(["true"])
+    gone.wait()
+    monkeypatch.setattr(k8s_node, "run_pid", lambda: gone.pid)
+    with pytest.raises(AnsibleConnectionFailure, match=r"this task's run \(ansible-playbook, pid %d\) is gone" % gone.pid):
+        connection(kubectl).exec_command("true")
+    assert calls(tmp_path)[before:] == [] and len(state(tmp_path)["pods"]) == 1, "no call: nothing created or deleted"
+
+
+def test_the_run_is_the_worker_s_parent_as_started():
+    assert k8s_node.run_pid() == os.getppid(), "outside a worker: the parent"
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    worker = ctx.Process(target=lambda: queue.put(k8s_node.run_pid()))
+    worker.start()
+    assert queue.get(timeout=30) == os.getpid(), "a worker's run is the process that started it"
+    worker.join(30)
+
+
 def test_a_detached_command_comes_back_whole_across_broken_polls(kubectl, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_KUBECTL_BREAK", "3")  # three polls fail as kubectl does while kubelet restarts
     conn = connection(kubectl, gpuops_node_exec_detached=True)
