@@ -314,10 +314,10 @@ class Connection(KubectlConnection):
 
     def _ensure_node_pod(self):
         node, namespace, idle, deadline, run, name = self._identity()
-        if not pid_alive(run_pid()):
+        pid = run_pid()
+        if not pid_alive(pid):
             # a worker left behind by a killed run: it starts nothing, so the run's pod stays for the next run to delete
-            raise AnsibleConnectionFailure("node %s: this task's run (ansible-playbook, pid %d) is gone; no node pod is started for it"
-                                           % (node, run_pid()))
+            raise AnsibleConnectionFailure("node %s: this task's run (ansible-playbook, pid %d) is gone; no node pod is started for it" % (node, pid))
         pod = self._own_pod(node, namespace, name)
         status = (pod or {}).get("status") or {}
         if status.get("phase") in ("Succeeded", "Failed"):

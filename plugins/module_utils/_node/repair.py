@@ -213,12 +213,6 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
             result["changed"] = True
         return result
     info["state_before"] = kubelet.state()
-    if info["state_before"] not in systemd.RUNNING_STATES + ("running",):
-        result = rec.reconcile(facts, options, diff=diff, now=now, lock=False)
-        result["kubelet"] = info
-        if left and _after_killed_run(kubelet, info, mark, notify):
-            result["changed"] = True
-        return result
     if kubelet.unmanaged_pid is not None:
         _untouched(plan, info)
         raise KubeletRunningError(
@@ -227,6 +221,12 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
             "by the platform's own means and run again, or repair before kubelet starts" % (kubelet.unmanaged_pid, unit),
             plan,
         )
+    if info["state_before"] not in systemd.RUNNING_STATES:
+        result = rec.reconcile(facts, options, diff=diff, now=now, lock=False)
+        result["kubelet"] = info
+        if left and _after_killed_run(kubelet, info, mark, notify):
+            result["changed"] = True
+        return result
     if not kubelet.restart:
         _untouched(plan, info)
         raise KubeletRunningError(
