@@ -8,6 +8,8 @@
 #   13 -> 2.20                          on pyenv's newest 3.12 (ansible-core 2.20 needs Python >= 3.12)
 #   14 -> 2.21                          on pyenv's newest 3.13
 # A line whose Python is missing fails the run with the fix; it is never skipped.
+# Each venv has the kubernetes client too: the inventory plugin is tested on the oldest and the newest line
+# against the real API server (tests/kube).
 # Every line runs the module tests through ansible-playbook and the lab's story (repair in batches,
 # a second run with changed=0, the installed guard). The oldest and the newest line (and 2.19, in
 # `make lab-test`) also run the play-level lab tests: a failed batch stopping the run (serial,
@@ -60,7 +62,7 @@ ensure_venv() {  # the major's venv, created or refreshed when its stamp is not 
   venv="$CACHE/ansible-$major"
   spec="ansible>=$major,<$((major + 1))"
   stamp="$venv/.gpuops-installed"
-  want="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])') $spec nvidia-ml-py>=12 pytest>=8"
+  want="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])') $spec nvidia-ml-py>=12 pytest>=8 kubernetes>=29"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "matrix: creating $venv ($spec, Python ${want%% *})" >&2
     rm -rf "$venv"

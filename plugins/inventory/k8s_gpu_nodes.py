@@ -29,6 +29,10 @@ description:
   - How Ansible reaches the nodes is yours to set (O(compose), group_vars). The nodes' C(ansible_connection) is not set
     here.
   - The usual C(compose), C(groups), C(keyed_groups) and inventory cache options apply.
+  - Every value read from the cluster (names, labels, addresses, C(nodeInfo)) is marked unsafe, so Ansible never
+    templates it: a node's kubelet writes its own Node status, and a value such as C({{ lookup('pipe', ...) }}) stays
+    text. A Node whose name Ansible keeps for the controller (C(localhost), C(127.0.0.1), C(::1), and the other
+    loopback names) is left out with a warning naming it, so that it cannot take over the plays of C(hosts: localhost).
 extends_documentation_fragment:
   - constructed
   - inventory_cache
@@ -120,6 +124,8 @@ import json
 
 from ansible.errors import AnsibleParserError
 from ansible.plugins.inventory import BaseInventoryPlugin, Cacheable, Constructable
+from ansible.utils.display import Display
+from ansible.utils.unsafe_proxy import wrap_var
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_nodes as selection
 
@@ -132,6 +138,7 @@ except ImportError as exc:  # pragma: no cover - depends on the controller's pac
     IMPORT_ERROR = exc
 
 AUTH_OPTIONS = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert")
+display = Display()
 
 
 class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
@@ -184,6 +191,12 @@ class InventoryModule(BaseInventoryPlugin, Constructable, Cacheable):
         strict = self.get_option("strict")
         self.inventory.add_group("gpu_nodes")
         for node in nodes:
+            reserved = selection.reserved_name(node["name"])
+            if reserved:
+                display.warning("gpuops.fleet.k8s_gpu_nodes: Node %r left out of the inventory: %s" % (str(node["name"]), reserved))
+                continue
+            # everything below came from the cluster (a node's kubelet writes its own status): data, never a template
+            node = wrap_var(node)
             host = node["name"]
             self.inventory.add_host(host, group="gpu_nodes")
             hostvars = {

@@ -125,3 +125,63 @@ def test_a_bad_option_is_named(cluster, tmp_path, inv_nodes):
     rc, out, err = inventory(cluster, tmp_path, {"plugin": "gpuops.fleet.k8s_gpu_nodes", "label_selector": "a=b; rm -rf /"})
     assert rc != 0 and "label_selector must be a Kubernetes label selector" in err, err
     assert "Traceback" not in err
+
+
+def matrix_bin(major):
+    """The bin directory of hack/ansible-matrix.sh's cached venv of PyPI ansible MAJOR (made when missing)."""
+    python = subprocess.run([os.path.join(kubefleet.ROOT, "hack", "ansible-matrix.sh"), "--venv", str(major)], cwd=kubefleet.ROOT,
+                            capture_output=True, text=True, timeout=1200, check=True).stdout.strip().splitlines()[-1]
+    return os.path.dirname(python)
+
+
+HOSTILE = "{{ lookup('pipe', 'touch %s') }}"
+
+
+@pytest.mark.parametrize("major", [9, 14], ids=["ansible-core-2.16", "ansible-core-2.21"])
+def test_a_nodes_own_status_is_never_templated(cluster, tmp_path, inv_nodes, major):
+    """Issue 32 items 1-2: a GPU node's kubelet writes its own Node status. Its kubeletVersion and InternalIP set to a
+    template stay text (marked unsafe) through compose, keyed_groups, --graph and a play that prints them, on the
+    oldest and the newest ansible-core; a Node named localhost is left out, naming it, and site-style localhost plays
+    stay on the controller."""
+    bin_dir = matrix_bin(major)
+    marks = dict((what, tmp_path / ("ran-" + what)) for what in ("version", "address", "label"))
+    cluster.core.create_node({"metadata": {"name": "inv-evil", "labels": {"nvidia.com/gpu.product": "evil"}}})
+    cluster.core.patch_node_status("inv-evil", {"status": {
+        "capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
+        "nodeInfo": {"kubeletVersion": HOSTILE % marks["version"], "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
+                     "osImage": "", "containerRuntimeVersion": "", "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+        "addresses": [{"type": "InternalIP", "address": HOSTILE % marks["address"]}]}})
+    cluster.core.create_node({"metadata": {"name": "localhost"}})
+    cluster.core.patch_node_status("localhost", {"status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
+                                                            "addresses": [{"type": "InternalIP", "address": "127.0.0.9"}]}})
+    try:
+        source = {"plugin": "gpuops.fleet.k8s_gpu_nodes", "keyed_groups": [{"key": "gpuops_kubelet_version", "prefix": "v"}],
+                  "compose": {"gpuops_seen": "gpuops_kubelet_version ~ ' at ' ~ ansible_host"}}
+        path = tmp_path / "gpu.k8s_gpu_nodes.yml"
+        path.write_text(json.dumps(source))
+        env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(kubefleet.ROOT, "build", "collections"),
+                   K8S_AUTH_KUBECONFIG=os.path.join(cluster.workdir, "role.kubeconfig"), ANSIBLE_INVENTORY_ENABLED="gpuops.fleet.k8s_gpu_nodes",
+                   ANSIBLE_INVENTORY_UNPARSED_FAILED="true", ANSIBLE_LOCALHOST_WARNING="false", ANSIBLE_PYTHON_INTERPRETER=os.path.join(bin_dir, "python"))
+        graph = subprocess.run([os.path.join(bin_dir, "ansible-inventory"), "-i", str(path), "--graph"], env=env, capture_output=True, text=True,
+                               timeout=120, check=False)
+        assert graph.returncode == 0, graph.stderr
+        assert "Node 'localhost' left out of the inventory" in graph.stderr and "keeps for the controller" in graph.stderr, graph.stderr
+        assert "inv-evil" in graph.stdout and "localhost" not in graph.stdout.replace("inv-", ""), graph.stdout
+        playbook = tmp_path / "play.yml"
+        playbook.write_text(json.dumps([
+            {"name": "controller", "hosts": "localhost", "gather_facts": False, "tasks": [
+                {"name": "print what the node said", "ansible.builtin.debug": {"msg": "{{ hostvars['inv-evil'].gpuops_seen }}"}},
+                {"name": "where localhost runs", "ansible.builtin.command": "hostname", "register": "where", "changed_when": False},
+                {"name": "say it", "ansible.builtin.debug": {"msg": "LOCALHOST-RAN-ON-{{ ansible_connection | default('?') }}"}}]},
+            {"name": "the node", "hosts": "inv-evil", "gather_facts": False, "connection": "local", "tasks": [
+                {"name": "use its variables", "ansible.builtin.debug": {"msg": "{{ gpuops_kubelet_version }} {{ ansible_host }} {{ gpuops_gpu_product }}"}}]}]))
+        play = subprocess.run([os.path.join(bin_dir, "ansible-playbook"), "-i", str(path), str(playbook)], env=env, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert play.returncode == 0, play.stdout + play.stderr
+        for what, mark in marks.items():
+            assert not mark.exists(), "a template from the Node's %s ran on the controller" % what
+        assert "lookup('pipe', 'touch %s')" % marks["version"] in play.stdout, play.stdout
+        assert "LOCALHOST-RAN-ON-" in play.stdout and "LOCALHOST-RAN-ON-local" in play.stdout, play.stdout
+    finally:
+        for name in ("inv-evil", "localhost"):
+            cluster.core.delete_node(name)

@@ -25,6 +25,24 @@ PRODUCT_LABELS = ("nvidia.com/gpu.product", "aliyun.accelerator/nvidia_name")
 _SELECTOR = re.compile(r"^[A-Za-z0-9./_!=(),\s-]*$")
 
 
+# names Ansible takes for the controller itself (ansible.constants.LOCALHOST, and the implicit localhost's):
+# a Node so named would become that host, and a play of ``hosts: localhost`` would run on the node
+RESERVED_NAMES = frozenset(("localhost", "localhost.localdomain", "localhost4", "localhost4.localdomain4", "localhost6",
+                            "localhost6.localdomain6", "127.0.0.1", "::1", "0.0.0.0", "::"))
+
+
+def reserved_name(name):
+    """Why a Node's name cannot be an inventory host (a string naming the node and the fix), or None where it can."""
+    text = str(name or "")
+    lowered = text.lower().rstrip(".")
+    if lowered in RESERVED_NAMES or lowered.startswith("127.") and lowered.replace(".", "").isdigit():
+        return ("its name %r is one Ansible keeps for the controller (localhost), so its plays of hosts: localhost would go to "
+                "the node; rename the Node, or reach it from another inventory source under another name" % text)
+    if not text:
+        return "it has no name"
+    return None
+
+
 class InventoryConfigError(GpuopsError):
     """A bad inventory source option (names the option and the fix)."""
 

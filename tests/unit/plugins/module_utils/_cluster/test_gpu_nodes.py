@@ -63,3 +63,14 @@ def test_bad_options_are_named(resources, selector, field):
 def test_good_options_pass():
     sel.check_options(["nvidia.com/gpu", "nvidia.com/mig-*"], "nvidia.com/gpu.present=true,!gpuops.io/skip")
     sel.check_options(list(sel.DEFAULT_RESOURCES), "")
+
+
+@pytest.mark.parametrize("name", ["localhost", "LOCALHOST", "localhost.", "127.0.0.1", "127.1.2.3", "::1", "localhost.localdomain"])
+def test_a_name_ansible_keeps_for_the_controller_is_refused_naming_it(name):
+    reason = sel.reserved_name(name)
+    assert reason and repr(name) in reason and "controller" in reason
+
+
+@pytest.mark.parametrize("name", ["gpu-1", "localhost-gpu", "node127.0.0.1.example", "127-0-0-1"])
+def test_other_names_are_kept(name):
+    assert sel.reserved_name(name) is None
