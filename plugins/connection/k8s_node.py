@@ -208,6 +208,7 @@ import subprocess
 import time
 import uuid
 
+from ansible import constants as C
 from ansible.errors import AnsibleConnectionFailure
 from ansible.module_utils.common.text.converters import to_bytes
 from ansible.utils.display import Display
@@ -241,6 +242,79 @@ def pid_alive(pid):
     except PermissionError:
         return True
     return True
+
+
+RUN_TOKEN_FILE = "gpuops-run-token"
+
+
+def run_token(run_dir=None):
+    """This run's random token, the same in every worker of the run: drawn by the first one and kept in the run's own
+    temporary directory (ansible-core's DEFAULT_LOCAL_TMP, made by ansible-playbook for this run alone and inherited
+    by its forked workers). Written to a temporary name and linked into place, so a second worker reads a whole token."""
+    run_dir = run_dir or C.DEFAULT_LOCAL_TMP
+    path = os.path.join(run_dir, RUN_TOKEN_FILE)
+    for dummy in range(50):
+        try:
+            with open(path) as handle:
+                token = handle.read().strip()
+            node_pod.run_id("x", token)  # a token of ours (NodePodError otherwise)
+            return token
+        except FileNotFoundError:
+            pass
+        except (GpuopsError, OSError) as exc:
+            raise AnsibleConnectionFailure("this run's node pod token (%s) cannot be read: %s" % (path, exc)) from None
+        tmp = "%s.%d" % (path, os.getpid())
+        try:
+            with open(tmp, "w") as handle:
+                handle.write(node_pod.new_token() + "\n")
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another worker of the run drew first: read its token
+        except OSError as exc:
+            raise AnsibleConnectionFailure("this run's node pod token cannot be kept in %s: %s" % (run_dir, exc)) from None
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    raise AnsibleConnectionFailure("this run's node pod token (%s) could not be drawn" % path)
+
+
+def _read(path):
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def process_start(pid, proc="/proc"):
+    """A process's start time (clock ticks after boot, /proc/PID/stat's 22nd field), or None where it is gone."""
+    text = _read(os.path.join(proc, str(int(pid)), "stat"))
+    if not text or ")" not in text:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return fields[19] if len(fields) > 19 else None
+
+
+def local_origin(proc="/proc"):
+    """(boot_id, PID namespace) of this controller's kernel and of this process; ("", "") where /proc cannot say."""
+    boot = (_read(os.path.join(proc, "sys/kernel/random/boot_id")) or "").strip()
+    try:
+        namespace = os.readlink(os.path.join(proc, "self/ns/pid")).replace("pid:[", "").rstrip("]")
+    except OSError:
+        namespace = ""
+    return boot, namespace
+
+
+def origin_alive(found, proc="/proc"):
+    """Whether the run of a pod's origin (node_pod.parse_origin) still runs: True, False, or None where this controller
+    cannot see that process (another machine or container: another boot or PID namespace)."""
+    boot, namespace = local_origin(proc)
+    if not boot or not namespace or (found[0], found[1]) != (boot, namespace):
+        return None
+    return pid_alive(found[2]) and process_start(found[2], proc) == found[3]
 
 
 class Connection(KubectlConnection):
@@ -298,19 +372,23 @@ class Connection(KubectlConnection):
                                                     self.get_option("gpuops_node_exec_on"))
         except GpuopsError as exc:
             raise AnsibleConnectionFailure(str(exc)) from None
-        # the run: the ansible-playbook process, each worker's parent, so every task of the run finds the same pod
-        run = node_pod.run_id(os.uname()[1], run_pid())
+        # the run: a random token drawn once per ansible-playbook run, so every task of the run finds the same pod and
+        # no other run (another controller of the same short name, another container whose ansible-playbook is PID 1) does
+        run = node_pod.run_id(os.uname()[1], run_token())
         return node, namespace, idle, deadline, run, node_pod.pod_name(node, run)
 
     def remove_node_pod(self, check_mode=False):
-        """Delete this run's node pod (gpuops.fleet.node_pods); a result dict."""
+        """Delete this run's node pod (gpuops.fleet.node_pods); a result dict.
+
+        ``changed`` is false: the pod was this run's own transport, made by this run, so the cluster is left as the run
+        found it; ``deleted`` says whether there was one to delete."""
         node, namespace, dummy, dummy2, dummy3, name = self._identity()
         exists = self._own_pod(node, namespace, name) is not None
         if exists and not check_mode:
             self._delete(node, [name])
         self._node_pod = None
-        return dict(pod=name, namespace=namespace, changed=exists,
-                    msg=("node pod %s %s" % (name, "would be deleted" if check_mode else "deleted")) if exists else "no node pod of this run on %s" % node)
+        return dict(pod=name, namespace=namespace, changed=False, deleted=exists and not check_mode,
+                    msg=("this run's node pod %s %s" % (name, "would be deleted" if check_mode else "deleted")) if exists else "no node pod of this run on %s" % node)
 
     def _ensure_node_pod(self):
         node, namespace, idle, deadline, run, name = self._identity()
@@ -329,7 +407,7 @@ class Connection(KubectlConnection):
             if rc != 0:
                 raise AnsibleConnectionFailure("node %s: cannot list node pods in namespace %s: %s" % (node, namespace, err))
             try:
-                stale = node_pod.sweep(json.loads(out).get("items") or [], node, run, pid_alive)
+                stale = node_pod.sweep(json.loads(out).get("items") or [], node, run, origin_alive)
             except GpuopsError as exc:
                 raise AnsibleConnectionFailure(str(exc)) from None
             if stale:
@@ -337,7 +415,7 @@ class Connection(KubectlConnection):
                 self._delete(node, stale)
             manifest = node_pod.pod_manifest(name, node, namespace, self.get_option("gpuops_node_pod_image"), idle, deadline, run,
                                              self.get_option("gpuops_node_pod_gpu_access"), self.get_option("gpuops_node_pod_runtime_class"),
-                                             self.get_option("gpuops_node_exec_on"))
+                                             self.get_option("gpuops_node_exec_on"), run_origin=self._origin(pid))
             rc, out, err = self._run(["create", "-f", "-"], data=json.dumps(manifest).encode())
             if rc != 0 and "AlreadyExists" not in err:  # another worker of this run created it first
                 raise AnsibleConnectionFailure("node %s: could not create node pod %s in namespace %s: %s" % (node, name, namespace, err))
@@ -346,6 +424,13 @@ class Connection(KubectlConnection):
         self.set_option("kubectl_pod", name)
         self.set_option("kubectl_container", node_pod.CONTAINER)
         return name
+
+    @staticmethod
+    def _origin(pid):
+        """The ORIGIN annotation of this run's pod: where its ansible-playbook lives (node_pod.origin), or "" where /proc cannot say."""
+        boot, namespace = local_origin()
+        start = process_start(pid)
+        return node_pod.origin(boot, namespace, pid, start) if boot and namespace and start else ""
 
     def _wait_ready(self, node, namespace, name):
         timeout = int(self.get_option("gpuops_node_pod_ready_timeout"))

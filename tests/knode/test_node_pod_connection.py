@@ -130,8 +130,14 @@ def test_tasks_reach_the_host_through_the_api_alone_and_no_node_pod_is_left(real
         assert len(listed) == 1 and "pod/" + orphan not in listed, ("the orphan was not deleted before the new run's pod", listed)
         assert node_pods(node) == {}
 
-        # a node pod of a run that may still be working (another controller's) is refused, never deleted
-        theirs = node_pod.pod_manifest("gpuops-node-busy", realnode.NAME, NS, realnode.BUSYBOX, 60, 300, "awx-task-7")
+        # a node pod of a run that may still be working (another controller's) is refused, never deleted. Issue 32 item 3:
+        # that controller has this one's short name (ctl.dc1 and ctl.dc2) and its ansible-playbook's PID is dead here;
+        # before, the run label was that name and PID, so this run took the pod for a dead run of its own and deleted it
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        twin = "%s-%d" % (node_pod.run_id(os.uname()[1], "0" * 16).rsplit("-", 1)[0], gone.pid)
+        theirs = node_pod.pod_manifest("gpuops-node-busy", realnode.NAME, NS, realnode.BUSYBOX, 60, 300, twin,
+                                       run_origin=node_pod.origin("another-controller-boot", "4026531836", gone.pid, "1"))
         node.cluster.core.create_namespaced_pod(NS, theirs)
         wait(lambda: node_pods(node)["gpuops-node-busy"].status.phase == "Running", "the other run's pod Running")
         rc, out = ansible(node, tmp_path, playbook(tmp_path, marker, node.cluster.kubeconfig))

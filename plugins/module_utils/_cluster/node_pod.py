@@ -43,12 +43,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
 LABEL = "gpuops.fleet/node-pod"
 RUN_LABEL = "gpuops.fleet/run"
+# the run's process (origin()): only a run on the same kernel and PID namespace can tell whether it still lives
+ORIGIN_ANNOTATION = "gpuops.fleet/run-origin"
+TOKEN_MIN, TOKEN_MAX = 16, 32
+_TOKEN = re.compile(r"\A[0-9a-f]{%d,%d}\Z" % (TOKEN_MIN, TOKEN_MAX))
 CONTAINER = "node"
 HEARTBEAT = "/tmp/gpuops-heartbeat"
 _NOT_LABEL = re.compile(r"[^a-z0-9-]+")
@@ -90,16 +95,35 @@ def check_options(node, namespace, image, idle, deadline, gpu_access="nvidia-run
     return tuple(values)
 
 
-def run_id(controller, pid):
-    """The run's label value: the controller's short host name and the ansible-playbook process's PID."""
+def run_id(controller, token):
+    """The run's label value: the controller's short host name (for people) and the run's random token (the identity).
+
+    The token is drawn once per ansible-playbook run (the connection keeps it in the run's own temporary directory),
+    so two controllers of one short name, or two containers whose ansible-playbook is PID 1, are two runs."""
     host = _NOT_LABEL.sub("-", str(controller).split(".", maxsplit=1)[0].lower()).strip("-")[:40] or "controller"
-    return "%s-%d" % (host, int(pid))
+    if not _TOKEN.match(str(token)):
+        raise NodePodError("a run token must be %d-%d lowercase hex digits, got %r" % (TOKEN_MIN, TOKEN_MAX, token))
+    return "%s-%s" % (host, token)
 
 
-def parse_run(run):
-    """(controller host, pid) of a run label, or None where it is not one of ours."""
-    host, sep, pid = str(run).rpartition("-")
-    return (host, int(pid)) if sep and host and pid.isdigit() else None
+def new_token():
+    """A run's random token (80 bits)."""
+    return secrets.token_hex(10)
+
+
+def origin(boot_id, pid_namespace, pid, start_time):
+    """Where a run's ansible-playbook process lives, as the pod's ORIGIN annotation says it: the kernel's boot, the PID
+    namespace, the PID and its start time (clock ticks after boot). Another run may check that process only when it
+    shares the boot and the PID namespace; the start time tells a reused PID from the run's own."""
+    return "%s/%s/%d/%s" % (boot_id, pid_namespace, int(pid), start_time)
+
+
+def parse_origin(text):
+    """(boot_id, pid_namespace, pid, start_time) of an ORIGIN annotation, or None where it is not one."""
+    parts = str(text or "").split("/")
+    if len(parts) != 4 or not parts[2].isdigit() or not all(parts):
+        return None
+    return parts[0], parts[1], int(parts[2]), parts[3]
 
 
 def pod_name(node, run):
@@ -116,12 +140,16 @@ def pod_command(idle, deadline):
     return ["/bin/sh", "-c", script]
 
 
-def pod_manifest(name, node, namespace, image, idle, deadline, run, gpu_access="nvidia-runtime", runtime_class="", exec_on="auto"):
+def pod_manifest(name, node, namespace, image, idle, deadline, run, gpu_access="nvidia-runtime", runtime_class="", exec_on="auto",
+                 run_origin=""):
     """The node pod, built as data: nothing a node name or an image says can add a key."""
+    annotations = {"gpuops.fleet/node": node}
+    if run_origin:
+        annotations[ORIGIN_ANNOTATION] = run_origin
     manifest = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace, "labels": {LABEL: "true", RUN_LABEL: run},
-                     "annotations": {"gpuops.fleet/node": node}},
+                     "annotations": annotations},
         "spec": {
             "nodeName": node, "hostPID": True, "restartPolicy": "Never", "activeDeadlineSeconds": int(deadline),
             "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False, "enableServiceLinks": False,
@@ -222,17 +250,17 @@ def job_state(poll_stdout):
     return None
 
 
-def sweep(pods, node, run, pid_alive):
+def sweep(pods, node, run, origin_alive):
     """Which node pods of ``node`` (dicts as the API returns them) to delete before this run takes it.
 
-    A pod of this run is kept (it is the run's own). Another run's pod is deleted when that run is
-    over: the pod no longer runs (idle or deadline), or the run was on this controller and its
-    ansible-playbook process is gone (``pid_alive(pid)`` False). A pod of a run that may still be
-    working (another controller, or a live process here) is refused: NodePodError names it and says
-    how to end it. Returns the names to delete.
+    A pod of this run (its RUN_LABEL is ``run``, whose token is random) is kept. Another run's pod is deleted
+    when that run is over: the pod no longer runs (idle or deadline) or is being deleted, or
+    ``origin_alive(parse_origin(its ORIGIN_ANNOTATION))`` says False (that run's ansible-playbook is gone; the
+    caller answers only for a process it can see: same boot, same PID namespace, same start time). Any other
+    answer (None: another controller or container, an older pod without the annotation) means the run may still
+    be working, and the node is refused: NodePodError names the pods and how to end them. Returns the names to delete.
     """
     delete, busy = [], []
-    here = (parse_run(run) or (None, None))[0]
     for pod in pods:
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
         if (pod.get("spec") or {}).get("nodeName") != node:
@@ -240,9 +268,9 @@ def sweep(pods, node, run, pid_alive):
         theirs = (meta.get("labels") or {}).get(RUN_LABEL, "")
         if theirs == run:
             continue
-        origin = parse_run(theirs)
+        found = parse_origin((meta.get("annotations") or {}).get(ORIGIN_ANNOTATION))
         over = (status.get("phase") in ("Succeeded", "Failed") or meta.get("deletionTimestamp")
-                or (origin is not None and origin[0] == here and not pid_alive(origin[1])))
+                or (found is not None and origin_alive(found) is False))
         (delete if over else busy).append(meta.get("name"))
     if busy:
         raise NodePodError("node %s: node pod(s) %s of another run still running (label %s); wait for that run to end (its pods stop "

@@ -119,7 +119,7 @@ def test_the_first_command_makes_the_run_s_pod_then_every_command_runs_chrooted_
     rc, out, err = conn.exec_command("exit 3")
     assert rc == 3
     made = calls(tmp_path)
-    name = node_pod.pod_name("gpu-1", node_pod.run_id(os.uname()[1], os.getppid()))
+    name = node_pod.pod_name("gpu-1", node_pod.run_id(os.uname()[1], k8s_node.run_token()))
     assert made[0] == ["-n", "gpuops-system", "--kubeconfig", "/etc/ops/kubeconfig", "get", "pod", name, "-o", "json"]
     assert [c[4:6] for c in made[1:4]] == [["get", "pods"], ["create", "-f"], ["wait", "--for=condition=Ready"]]
     execs = [c for c in made if "exec" in c]
@@ -127,6 +127,8 @@ def test_the_first_command_makes_the_run_s_pod_then_every_command_runs_chrooted_
     assert all(c[12] == node_pod.exec_argv([])[2] for c in execs), "every command goes through the node pod's prologue (host or beside it)"
     pod = state(tmp_path)["pods"][name]
     assert pod["spec"]["nodeName"] == "gpu-1" and pod["metadata"]["namespace"] == "gpuops-system"
+    origin = node_pod.parse_origin(pod["metadata"]["annotations"][node_pod.ORIGIN_ANNOTATION])
+    assert origin[:3] == k8s_node.local_origin() + (os.getppid(),), "the run's process, where a later run can check it"
 
 
 def test_a_later_task_finds_the_run_s_pod_ready_with_one_call(kubectl, tmp_path):
@@ -149,6 +151,45 @@ def test_a_worker_that_outlived_its_killed_run_starts_no_pod_and_deletes_none(ku
     with pytest.raises(AnsibleConnectionFailure, match=r"this task's run \(ansible-playbook, pid %d\) is gone" % gone.pid):
         connection(kubectl).exec_command("true")
     assert calls(tmp_path)[before:] == [] and len(state(tmp_path)["pods"]) == 1, "no call: nothing created or deleted"
+
+
+def test_every_worker_of_a_run_shares_one_random_token_and_another_run_draws_its_own(tmp_path):
+    """Issue 32 item 3: the run is a random token kept in the run's own temporary directory, not the short host name and
+    PID (which two controllers, or two containers with ansible-playbook as PID 1, share)."""
+    import multiprocessing
+    run_dir = tmp_path / "ansible-local-1abc"
+    run_dir.mkdir()
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    workers = [ctx.Process(target=lambda: queue.put(k8s_node.run_token(str(run_dir)))) for dummy in range(6)]
+    for worker in workers:
+        worker.start()
+    tokens = {queue.get(timeout=30) for dummy in workers}
+    for worker in workers:
+        worker.join(30)
+    assert len(tokens) == 1, "every worker of the run, however they race, has the same token"
+    other = tmp_path / "ansible-local-1xyz"  # another run, same PID
+    other.mkdir()
+    assert k8s_node.run_token(str(other)) not in tokens
+    (other / k8s_node.RUN_TOKEN_FILE).write_text("ctl-1\n")
+    with pytest.raises(AnsibleConnectionFailure, match="cannot be read.*run token"):
+        k8s_node.run_token(str(other))
+
+
+def test_a_run_s_origin_is_checked_only_where_its_process_can_be_seen(tmp_path):
+    """The sweep's liveness: a process of this kernel boot and PID namespace, with its start time (a reused PID is not
+    the run); another boot or namespace (another controller or container) cannot be checked: None, and the pod stays."""
+    boot, namespace = k8s_node.local_origin()
+    me = os.getpid()
+    start = k8s_node.process_start(me)
+    assert boot and namespace and start
+    assert k8s_node.origin_alive((boot, namespace, me, start)) is True
+    assert k8s_node.origin_alive((boot, namespace, me, str(int(start) + 1))) is False, "the PID reused by another process"
+    gone = __import__("subprocess").Popen(["true"])
+    gone.wait()
+    assert k8s_node.origin_alive((boot, namespace, gone.pid, "1")) is False
+    assert k8s_node.origin_alive(("another-boot", namespace, me, start)) is None
+    assert k8s_node.origin_alive((boot, "4026530000", gone.pid, "1")) is None, "another PID namespace: its PID 1 is not ours"
 
 
 def test_the_run_is_the_worker_s_parent_as_started():
@@ -216,11 +257,16 @@ def test_the_pod_s_gpu_access_comes_from_the_variables(kubectl, tmp_path):
         connection(kubectl, gpuops_node_pod_gpu_access="everything").exec_command("true")
 
 
-def test_the_run_s_pod_is_deleted_by_node_pods_and_a_second_delete_changes_nothing(kubectl, tmp_path):
+def test_the_run_s_pod_is_deleted_by_node_pods_as_no_change_said_apart(kubectl, tmp_path):
+    """Issue 32 item 11: the run's own transport deleted is not a change to the user's cluster (before: changed=1 on
+    localhost in every run through the API, --check included); ``deleted`` says it apart."""
     conn = connection(kubectl)
     conn.exec_command("true")
-    assert conn.remove_node_pod(check_mode=True)["changed"] is True
+    planned = conn.remove_node_pod(check_mode=True)
+    assert (planned["changed"], planned["deleted"]) == (False, False) and "would be deleted" in planned["msg"]
     assert len(state(tmp_path)["pods"]) == 1, "check mode deletes nothing"
-    assert conn.remove_node_pod()["changed"] is True
+    done = conn.remove_node_pod()
+    assert (done["changed"], done["deleted"]) == (False, True)
     assert state(tmp_path)["pods"] == {}
-    assert conn.remove_node_pod()["changed"] is False
+    again = conn.remove_node_pod()
+    assert (again["changed"], again["deleted"]) == (False, False) and again["msg"].startswith("no node pod of this run")

@@ -25,10 +25,22 @@ def test_pod_names_are_dns1123_unique_per_node_and_run_and_fit():
     assert all(DNS1123.match(n) and len(n) <= 63 for n in names), names
 
 
-def test_run_ids_are_label_values_and_parse_back():
-    run = node_pod.run_id("AWX-Task-7f9.example.com", 4242)
-    assert run == "awx-task-7f9-4242" and node_pod.parse_run(run) == ("awx-task-7f9", 4242)
-    assert node_pod.parse_run("someone-else") is None and node_pod.parse_run("") is None
+def test_run_ids_are_label_values_with_a_random_token():
+    token = node_pod.new_token()
+    run = node_pod.run_id("AWX-Task-7f9.example.com", token)
+    assert run == "awx-task-7f9-" + token and len(run) <= 63 and DNS1123.match(run)
+    assert node_pod.new_token() != token, "each run draws its own"
+    # issue 32 item 3: two controllers ctl.dc1 and ctl.dc2 (or two containers whose ansible-playbook is PID 1) are two runs
+    assert node_pod.run_id("ctl.dc1.example", node_pod.new_token()) != node_pod.run_id("ctl.dc2.example", node_pod.new_token())
+    for bad in ("4242", "", "g" * 20, "0" * 15):
+        with pytest.raises(NodePodError, match="run token"):
+            node_pod.run_id("ctl", bad)
+
+
+def test_origins_parse_back():
+    text = node_pod.origin("b00t", "4026531836", 1, "12345")
+    assert node_pod.parse_origin(text) == ("b00t", "4026531836", 1, "12345")
+    assert node_pod.parse_origin("ctl-9") is None and node_pod.parse_origin(None) is None and node_pod.parse_origin("a/b/x/1") is None
 
 
 def test_the_manifest_pins_the_node_mounts_only_the_host_root_and_is_not_privileged():
@@ -140,24 +152,42 @@ def test_survey_strings_are_numbers():
     assert node_pod.check_options("gpu-1", "ops", "busybox:1.36", "900", " 3600 ") == (900, 3600)
 
 
-def pod(name, node, run, phase="Running", deleting=False):
+def pod(name, node, run, phase="Running", deleting=False, origin=None):
     meta = {"name": name, "labels": {node_pod.LABEL: "true", node_pod.RUN_LABEL: run}}
+    if origin:
+        meta["annotations"] = {node_pod.ORIGIN_ANNOTATION: origin}
     if deleting:
         meta["deletionTimestamp"] = "2026-11-24T00:00:00Z"
     return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": phase}}
 
 
+HERE = node_pod.origin("boot", "ns", 9, "100")
+
+
 def test_sweep_deletes_what_ended_and_what_a_dead_run_here_left_keeps_its_own_and_other_nodes():
-    pods = [pod("mine", "n1", "ctl-10"), pod("ended", "n1", "awx-7", "Succeeded"), pod("dead-here", "n1", "ctl-9"),
+    pods = [pod("mine", "n1", "ctl-" + "a" * 20), pod("ended", "n1", "awx-7", "Succeeded"), pod("dead-here", "n1", "ctl-" + "b" * 20, origin=HERE),
             pod("elsewhere", "n2", "ctl-9"), pod("going", "n1", "awx-8", deleting=True)]
-    assert node_pod.sweep(pods, "n1", "ctl-10", pid_alive=lambda pid: pid != 9) == ["ended", "dead-here", "going"]
+    assert node_pod.sweep(pods, "n1", "ctl-" + "a" * 20, origin_alive=lambda found: found[2] != 9) == ["ended", "dead-here", "going"]
 
 
 def test_sweep_refuses_a_node_that_a_run_may_still_use():
-    # another controller's running pod (its process cannot be checked from here), and a live run of this controller
-    for theirs, alive in (("awx-7", False), ("ctl-9", True)):
+    # another controller's or container's running pod (None: its process cannot be checked from here), a pod without an
+    # origin (an older version's), and a live run of this controller
+    for origin, alive in ((HERE, None), (None, False), (HERE, True)):
         with pytest.raises(NodePodError, match="busy-pod.*kubectl -n NAMESPACE delete pod busy-pod"):
-            node_pod.sweep([pod("busy-pod", "n1", theirs)], "n1", "ctl-10", pid_alive=lambda pid, alive=alive: alive)
+            node_pod.sweep([pod("busy-pod", "n1", "ctl-" + "b" * 20, origin=origin)], "n1", "ctl-" + "a" * 20,
+                           origin_alive=lambda found, alive=alive: alive)
+
+
+def test_two_runs_of_one_short_name_and_pid_never_take_each_other_s_pod():
+    """Issue 32 item 3: ctl.dc1 and ctl.dc2, both with ansible-playbook as PID 1 (containers): before, both were run
+    'ctl-1', so B found A's live pod as its own, and after A's pod ended B's sweep deleted A's next one."""
+    a, b = node_pod.run_id("ctl.dc1", node_pod.new_token()), node_pod.run_id("ctl.dc2", node_pod.new_token())
+    assert node_pod.pod_name("n1", a) != node_pod.pod_name("n1", b), "never one pod for two runs"
+    a_pod = pod(node_pod.pod_name("n1", a), "n1", a, origin=node_pod.origin("boot-dc1", "ns", 1, "50"))
+    with pytest.raises(NodePodError, match="of another run still running"):
+        # B cannot see A's process (another machine): A's pod is never deleted while it runs
+        node_pod.sweep([a_pod], "n1", b, origin_alive=lambda found: None)
 
 
 def run_job_script(argv, tmp_path, stdin=b""):
