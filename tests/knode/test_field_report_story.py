@@ -108,6 +108,13 @@ def recap(out):
     return tuple(int(x) for x in found.groups())
 
 
+def changed_by_host(out):
+    """Every host's changed= of the recap (the node's and localhost's, whose plays run the cluster steps)."""
+    found = dict((host, int(n)) for host, n in re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", out, re.M))
+    assert "localhost" in found, out[-3000:]
+    return found
+
+
 def env_gpu(log_text):
     """The NVIDIA_VISIBLE_DEVICES a container printed at its start."""
     found = re.findall(r"^NVIDIA_VISIBLE_DEVICES=(.*)$", log_text, re.M)
@@ -326,6 +333,8 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
         before = handle.read()
     rc, out, report, check_api = site(node, tmp_path, "auto", "--check", through_api=True, exec_on=exec_on)
     assert rc == 0 and recap(out)[2:4] == (0, 0), out[-6000:]
+    # issue 32 item 11: deleting the run's own node pod is no change (before: localhost changed=1 in every run, --check too)
+    assert changed_by_host(out)["localhost"] == 0, out[-6000:]
     assert report["check_mode"] and report["nodes"][0]["action"] == "pruned" and report["nodes"][0]["backup"] is None, report["nodes"][0]
     check_local = None
     if exec_on == "auto":
@@ -358,6 +367,7 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
 
     rc, again, report2, seconds2 = site(node, tmp_path, "auto", through_api=True, exec_on=exec_on)
     assert rc == 0 and recap(again)[1] == 0, again[-6000:]
+    assert set(changed_by_host(again).values()) == {0}, again[-6000:]
     assert report2["nodes"][0]["action"] == "none" and not report2["nodes"][0]["kubelet_restarted"]
     assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == []
     record("prune (auto) through the API (gpuops.fleet.k8s_node)" + (", beside the host (exec_on: pod)" if exec_on == "pod" else ""),
