@@ -24,7 +24,10 @@ binary and a unit), but least-privilege:
   enabled by their ``WantedBy=`` links, as ``systemctl enable`` makes them. The guard acts at the next
   boot, before kubelet, which is when stale GPU IDs appear;
 * the pod template carries the code's and the spec's SHA-256, so a change of either is a new
-  revision that ``gpuops.fleet.daemonset_rollout`` rolls node by node (updateStrategy OnDelete).
+  revision that ``gpuops.fleet.daemonset_rollout`` rolls node by node (updateStrategy OnDelete); the
+  containers' commands carry them too, and the pod checks both before it runs or installs anything
+  (``LAUNCHER``, then ``guard.install_spec``): an edited ConfigMap is refused, and the install's log
+  line names both SHA-256s, which the rollout compares with the controller's.
 
 The install refuses, before writing, a directory on a read-only or tmpfs mount (``_node/mounts.py``):
 the pod's log and the rollout's row then say which directory and why.
@@ -50,6 +53,28 @@ CONTAINER = "install"
 CONFIGMAP_MAX = 1024 * 1024
 APP_LABEL = "gpuops-guard"
 DIGEST_TAIL = "@sha256:"
+# The pod's first code: the image's python3 runs it from the pod template (python3 -c), before anything from the
+# ConfigMap. It reads gpuops.pyz once, from the directory kubelet swapped in (a ConfigMap's files are links into a
+# directory kubelet replaces whole, never rewrites), refuses bytes whose SHA-256 is not the template's, and runs that
+# file. The code then checks the spec against the template's --spec-sha256 (guard.install_spec): a ConfigMap edited
+# apart from its DaemonSet installs nothing.
+LAUNCHER = (
+    "import hashlib, json, os, runpy, sys\n"
+    "path = os.path.realpath(sys.argv[1])\n"
+    "with open(path, 'rb') as handle:\n"
+    "    found = hashlib.sha256(handle.read()).hexdigest()\n"
+    "if found != sys.argv[2]:\n"
+    "    print(json.dumps({'level': 'error', 'event': 'install_failed', 'msg': '%s has SHA-256 %s, the pod template says %s: the "
+    "ConfigMap was changed apart from its DaemonSet; nothing was run' % (sys.argv[1], found, sys.argv[2])}))\n"
+    "    sys.exit(6)\n"
+    "sys.argv = [path] + sys.argv[3:]\n"
+    "runpy.run_path(path, run_name='__main__')\n"
+)
+
+
+def launch(python, code_sha256, *argv):
+    """A container's command: the launcher checks the code against ``code_sha256`` (the template's), then runs it with ``argv``."""
+    return [python, "-c", LAUNCHER, CONFIG_DIR + "/" + CODE_KEY, code_sha256] + list(argv)
 
 
 def host_mounts(paths):
@@ -170,12 +195,12 @@ def manifests(settings, files, code, options, unit_dir="/etc/systemd/system", en
         # the install is an init container, as the GKE driver installer's: the pod is Ready only once it exited 0
         "initContainers": [dict(
             name=CONTAINER,
-            command=[python, CONFIG_DIR + "/" + CODE_KEY, "install", "--spec", CONFIG_DIR + "/" + SPEC_KEY],
+            command=launch(python, code_sha, "install", "--spec", CONFIG_DIR + "/" + SPEC_KEY, "--spec-sha256", spec_sha),
             # a failed install's last log line (which directory, why) becomes the rollout row's reason
             terminationMessagePolicy="FallbackToLogsOnError",
             volumeMounts=mounts, **common)],
         # then nothing to do but keep the pod Running: no host directory mounted any more
-        "containers": [dict(name="guard", command=[python, CONFIG_DIR + "/" + CODE_KEY, "wait"],
+        "containers": [dict(name="guard", command=launch(python, code_sha, "wait"),
                             volumeMounts=[mounts[0]], **common)],
         "volumes": volumes,
     }
@@ -198,4 +223,4 @@ def manifests(settings, files, code, options, unit_dir="/etc/systemd/system", en
     }
     return {"configmap": configmap, "daemonset": daemonset, "code_sha256": code_sha, "spec_sha256": spec_sha, "mounts": top,
             "read_only_mounts": read_only,
-            "log_pattern": r'"event":"installed".*"code_sha256":"(?P<sha256>[0-9a-f]{64})"'}
+            "log_pattern": r'"event":"installed".*"code_sha256":"(?P<sha256>[0-9a-f]{64})","spec_sha256":"(?P<spec_sha256>[0-9a-f]{64})"'}

@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -319,20 +320,35 @@ def _mounted(path):
     return found.data
 
 
-def install_spec(spec_path):
-    """The ``install`` verb's spec: install()'s own, the code's bytes read from ``code.source`` and checked
-    against ``code.sha256``. No systemd here (a pod cannot ask the host's): units are enabled by ``links``."""
+_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+def install_spec(spec_path, spec_sha256):
+    """The ``install`` verb's spec: install()'s own, checked link by link against the pod template.
+
+    The spec's bytes must have ``spec_sha256`` (the pod template's, given on the command line: a ConfigMap edited
+    apart from its DaemonSet is refused), its ``code.sha256`` must be a SHA-256, and the code's bytes read from
+    ``code.source`` must have it. No systemd here (a pod cannot ask the host's): units are enabled by ``links``."""
+    if not isinstance(spec_sha256, str) or not _SHA256.match(spec_sha256):
+        raise GpuopsError("--spec-sha256 must be the spec's SHA-256 (64 lowercase hex digits), got %r" % (spec_sha256,))
+    raw = _mounted(spec_path)
+    found = hashlib.sha256(raw).hexdigest()
+    if found != spec_sha256:
+        raise GpuopsError("%s has SHA-256 %s, the pod template says %s: the ConfigMap was changed apart from its DaemonSet; nothing "
+                          "was installed. Run the checkpoint_guard role's daemonset entry point again" % (spec_path, found, spec_sha256))
     try:
-        spec = json.loads(_mounted(spec_path).decode("utf-8"))
+        spec = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
         raise GpuopsError("%s is not JSON: %s" % (spec_path, exc))
     if not isinstance(spec, dict) or not isinstance(spec.get("code"), dict):
         raise GpuopsError("%s: expected an object with code, directories, files, links, absent" % spec_path)
     install.check_entries(spec)
     code = spec["code"]
+    if not isinstance(code.get("sha256"), str) or not _SHA256.match(code["sha256"]):
+        raise GpuopsError("%s: code.sha256 must be the code's SHA-256, got %r: nothing was installed" % (spec_path, code.get("sha256")))
     data = _mounted(code.get("source") or "")
     sha = hashlib.sha256(data).hexdigest()
-    if code.get("sha256") not in (None, sha):
+    if sha != code["sha256"]:
         raise GpuopsError("%s has SHA-256 %s, the spec says %s: the ConfigMap was changed in between; run the rollout again"
                           % (code.get("source"), sha, code["sha256"]))
     return dict(spec, code={"path": code["path"], "mode": code.get("mode", "0644"), "sha256": sha, "data": data},
@@ -352,13 +368,13 @@ def _install_command(args, log):
     entry point). One line ``installed`` with the code's SHA-256 (what the rollout's log check reads), or
     ``install_failed`` naming what was refused (the init container's termination message)."""
     try:
-        spec = install_spec(args.spec)
+        spec = install_spec(args.spec, args.spec_sha256)
         result = install.install(spec, run=None)
     except GpuopsError as exc:
         log.emit("error", "install_failed", "installing the guard failed: %s" % exc, spec=args.spec)
         return EXIT_ACTION_FAILED
     log.emit("info", "installed", "guard %s (code sha256 %s)" % ("installed" if result["changed"] else "up to date", spec["code"]["sha256"]),
-             changed=result["changed"], code_sha256=spec["code"]["sha256"],
+             changed=result["changed"], code_sha256=spec["code"]["sha256"], spec_sha256=args.spec_sha256,
              written=[row["path"] for row in result["files"]], links=[row["path"] for row in result["links"]],
              removed=[row["path"] for row in result["removed"]], directories=[row["path"] for row in result["directories"]],
              filesystems=result["filesystems"])
@@ -433,6 +449,7 @@ def _parser():
     dev.add_argument("--dry-run", action="store_true", help="only say what would be created")
     ins = sub.add_parser("install", help="install the guard from a spec file, no systemd calls (the DaemonSet form's init container)")
     ins.add_argument("--spec", required=True, help="the install spec (JSON, from the checkpoint_guard role's daemonset entry point)")
+    ins.add_argument("--spec-sha256", required=True, help="the spec's SHA-256, from the pod template: any other spec is refused")
     sub.add_parser("wait", help="do nothing until SIGTERM (the DaemonSet form's container, after its init container installed)")
     met = sub.add_parser("metrics", help="write GPU memory per pod (NVML processes, /proc/<pid>/cgroup) as a node_exporter textfile")
     met.add_argument("--textfile", default=DEFAULT_TEXTFILE, help="the .prom file to write atomically (default %s)" % DEFAULT_TEXTFILE)

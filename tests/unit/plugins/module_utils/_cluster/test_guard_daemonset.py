@@ -65,8 +65,13 @@ def test_the_pod_mounts_only_the_guard_directories_and_holds_no_privilege():
                                                 "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
         assert container["image"] == IMAGE
     assert not set(pod) & {"hostPID", "hostNetwork", "hostIPC", "serviceAccountName"} and pod["automountServiceAccountToken"] is False
-    assert init["command"] == ["python3", "/gpuops/gpuops.pyz", "install", "--spec", "/gpuops/install.json"]
-    assert ctr["command"] == ["python3", "/gpuops/gpuops.pyz", "wait"] and init["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    # the template's own launcher checks the code, then the code checks the spec, both by the template's SHA-256s
+    assert init["command"] == ["python3", "-c", gd.LAUNCHER, "/gpuops/gpuops.pyz", out["code_sha256"], "install", "--spec", "/gpuops/install.json",
+                               "--spec-sha256", out["spec_sha256"]]
+    assert ctr["command"] == ["python3", "-c", gd.LAUNCHER, "/gpuops/gpuops.pyz", out["code_sha256"], "wait"]
+    assert init["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    annotations = out["daemonset"]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {"gpuops.fleet/code-sha256": out["code_sha256"], "gpuops.fleet/spec-sha256": out["spec_sha256"]}
     assert out["daemonset"]["spec"]["updateStrategy"] == {"type": "OnDelete"}
     assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
         {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "Exists"}]}]
@@ -136,10 +141,13 @@ def _lay_out(out, tmp_path, host):
     cm = tmp_path / "configmap"
     cm.mkdir()
     text = out["configmap"]["data"]["install.json"]
-    (cm / "install.json").write_text(text.replace('"%s/' % gd.HOST, '"%s/' % host).replace('"%s/' % gd.CONFIG_DIR, '"%s/' % cm))
+    laid = text.replace('"%s/' % gd.HOST, '"%s/' % host).replace('"%s/' % gd.CONFIG_DIR, '"%s/' % cm)
+    (cm / "install.json").write_text(laid)
     (cm / "gpuops.pyz").write_bytes(base64.b64decode(out["configmap"]["binaryData"]["gpuops.pyz"]))
     argv = list(pod_of(out)["initContainers"][0]["command"])
     argv[0] = sys.executable
+    # the laid-out spec's own SHA-256 stands for the template's (its paths are this machine's)
+    argv[argv.index("--spec-sha256") + 1] = hashlib.sha256(laid.encode("utf-8")).hexdigest()
     return [a.replace(gd.CONFIG_DIR + "/", str(cm) + "/") for a in argv]
 
 
@@ -170,7 +178,8 @@ def test_the_pods_command_installs_from_its_configmap_then_a_second_start_change
     assert (rc, err) == (0, "") and [line["event"] for line in lines] == ["installed"]
     first = lines[0]
     assert first["changed"] is True and first["code_sha256"] == out["code_sha256"]
-    assert re.search(out["log_pattern"], json.dumps(first, separators=(",", ":"))).group("sha256") == out["code_sha256"]
+    logged = re.search(out["log_pattern"], json.dumps(first, separators=(",", ":")))
+    assert logged.group("sha256") == out["code_sha256"] and logged.group("spec_sha256") == argv[argv.index("--spec-sha256") + 1]
     assert (host / "usr/local/lib/gpuops/gpuops.pyz").read_bytes() == base64.b64decode(out["configmap"]["binaryData"]["gpuops.pyz"])
     assert os.readlink(str(host / "etc/systemd/system/kubelet.service.wants/gpuops.service")) == "/etc/systemd/system/gpuops.service"
     assert "ExecStart=/usr/local/bin/gpuops check --config /etc/gpuops/gpuops.json" in (host / "etc/systemd/system/gpuops.service").read_text()
@@ -183,7 +192,8 @@ def test_the_pods_command_installs_from_its_configmap_then_a_second_start_change
     rc, lines, err = _run(argv)
     assert rc == 0 and lines[0]["changed"] is False and lines[0]["written"] == lines[0]["links"] == []
     # the pod's container: keeps running, and SIGTERM (the pod deleted) ends it with 0 at once
-    proc = subprocess.Popen([sys.executable, argv[1]] + pod_of(out)["containers"][0]["command"][2:], stdout=subprocess.PIPE, universal_newlines=True)
+    proc = subprocess.Popen([sys.executable] + [a.replace(gd.CONFIG_DIR + "/", str(tmp_path / "configmap") + "/")
+                                                for a in pod_of(out)["containers"][0]["command"][1:]], stdout=subprocess.PIPE, universal_newlines=True)
     deadline = time.monotonic() + 30
     while not _catches_sigterm(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -204,10 +214,48 @@ def test_a_unit_directory_on_tmpfs_fails_the_pod_naming_the_variable_and_writes_
         argv = _lay_out(out, tmp_path, str(tmp_path / "host"))
         text = (tmp_path / "configmap" / "install.json").read_text()
         # the unit directory only: /host<volatile> is the tmpfs directory itself
-        (tmp_path / "configmap" / "install.json").write_text(text.replace(str(tmp_path / "host") + volatile, volatile))
+        text = text.replace(str(tmp_path / "host") + volatile, volatile)
+        (tmp_path / "configmap" / "install.json").write_text(text)
+        argv[argv.index("--spec-sha256") + 1] = hashlib.sha256(text.encode("utf-8")).hexdigest()
         rc, lines, err = _run(argv)
         assert rc == 6 and lines[-1]["event"] == "install_failed"
         assert "checkpoint_guard_unit_dir: %s/units is on tmpfs" % volatile in lines[-1]["msg"]
         assert not os.path.exists(str(tmp_path / "host")) and os.listdir(volatile) == []
     finally:
         os.rmdir(volatile)
+
+
+@pytest.mark.parametrize("tamper", ["spec_extra_unit", "code_sha_null", "code_replaced"])
+def test_a_configmap_changed_apart_from_its_daemonset_installs_nothing(tmp_path, tamper):
+    """Issue 32 item 4: the pod ran whatever its ConfigMap held as root. An edited spec with an extra unit and its
+    .wants link was installed (the log still named the controller's code SHA, all the rollout compared), and with
+    code.sha256 null other code was installed. Now the template's launcher checks the code, the code checks the spec,
+    and the spec's code.sha256 must be the code's."""
+    out = build()
+    host = tmp_path / "host"
+    argv = _lay_out(out, tmp_path, str(host))
+    (host / "usr/bin").mkdir(parents=True)
+    os.symlink(sys.executable, str(host / "usr/bin/python3"))
+    cm = tmp_path / "configmap"
+    spec = json.loads((cm / "install.json").read_text())
+    if tamper == "spec_extra_unit":
+        spec["files"].append({"path": str(host / "etc/systemd/system/evil.service"), "content": "[Service]\nExecStart=/bin/sh -c id\n",
+                              "mode": "0644", "unit": True})
+        spec["links"].append({"path": str(host / "etc/systemd/system/multi-user.target.wants/evil.service"),
+                              "target": "/etc/systemd/system/evil.service"})
+        (cm / "install.json").write_text(json.dumps(spec))
+        reason = "install.json has SHA-256 .*, the pod template says .*: the ConfigMap was changed apart from its DaemonSet"
+    elif tamper == "code_sha_null":
+        spec["code"]["sha256"] = None
+        text = json.dumps(spec)
+        (cm / "install.json").write_text(text)
+        # even with the spec's SHA-256 in the template matching the edited spec, a null code.sha256 is refused
+        argv[argv.index("--spec-sha256") + 1] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        reason = "code.sha256 must be the code's SHA-256, got None"
+    else:
+        (cm / "gpuops.pyz").write_bytes(b"PK\x05\x06" + b"\0" * 18)
+        reason = "gpuops.pyz has SHA-256 .*, the pod template says .*: the ConfigMap was changed apart from its DaemonSet; nothing was run"
+    rc, lines, err = _run(argv)
+    assert rc == 6 and lines[-1]["event"] == "install_failed", (lines, err)
+    assert re.search(reason, lines[-1]["msg"]), lines[-1]["msg"]
+    assert not (host / "etc").exists() and not (host / "usr/local").exists(), "nothing was written"
