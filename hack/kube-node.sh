@@ -146,12 +146,16 @@ JSON
   CTR images import "$IMAGES/pause.tar" >/dev/null
   CTR images import "$IMAGES/busybox.tar" >/dev/null
   CTR images import "$IMAGES/python.tar" >/dev/null
-  # a pod names it by digest, as the collection asks of a user's image: kubelet resolves that name locally
-  local digest
-  digest=$(CTR images ls "name==$IMAGE_PYTHON" | awk 'NR == 2 { print $3 }')
-  CTR images tag "$IMAGE_PYTHON" "${IMAGE_PYTHON%:*}@$digest" >/dev/null
-  echo "${IMAGE_PYTHON%:*}@$digest" >"$R/python-image"
-  log "containerd up (pid $(cat "$R/containerd.pid")), images $IMAGE_PAUSE, $IMAGE_BUSYBOX and $(cat "$R/python-image") imported"
+  # a node pod names its image by digest, as the collection asks of a user's: kubelet resolves that name locally
+  local digest image file
+  for image in "$IMAGE_PYTHON:python-image" "$IMAGE_BUSYBOX:busybox-image"; do
+    file=${image##*:}
+    image=${image%:*}
+    digest=$(CTR images ls "name==$image" | awk 'NR == 2 { print $3 }')
+    CTR images tag "$image" "${image%:*}@$digest" >/dev/null
+    echo "${image%:*}@$digest" >"$R/$file"
+  done
+  log "containerd up (pid $(cat "$R/containerd.pid")), images $IMAGE_PAUSE, $(cat "$R/busybox-image") and $(cat "$R/python-image") imported"
 }
 
 kubelet_start() { # kubelet_start [--no-wait]

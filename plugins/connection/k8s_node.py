@@ -47,9 +47,16 @@ options:
     vars:
       - name: gpuops_node_pod_namespace
   gpuops_node_pod_image:
-    description: The node pod's image (by digest in production); it needs C(sh), C(chroot), C(touch), C(stat), C(date), C(sleep) (busybox).
+    description:
+      - The node pod's image, by digest (C(repository@sha256:<64 hex>), a tag before the digest allowed); an image named by
+        a tag alone is refused, because the node pod runs as root with the host's C(/) read-write, C(hostPID) and
+        C(SYS_CHROOT), and a tag can be moved to other code.
+      - It needs C(sh), C(chroot), C(touch), C(stat), C(date), C(sleep) (busybox); with O(gpuops_node_exec_on=pod) also
+        C(python3) (and C(nvidia-ml-py) to read the GPUs), as the collection's EE image has them.
+      - The default is Docker Hub's busybox 1.36, pinned by its digest; mirror it and name your registry's copy where
+        nodes cannot reach Docker Hub.
     type: str
-    default: docker.io/library/busybox:1.36
+    default: docker.io/library/busybox:1.36@sha256:73aaf090f3d85aa34ee199857f03fa3a95c8ede2ffd4cc2cdb5b94e566b11662
     vars:
       - name: gpuops_node_pod_image
   gpuops_node_pod_idle:

@@ -142,6 +142,12 @@ class RealNode(object):
         with open(os.path.join(self.dir, "python-image")) as handle:
             return handle.read().strip()
 
+    @property
+    def busybox_image(self):
+        """The node's busybox image by digest (the node pod's image: gpuops.fleet.k8s_node takes images by digest only)."""
+        with open(os.path.join(self.dir, "busybox-image")) as handle:
+            return handle.read().strip()
+
     def kubelet_stop(self):
         self._script("kubelet-stop", self.dir)
 
@@ -279,7 +285,7 @@ def through_api(node, namespace):
     grants (in ``namespace``): the audit log tells its calls from the test's, and RBAC refuses any call it does not list."""
     grant(node.cluster, "k8s-node-connection.yml", namespace)
     return {"ansible_connection": "gpuops.fleet.k8s_node", "gpuops_node_name": NAME, "gpuops_node_pod_namespace": namespace,
-            "gpuops_node_pod_image": BUSYBOX, "ansible_kubectl_kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig")}
+            "gpuops_node_pod_image": node.busybox_image, "ansible_kubectl_kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig")}
 
 
 def api_calls(cluster, offset, namespace=None):

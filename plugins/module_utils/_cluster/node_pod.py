@@ -65,6 +65,9 @@ HOST_ROOT = "/host"
 EXEC_ON_ENV = "GPUOPS_NODE_EXEC_ON"
 EXEC_ON_FILE = "/tmp/gpuops-exec-on"
 # NVIDIA's container runtime: every GPU's device nodes, and the driver's management tools and NVML only
+# busybox 1.36 (Docker Hub's docker.io/library/busybox:1.36 manifest list), pinned: a tag can be moved to other code
+DEFAULT_IMAGE = "docker.io/library/busybox:1.36@sha256:73aaf090f3d85aa34ee199857f03fa3a95c8ede2ffd4cc2cdb5b94e566b11662"
+DIGEST_TAIL = "@sha256:"
 NVIDIA_ENV = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}]
 
 
@@ -79,6 +82,10 @@ def check_options(node, namespace, image, idle, deadline, gpu_access="nvidia-run
     check_value("gpuops_node_name", node, "dns_subdomain")
     check_value("gpuops_node_pod_namespace", namespace, "dns_label")
     check_value("gpuops_node_pod_image", image, "image")
+    if DIGEST_TAIL not in image:
+        raise ParameterError("gpuops_node_pod_image", "%r names no digest: give repository@sha256:<64 hex> (repository:tag@sha256:... "
+                             "too). The node pod runs as root with the host's / read-write, hostPID and SYS_CHROOT: a tag can run "
+                             "other code tomorrow" % (image,))
     if gpu_access not in GPU_ACCESS:
         raise ParameterError("gpuops_node_pod_gpu_access", "must be one of %s, got %r" % (", ".join(GPU_ACCESS), gpu_access))
     check_value("gpuops_node_pod_runtime_class", runtime_class, "dns_subdomain", empty_ok=True)

@@ -149,7 +149,22 @@ def test_ready_only_when_running_and_ready():
 
 
 def test_survey_strings_are_numbers():
-    assert node_pod.check_options("gpu-1", "ops", "busybox:1.36", "900", " 3600 ") == (900, 3600)
+    assert node_pod.check_options("gpu-1", "ops", IMAGE, "900", " 3600 ") == (900, 3600)
+
+
+@pytest.mark.parametrize("image", ["busybox:1.36", "docker.io/library/busybox", "registry.example/busybox:latest"])
+def test_a_node_pod_image_by_tag_is_refused_naming_the_variable(image):
+    """Issue 32 item 5: the node pod runs as root with the host's / read-write; its image is taken by digest only."""
+    with pytest.raises(ParameterError, match=r"gpuops_node_pod_image: .*names no digest"):
+        node_pod.check_options("gpu-1", "ops", image, 900, 3600)
+
+
+def test_the_default_node_pod_image_is_a_digest_and_the_connection_documents_it():
+    import yaml
+    from ansible_collections.gpuops.fleet.plugins.connection import k8s_node
+    documented = yaml.safe_load(k8s_node.DOCUMENTATION)["options"]["gpuops_node_pod_image"]["default"]
+    assert documented == node_pod.DEFAULT_IMAGE and re.search(r"@sha256:[0-9a-f]{64}$", documented)
+    assert node_pod.check_options("gpu-1", "ops", documented, 900, 3600) == (900, 3600)
 
 
 def pod(name, node, run, phase="Running", deleting=False, origin=None):
