@@ -101,7 +101,10 @@ options:
         type: bool
         default: false
   absent:
-    description: Paths to remove when present (what an older layout or a switched-off feature left); a directory goes whole.
+    description:
+      - Paths to remove when present (what an older layout or a switched-off feature left); a directory goes whole.
+      - An entry with O(absent[].only) or O(absent[].contains) is removed only when it holds nothing but the guard's own
+        older files; otherwise it is left alone and named in RV(left_alone), with a warning.
     type: list
     elements: dict
     default: []
@@ -113,6 +116,16 @@ options:
       unit:
         description: The systemd unit this file is, disabled before it is removed (with O(systemd=true)).
         type: str
+      only:
+        description:
+          - A directory's one subtree, such as V(gpuops/fleet) - the directory is removed only when, level by level, it
+            holds nothing but that subtree (and Python's C(__pycache__) and C(__init__.py)).
+        type: str
+        version_added: 0.3.0
+      contains:
+        description: A file is removed only when its bytes contain this text (the guard's older entry point names its import).
+        type: str
+        version_added: 0.3.0
   links:
     description:
       - Symlinks to make after the files (for example a unit's C(.wants/) links where systemd cannot be asked), each
@@ -133,8 +146,9 @@ options:
     description:
       - The installed command to run once the files are in place (read-only, e.g. C(gpuops report --config ...)). Exit
         codes 0, 3, 4 and 5 mean the guard works; any other fails the task with its output.
-      - Run when a file was written or removed (an unchanged install passed it when it was written), or every time with
-        O(selftest.always=true). Not run in check mode.
+      - Run when a file was written or removed, when the install's manifest (C(gpuops-install.json) beside the code)
+        does not say that it passed (an earlier run failed it, or was killed before it), or every time with
+        O(selftest.always=true). A failed install stays failed until the self-test passes. Not run in check mode.
     type: dict
     suboptions:
       argv:
@@ -255,6 +269,22 @@ units:
   returned: always
   type: list
   elements: dict
+left_alone:
+  description: Entries of O(absent) that hold more than the guard's own older files, each with C(path) and C(reason); nothing was removed there.
+  returned: always
+  type: list
+  elements: dict
+  version_added: 0.3.0
+selftest_owed:
+  description: Whether the self-test is still owed (its last run failed, or a run was killed before it); false once it passed.
+  returned: always
+  type: bool
+  version_added: 0.3.0
+manifest:
+  description: The install's manifest (the directories the guard created and the self-test's state), beside the code.
+  returned: always
+  type: str
+  version_added: 0.3.0
 """
 
 import base64
@@ -279,7 +309,7 @@ ARGUMENT_SPEC = dict(
         path=dict(type="path", required=True), content=dict(type="str", required=True),
         mode=dict(type="str", required=True), unit=dict(type="bool", default=False))),
     absent=dict(type="list", elements="dict", default=[], options=dict(
-        path=dict(type="path", required=True), unit=dict(type="str"))),
+        path=dict(type="path", required=True), unit=dict(type="str"), only=dict(type="str"), contains=dict(type="str"))),
     links=dict(type="list", elements="dict", default=[], options=dict(
         path=dict(type="path", required=True), target=dict(type="str", required=True))),
     selftest=dict(type="dict", options=dict(
@@ -327,6 +357,8 @@ def main():
     except GpuopsError as exc:
         # an install step that failed says what was done before it (InstallError.result)
         module.fail_json(msg=str(exc), **(getattr(exc, "result", None) or {}))
+    for row in result["left_alone"]:
+        module.warn("left alone, not the guard's to remove: %s" % row["reason"])
     module.exit_json(**result)
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import posixpath
 
 LATE_UNIT = "gpuops-late.service"
+# what the older layout's entry point (gpuops_main.py beside loose module_utils) imports: only such a file is the guard's
+OLDER_ENTRY_IMPORT = "ansible_collections.gpuops.fleet.plugins.module_utils._node.guard"
 # the late unit's [Install] WantedBy= (plugin_utils/_guard_files.late_service writes it)
 LATE_WANTED_BY = "multi-user.target"
 
@@ -37,7 +39,10 @@ def leftovers(settings, unit_dir, late_check, root="", systemd=True):
     With ``systemd`` the late unit's entry names the unit (guard_install disables it, which removes its
     links); without (the DaemonSet form makes no systemd call), its ``.wants`` link is a path too."""
     lib = root + settings["unit"]["lib_dir"]
-    found = [{"path": lib + "/ansible_collections"}, {"path": lib + "/gpuops_main.py"}]
+    # the older layout's copy of the collection and its entry point, removed only when they hold nothing else: the
+    # library directory may be shared (checkpoint_guard_lib_dir=/usr/lib/python3/dist-packages has the system's collections)
+    found = [{"path": lib + "/ansible_collections", "only": "gpuops/fleet"},
+             {"path": lib + "/gpuops_main.py", "contains": OLDER_ENTRY_IMPORT}]
     if not late_check:
         if systemd:
             found.append({"path": root + unit_dir + "/" + LATE_UNIT, "unit": LATE_UNIT})

@@ -10,22 +10,31 @@ trip each), done by one call on the node (``gpuops.fleet.guard_install``):
 0. the filesystems: a directory on a read-only mount is refused before anything changes, and
    with ``require_persistent`` one on tmpfs too (lost at reboot: COS's ``/etc``), naming the
    directory's setting (``name``) and what to do;
-1. the directories, with their modes;
+1. the directories: a missing one is created with its mode; an existing one keeps its mode unless
+   the guard created it (the manifest says so) or it is empty and not sticky (made for the guard:
+   the DaemonSet form's mounts): ``/var/tmp`` or ``/var/lib`` named as a guard directory keep theirs;
 2. the command's code, one file (``gpuops.pyz``, built on the controller): compared by SHA-256;
    when it differs and the bytes were not sent, nothing is done and ``code_needed`` is returned,
    so the controller sends the file only to the nodes that need it (a second run sends nothing);
 3. what an older layout or a switched-off feature left (``absent``): a unit among them is
-   disabled first;
+   disabled first; an entry with ``only`` (a directory) or ``contains`` (a file) is removed only
+   when it holds nothing but the guard's own older files, else it is left alone and named in
+   ``left_alone`` (a library directory shared with the system keeps its ``ansible_collections``);
 4. the text files (the wrapper, the configuration, the units), each written atomically
    (``nodefile.write_file``) only when its bytes or mode differ; then ``links``, symlinks (a
    unit's ``.wants/`` links where systemd is not reachable, as in the DaemonSet form), each
    made atomically (``nodefile.write_link``) only when it points elsewhere;
 5. the self-test: the installed command's ``report`` with its configuration (read-only), when
-   a file changed or ``selftest.always`` (an unchanged install passed it when it was written);
+   a file changed, ``selftest.always``, or the manifest does not say it passed (a failed or
+   interrupted install stays failed until the self-test passes);
 6. the ``/dev/char`` links of the NVIDIA device nodes, before any daemon-reload
    (nvidia-container-toolkit#251: without them a reload makes running GPU containers lose
    their devices on systemd-cgroup nodes);
 7. systemd: one daemon-reload when a unit file changed, then each unit enabled or disabled.
+
+The manifest (``gpuops-install.json`` beside the code) is the guard's record of its own install:
+the directories it created and whether the installed files passed the self-test. It is marked
+``pending`` before the first file is changed and ``passed`` after the self-test, each write atomic.
 
 Check mode changes nothing and says what would change. ``run`` is ``run(argv, env) ->
 (rc, stdout, stderr)``: the module passes ``AnsibleModule.run_command``, tests a fake.
@@ -35,6 +44,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -49,6 +59,9 @@ SELFTEST_OK = (0, 3, 4, 5)
 MODE = re.compile(r"\A0?[0-7]{3,4}\Z")
 ENTRIES = ("directories", "files", "absent", "links")
 DIFF_MAX_BYTES = 65536
+MANIFEST = "gpuops-install.json"
+# what may stand beside the guard's files in a directory of its older layout (Python's own byproducts)
+_BYPRODUCTS = ("__pycache__", "__init__.py")
 
 
 class InstallError(GpuopsError):
@@ -104,7 +117,50 @@ def check_filesystems(entries, require_persistent, mountinfo=mounts.MOUNTINFO):
     return seen
 
 
-def _link(entry, check_mode):
+class Manifest(object):
+    """The guard's record of its own install (``gpuops-install.json`` beside the code), read once, written when it changes."""
+
+    def __init__(self, path, check_mode):
+        self.path = path
+        self.check_mode = check_mode
+        found = nodefile.read(path, 1 << 20)
+        try:
+            data = json.loads(found.data.decode("utf-8")) if found is not None else {}
+        except ValueError:
+            data = {}
+        data = data if isinstance(data, dict) else {}
+        dirs = data.get("directories")
+        self.directories = sorted(set(d for d in dirs if isinstance(d, str))) if isinstance(dirs, list) else []
+        self.selftest = data.get("selftest") if data.get("selftest") in ("passed", "pending") else None
+        self.written = self._bytes()
+
+    def _bytes(self):
+        return (json.dumps({"directories": self.directories, "selftest": self.selftest}, indent=1, sort_keys=True) + "\n").encode("utf-8")
+
+    def owns(self, path):
+        return path in self.directories
+
+    def created(self, path):
+        if path not in self.directories:
+            self.directories = sorted(self.directories + [path])
+
+    def save(self):
+        """Write the manifest when it differs from what is on the node (never in check mode); whether it was written."""
+        data = self._bytes()
+        if self.check_mode or data == self.written:
+            return False
+        nodefile.write_file(self.path, data, 0o644)
+        self.written = data
+        return True
+
+    def pending(self):
+        """Before the first change of an installed file: the self-test is owed again (a kill from here on leaves it owed)."""
+        if self.selftest != "pending":
+            self.selftest = "pending"
+            self.save()
+
+
+def _link(entry, check_mode, before_change):
     """Make ``path`` a symlink to ``target`` when it is not one already; the row, or None."""
     path, target = entry["path"], entry["target"]
     try:
@@ -119,11 +175,14 @@ def _link(entry, check_mode):
         if os.readlink(path) == target:
             return None
     if not check_mode:
+        before_change()
         nodefile.write_link(path, target)
     return {"path": path, "target": target, "action": "created" if st is None else "updated"}
 
 
-def _directory(entry, check_mode):
+def _directory(entry, check_mode, manifest):
+    """Create a missing directory with its mode; fix the mode only of one the guard created (the manifest's), or of an
+    empty one that is not sticky; any other existing directory (``/var/lib``, ``/var/tmp``) keeps its mode."""
     path, mode = entry["path"], int(entry["mode"], 8)
     try:
         st = os.lstat(path)
@@ -136,10 +195,15 @@ def _directory(entry, check_mode):
                 os.chmod(path, mode)
             except OSError as exc2:
                 raise NodeFileError("creating directory", path, exc2)
+        manifest.created(path)
         return {"path": path, "action": "created"}
     if not stat.S_ISDIR(st.st_mode):
         raise InstallError("%s exists and is not a directory: move it away or change the role's path" % path)
-    if stat.S_IMODE(st.st_mode) != mode:
+    if not manifest.owns(path) and not st.st_mode & stat.S_ISVTX and not os.listdir(path):
+        # empty, and not a shared sticky directory: made for the guard (the DaemonSet form's hostPath mounts are created
+        # by kubelet, DirectoryOrCreate, before the install sees them), so the guard's from now on
+        manifest.created(path)
+    if stat.S_IMODE(st.st_mode) != mode and manifest.owns(path):
         if not check_mode:
             try:
                 os.chmod(path, mode)
@@ -149,7 +213,7 @@ def _directory(entry, check_mode):
     return None
 
 
-def _file(path, data, mode, check_mode, diff, binary=False, sha256=None):
+def _file(path, data, mode, check_mode, diff, binary=False, sha256=None, before_change=None):
     """Write one file when its bytes or mode differ; returns (row or None, diff or None).
 
     ``data`` may be None where only its ``sha256`` is known (the code file before its bytes are
@@ -162,6 +226,8 @@ def _file(path, data, mode, check_mode, diff, binary=False, sha256=None):
         return None, None
     action = "created" if before is None else ("mode" if same else "updated")
     if not check_mode and data is not None:
+        if before_change is not None:
+            before_change()
         nodefile.write_file(path, data, mode)
     row = {"path": path, "action": action, "sha256": sha}
     change = None
@@ -176,15 +242,44 @@ def _file(path, data, mode, check_mode, diff, binary=False, sha256=None):
     return row, change
 
 
-def _absent(entry, check_mode, systemd, run):
+def _foreign(entry):
+    """Why ``entry`` of ``absent`` is not the guard's to remove (a string naming what else it holds), or None where it is.
+
+    ``only``: the directory must hold nothing but that subtree (``gpuops/fleet``: the older layout's copy of the
+    collection) and Python's byproducts beside it; ``contains``: the file must hold that text (the older entry point)."""
+    path = entry["path"]
+    if entry.get("only"):
+        if os.path.islink(path) or not os.path.isdir(path):
+            return "it is not a directory the guard made"
+        parts = entry["only"].strip("/").split("/")
+        here = path
+        for part in parts:
+            others = sorted(name for name in os.listdir(here) if name != part and name not in _BYPRODUCTS)
+            if others:
+                return "it holds %s besides the guard's %s" % (", ".join(os.path.join(here, n) for n in others[:5]), entry["only"])
+            here = os.path.join(here, part)
+            if os.path.islink(here) or not os.path.isdir(here):
+                return "%s is not the guard's directory" % here
+    if entry.get("contains"):
+        found = nodefile.read(path, 1 << 20) if not os.path.islink(path) else None
+        if found is None or entry["contains"].encode("utf-8") not in found.data:
+            return "it is not the guard's older file (it does not name %s)" % entry["contains"]
+    return None
+
+
+def _absent(entry, check_mode, systemd, run, before_change):
     path = entry["path"]
     if not os.path.lexists(path):
         return None
+    reason = _foreign(entry)
+    if reason:
+        return {"path": path, "action": "left_alone", "reason": "%s: %s; remove the guard's old copy by hand if one is there" % (path, reason)}
     unit = entry.get("unit")
     disabled = False
     if unit and systemd:
         disabled = _enable(unit, False, check_mode, run) is not None
     if not check_mode:
+        before_change()
         try:
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
@@ -236,7 +331,8 @@ def check_interpreter(entry):
 def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=mounts.MOUNTINFO):
     """Apply ``spec`` (see the module's options); returns the result (``changed``, what was done)."""
     result = {"changed": False, "code_needed": False, "filesystems": [], "directories": [], "files": [], "links": [],
-              "removed": [], "selftest": None, "dev_char_symlinks": None, "daemon_reload": False, "units": []}
+              "removed": [], "left_alone": [], "selftest": None, "selftest_owed": False, "dev_char_symlinks": None, "daemon_reload": False, "units": [],
+              "manifest": None}
     diffs = []
     if hostroot.root() is not None:
         raise InstallError(
@@ -249,8 +345,13 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
     try:
         result["filesystems"] = check_filesystems(spec.get("directories") or (), bool(spec.get("require_persistent")), mountinfo)
         check_interpreter(spec.get("interpreter"))
+        manifest = Manifest(os.path.join(os.path.dirname(spec["code"]["path"]), MANIFEST), check_mode)
+        result["manifest"] = manifest.path
+        selftest = spec.get("selftest")
+        # before the first change of an installed file: the self-test is owed until it passes (a kill leaves it owed)
+        before_change = manifest.pending if selftest else (lambda: None)
         for entry in spec.get("directories") or ():
-            row = _directory(entry, check_mode)
+            row = _directory(entry, check_mode, manifest)
             if row:
                 result["directories"].append(row)
 
@@ -258,9 +359,11 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
         data = code.get("data")
         if data is not None and hashlib.sha256(data).hexdigest() != code["sha256"]:
             raise InstallError("code: the bytes sent do not have the SHA-256 the controller announced (a truncated transfer?): run again")
-        row, change = _file(code["path"], data, int(code["mode"], 8), check_mode, diff, binary=True, sha256=code["sha256"])
+        row, change = _file(code["path"], data, int(code["mode"], 8), check_mode, diff, binary=True, sha256=code["sha256"],
+                            before_change=before_change)
         if row and data is None and not check_mode:
             # nothing done yet but the directories: the controller sends the bytes and calls again
+            manifest.save()
             result["code_needed"] = True
             result["changed"] = bool(result["directories"])
             return result
@@ -272,13 +375,16 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
         systemd = bool(spec.get("systemd"))
         units_changed = False
         for entry in spec.get("absent") or ():
-            row = _absent(entry, check_mode, systemd, run)
-            if row:
+            row = _absent(entry, check_mode, systemd, run, before_change)
+            if row and row["action"] == "left_alone":
+                result["left_alone"].append(row)
+            elif row:
                 result["removed"].append(row)
                 units_changed = units_changed or bool(entry.get("unit"))
 
         for entry in spec.get("files") or ():
-            row, change = _file(entry["path"], entry["content"].encode("utf-8"), int(entry["mode"], 8), check_mode, diff)
+            row, change = _file(entry["path"], entry["content"].encode("utf-8"), int(entry["mode"], 8), check_mode, diff,
+                                before_change=before_change)
             if row:
                 result["files"].append(row)
                 units_changed = units_changed or bool(entry.get("unit"))
@@ -286,18 +392,24 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
                 diffs.append(change)
 
         for entry in spec.get("links") or ():
-            row = _link(entry, check_mode)
+            row = _link(entry, check_mode, before_change)
             if row:
                 result["links"].append(row)
 
-        selftest = spec.get("selftest")
         written = bool(result["files"] or result["removed"])
-        if selftest and not check_mode and (written or selftest.get("always")):
+        # an install whose self-test failed, or that was killed before it, stays failed until the self-test passes
+        owed = bool(selftest) and manifest.selftest != "passed"
+        result["selftest_owed"] = owed
+        if selftest and not check_mode and (written or owed or selftest.get("always")):
+            manifest.pending()
             rc, out, err = run(list(selftest["argv"]), selftest.get("environment") or None)
             result["selftest"] = {"rc": rc, "cmd": list(selftest["argv"]), "stdout": out, "stderr": err}
             if rc not in SELFTEST_OK:
                 raise InstallError("the installed guard does not run (%s ended with rc %d): %s"
                                    % (" ".join(selftest["argv"]), rc, (err.strip() or out.strip())[-2000:]))
+            manifest.selftest = "passed"
+            result["selftest_owed"] = False
+        manifest.save()
 
         if systemd:
             if spec.get("dev_char_symlinks") and os.path.exists(os.path.join(dev_root, "nvidiactl")):

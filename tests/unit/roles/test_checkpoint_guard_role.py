@@ -129,7 +129,8 @@ def test_installed_command_runs_the_shipped_code(lab_install):
     proc = subprocess.run([str(cmd), "--help"], capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0 and "6  stale or corrupt" in proc.stdout
     lib = lab_install / "usr" / "local" / "lib" / "gpuops"
-    assert os.listdir(str(lib)) == ["gpuops.pyz"], "one file per node"
+    assert sorted(os.listdir(str(lib))) == ["gpuops-install.json", "gpuops.pyz"], "one code file per node, and the install's manifest"
+    assert json.loads((lib / "gpuops-install.json").read_text())["selftest"] == "passed"
     assert (lib / "gpuops.pyz").read_bytes() == guard_code.build()[0]
 
 

@@ -128,6 +128,9 @@ def test_a_bad_location_or_switch_is_refused_by_name(kw, message):
         checkpoint_guard_files({"config": {}})
 
 
+OLDER = "ansible_collections.gpuops.fleet.plugins.module_utils._node.guard"
+
+
 def test_the_layout_names_each_directory_s_variable_and_what_an_older_install_left():
     layout = checkpoint_guard_layout(settings(), root="/srv/node1", unit_dir="/etc/systemd/system/")
     assert layout["directories"] == [
@@ -138,11 +141,11 @@ def test_the_layout_names_each_directory_s_variable_and_what_an_older_install_le
         {"path": "/srv/node1/var/lib/gpuops/backups", "mode": "0700", "name": "checkpoint_guard_backup_dir"},
     ]
     assert layout["absent"] == [
-        {"path": "/srv/node1/usr/local/lib/gpuops/ansible_collections"}, {"path": "/srv/node1/usr/local/lib/gpuops/gpuops_main.py"},
+        {"path": "/srv/node1/usr/local/lib/gpuops/ansible_collections", "only": "gpuops/fleet"}, {"path": "/srv/node1/usr/local/lib/gpuops/gpuops_main.py", "contains": OLDER},
         {"path": "/srv/node1/etc/systemd/system/gpuops-late.service", "unit": "gpuops-late.service"},
     ]
     assert checkpoint_guard_layout(settings(), late_check="true")["absent"] == [
-        {"path": "/usr/local/lib/gpuops/ansible_collections"}, {"path": "/usr/local/lib/gpuops/gpuops_main.py"}]
+        {"path": "/usr/local/lib/gpuops/ansible_collections", "only": "gpuops/fleet"}, {"path": "/usr/local/lib/gpuops/gpuops_main.py", "contains": OLDER}]
     with pytest.raises(AnsibleFilterError, match="checkpoint_guard_late_check: expected true or false"):
         checkpoint_guard_layout(settings(), late_check="sometimes")
     with pytest.raises(AnsibleFilterError, match="checkpoint_guard_unit_dir"):

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 
@@ -74,7 +75,9 @@ def test_a_first_install_writes_everything_then_reloads_once_and_a_second_change
     # the reload comes after the files and before the enable
     assert systemctl.verbs() == ["daemon-reload", "enable gpuops.service"]
     # nothing left beside the files
-    assert sorted(os.listdir(str(tmp_path / "lib"))) == ["gpuops", "gpuops.pyz"]
+    assert sorted(os.listdir(str(tmp_path / "lib"))) == ["gpuops", "gpuops-install.json", "gpuops.pyz"]
+    assert json.loads((tmp_path / "lib" / "gpuops-install.json").read_text()) == {
+        "directories": sorted(str(tmp_path / d) for d in ("lib", "backups", "units")), "selftest": "passed"}
 
     again = Systemctl(enabled={"gpuops.service": True})
     second = inst.install(spec(tmp_path), again, dev_root=str(tmp_path / "nodev"))
@@ -316,3 +319,99 @@ def test_beside_a_host_without_python_the_guard_install_is_refused_and_nothing_c
     with pytest.raises(inst.InstallError, match="this node's host has no python3.*nothing was changed. Set checkpoint_guard_install: false"):
         inst.install(spec(tmp_path), systemctl, dev_root=str(tmp_path / "nodev"))
     assert sorted(os.listdir(str(tmp_path))) == ["host"] and systemctl.calls == []
+
+
+def test_a_failed_self_test_is_not_forgotten_by_the_next_run(tmp_path):
+    """Issue 32 item 7: run 1's self-test failed (rc 1); run 2 found no file to change, skipped the self-test, reported
+    success and enabled gpuops.service. The install stays failed, and nothing is enabled, until the self-test passes."""
+    class Broken(Systemctl):
+        def selftest(self, argv, env):
+            return 1, "", "Traceback: broken"
+
+    with pytest.raises(inst.InstallError, match="rc 1"):
+        inst.install(spec(tmp_path), Broken(), dev_root=str(tmp_path / "nodev"))
+    second = Broken()
+    with pytest.raises(inst.InstallError, match="does not run.*rc 1") as caught:
+        inst.install(spec(tmp_path), second, dev_root=str(tmp_path / "nodev"))
+    assert caught.value.result["files"] == [] and second.verbs() == [], "nothing to write, still failed, nothing enabled"
+    planned = inst.install(spec(tmp_path), Broken(), check_mode=True, dev_root=str(tmp_path / "nodev"))
+    assert planned["selftest_owed"] is True
+    fixed = Systemctl()
+    third = inst.install(spec(tmp_path), fixed, dev_root=str(tmp_path / "nodev"))
+    assert third["selftest"]["rc"] == 0 and third["selftest_owed"] is False and fixed.verbs() == ["enable gpuops.service"]
+    fourth = Systemctl(enabled={"gpuops.service": True})
+    assert inst.install(spec(tmp_path), fourth, dev_root=str(tmp_path / "nodev"))["selftest"] is None, "passed: not run again"
+
+
+def test_a_run_killed_after_changing_a_file_owes_the_self_test(tmp_path, monkeypatch):
+    """Killed between writing the files and the self-test: the manifest already says pending, so the next run tests."""
+    inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    changed = spec(tmp_path)
+    changed["files"][0] = dict(changed["files"][0], content="#!/usr/bin/python3\n# new\n")
+
+    class Killed(Exception):
+        pass
+
+    class Dies(Systemctl):
+        def selftest(self, argv, env):
+            raise Killed()
+
+    with pytest.raises(Killed):
+        inst.install(changed, Dies(), dev_root=str(tmp_path / "nodev"))
+    assert json.loads((tmp_path / "lib" / "gpuops-install.json").read_text())["selftest"] == "pending"
+    again = Systemctl(enabled={"gpuops.service": True})
+    assert inst.install(changed, again, dev_root=str(tmp_path / "nodev"))["selftest"]["rc"] == 0
+
+
+@pytest.mark.parametrize("mode, content", [(0o1777, None), (0o1777, "x"), (0o755, "x")], ids=["var-tmp-empty", "var-tmp", "var-lib"])
+def test_an_existing_directory_the_guard_did_not_create_keeps_its_mode(tmp_path, mode, content):
+    """Issue 32 item 9: the install turned /var/tmp from 1777 to 0755 and /var/lib from 0755 to 0700."""
+    shared = tmp_path / "backups"
+    shared.mkdir()
+    if content:
+        (shared / "someone-else").write_text(content)
+    os.chmod(str(shared), mode)
+    result = inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert stat.S_IMODE(os.stat(str(shared)).st_mode) == mode
+    assert str(shared) not in [d["path"] for d in result["directories"]]
+    # one the guard created is its own: a wrong mode there is put back
+    os.chmod(str(tmp_path / "units"), 0o777)
+    again = inst.install(spec(tmp_path), Systemctl(enabled={"gpuops.service": True}), dev_root=str(tmp_path / "nodev"))
+    assert again["directories"] == [{"path": str(tmp_path / "units"), "action": "mode"}]
+    assert stat.S_IMODE(os.stat(str(tmp_path / "units")).st_mode) == 0o755
+
+
+def test_an_older_layout_s_directory_holding_anything_else_is_left_alone_and_named(tmp_path):
+    """Issue 32 item 6: with checkpoint_guard_lib_dir=/usr/lib/python3/dist-packages the clean-up ran rmtree on that
+    directory's ansible_collections (the system's collections). Only the guard's own older files are removed."""
+    lib = tmp_path / "lib"
+    system = lib / "ansible_collections" / "community" / "general"
+    system.mkdir(parents=True)
+    (system / "x.py").write_text("X = 1\n")
+    (lib / "ansible_collections" / "gpuops" / "fleet").mkdir(parents=True)
+    (lib / "gpuops_main.py").write_text("# somebody else's gpuops_main\n")
+    s = spec(tmp_path, absent=[{"path": str(lib / "ansible_collections"), "only": "gpuops/fleet"},
+                               {"path": str(lib / "gpuops_main.py"), "contains": "ansible_collections.gpuops.fleet.plugins.module_utils._node.guard"}])
+    result = inst.install(s, Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert (system / "x.py").exists() and (lib / "gpuops_main.py").exists() and result["removed"] == []
+    reasons = dict((r["path"], r["reason"]) for r in result["left_alone"])
+    assert "holds %s besides the guard's gpuops/fleet" % (lib / "ansible_collections" / "community") in reasons[str(lib / "ansible_collections")]
+    assert "not the guard's older file" in reasons[str(lib / "gpuops_main.py")]
+    # the guard's own older layout alone is removed
+    import shutil
+    shutil.rmtree(str(lib / "ansible_collections" / "community"))
+    (lib / "ansible_collections" / "gpuops" / "fleet" / "plugins").mkdir()
+    (lib / "ansible_collections" / "gpuops" / "__init__.py").write_text("")
+    (lib / "gpuops_main.py").write_text("from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import main\n")
+    result = inst.install(s, Systemctl(enabled={"gpuops.service": True}), dev_root=str(tmp_path / "nodev"))
+    assert sorted(r["path"] for r in result["removed"]) == [str(lib / "ansible_collections"), str(lib / "gpuops_main.py")]
+    assert result["left_alone"] == [] and not (lib / "ansible_collections").exists()
+
+
+def test_an_empty_directory_made_for_the_guard_gets_its_mode(tmp_path):
+    """The DaemonSet form: kubelet creates the hostPath mounts (DirectoryOrCreate, 0755) before the install sees them."""
+    (tmp_path / "backups").mkdir(mode=0o755)
+    os.chmod(str(tmp_path / "backups"), 0o755)
+    result = inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    assert {"path": str(tmp_path / "backups"), "action": "mode"} in result["directories"]
+    assert stat.S_IMODE(os.stat(str(tmp_path / "backups")).st_mode) == 0o700
