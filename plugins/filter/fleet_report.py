@@ -96,6 +96,9 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
         "backup": result.get("backup_path"),
         "kubelet_restarted": bool(kubelet.get("restarted")),
         "kubelet_would_restart": bool(kubelet.get("would_restart")),
+        # an earlier run was killed while kubelet was stopped: this run started it (or, planning, would)
+        "kubelet_left_stopped": bool(kubelet.get("left_stopped_by_killed_run")),
+        "kubelet_started": bool(kubelet.get("started")) and not kubelet.get("restarted"),
         "kubelet_down_seconds": kubelet.get("down_seconds"),
         "restart_batch": node_vars.get("gpuops_restart_batch"),
         "guard": _guard(installed, check_mode),
@@ -157,6 +160,10 @@ def _kubelet_text(row):
         )
     if row.get("kubelet_would_restart"):
         return "would restart"
+    if row.get("kubelet_started"):
+        return "started (a killed run had left it stopped)"
+    if row.get("kubelet_left_stopped"):
+        return "left stopped by a killed run"
     return "-"
 
 

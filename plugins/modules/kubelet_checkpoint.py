@@ -308,7 +308,8 @@ kubelet:
       nothing had to change and kubelet was not asked); C(stopped), C(started), C(restarted) what was done;
       C(would_restart) in check mode; C(stop_seconds) the time to stop it and C(down_seconds) from the stop request to
       the end of the start; C(rescue_seconds) the rescue timer's delay when one was armed; C(left_stopped_by_killed_run)
-      when an earlier run was killed while kubelet was stopped (this run then started it).
+      when an earlier run was killed while kubelet was stopped (this run then started it; in check mode, C(would_start)
+      says whether kubelet is down and would be started).
   returned: always
   type: dict
   sample:
@@ -322,6 +323,16 @@ kubelet:
     down_seconds: 0.52
     rescue_seconds: 60
     left_stopped_by_killed_run: false
+    would_start: false
+repair_needed:
+  description:
+    - Whether the node needs the repair step - the checkpoint must change (V(removed) or V(pruned)), or an earlier run
+      was killed while kubelet was stopped and left its mark, so kubelet must be started and the mark and rescue timer
+      cleared. A node with such a mark is not up to date even when its checkpoint is.
+    - True only in check mode (the plan); a run that changes things did what was needed.
+  returned: always
+  type: bool
+  version_added: 0.3.0
 recovered:
   description:
     - What a run that was killed had left and this run undid, before anything else (in check mode, what it would

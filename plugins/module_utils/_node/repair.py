@@ -98,6 +98,7 @@ def _kubelet_result(unit, state=None):
         "stop_seconds": None,
         "down_seconds": None,
         "left_stopped_by_killed_run": False,
+        "would_start": False,
         "rescue_seconds": None,
     }
 
@@ -119,17 +120,29 @@ def repair(facts, options, kubelet=None, check_mode=False, diff=False, now=None,
     if kubelet is None:
         result = rec.reconcile(facts, options, check_mode=check_mode, diff=diff, now=now)
         result["kubelet"] = _kubelet_result(None)
+        result["repair_needed"] = check_mode and result["action"] in ACTIONS
         return result
     if check_mode:
         result = rec.reconcile(facts, options, check_mode=True, diff=diff, now=now)
         result["kubelet"] = info = _kubelet_result(kubelet.unit)
-        info["left_stopped_by_killed_run"] = _read_mark(_mark_path(options)) is not None
+        left = info["left_stopped_by_killed_run"] = _read_mark(_mark_path(options)) is not None
         if result["action"] in ACTIONS:  # as in a real run, kubelet is asked only when the file would change
             info["state_before"] = kubelet.state()
             info["would_restart"] = info["state_before"] in systemd.RUNNING_STATES and kubelet.unmanaged_pid is None
+        elif left:
+            # a killed run's mark: the node is not up to date until kubelet runs and the mark and rescue are gone
+            info["state_before"] = kubelet.state()
+            info["would_start"] = info["state_before"] not in systemd.RUNNING_STATES
+            result["changed"] = True
+            result["msg"] = "%s; an earlier run was killed while %s was stopped (%s): the repair step %s it and clears that run's mark" % (
+                result.get("msg") or "checkpoint up to date", kubelet.unit, info["state_before"],
+                "would start" if info["would_start"] else "would find it running, and disarm its rescue timer")
+        result["repair_needed"] = result["action"] in ACTIONS or left
         return result
     with nodefile.run_lock(options.lock_dir, options.checkpoint_path, options.lock_timeout):
-        return _repair_locked(facts, options, kubelet, diff, now, notify)
+        result = _repair_locked(facts, options, kubelet, diff, now, notify)
+    result["repair_needed"] = False  # this run did what was needed (or raised)
+    return result
 
 
 def check_node(facts, identity=inventory.node_identity):

@@ -134,7 +134,8 @@ def test_node_summary_after_a_repair_takes_the_repair_result():
                                            checkpoint_guard_installed={"changed": True, "selftest": {"rc": 0}}), ["n1"])
     assert row == {"node": "n1", "simulated": True, "gpus": 1, "gpu_uuids": [NEW], "driver": "535.104.05", "inventory_reason": None,
                    "layout": "v2", "status": "stale", "stale": {}, "action": "removed", "planned_action": None, "backup": "/b",
-                   "kubelet_restarted": True, "kubelet_would_restart": False, "kubelet_down_seconds": 0.2,
+                   "kubelet_restarted": True, "kubelet_would_restart": False, "kubelet_left_stopped": False, "kubelet_started": False,
+                   "kubelet_down_seconds": 0.2,
                    "restart_batch": {"hosts": ["n1"], "offset": 0}, "guard": "installed", "msg": "moved"}
 
 

@@ -483,3 +483,24 @@ def test_a_kubelet_no_systemctl_can_stop_is_never_repaired_under(node):
     # nothing to change: kubelet is not even looked at
     node(cp=UP_TO_DATE)
     assert repair.repair(FACTS, node.options, kubelet)["action"] == "none"
+
+
+@pytest.mark.parametrize("state", ["inactive", "active"], ids=["kubelet-down", "rescue-fired"])
+def test_the_plan_reads_a_killed_run_s_mark_so_the_node_is_not_up_to_date(node, state):
+    """Issue 32 item 10: a repair killed after it stopped kubelet and rewrote the file left its mark; the rerun's plan
+    said up to date, the node never reached the repair step, and kubelet stayed down until the rescue timer fired.
+    The plan now reads the mark: the node needs the repair step until kubelet runs and the mark and timer are gone."""
+    fake, kubelet = node(UP_TO_DATE, state=state)
+    os.makedirs(node.options.lock_dir, exist_ok=True)
+    repair._write_mark(repair._mark_path(node.options), "kubelet.service")
+    fake.rescue_state = "active"
+    plan = repair.repair(FACTS, node.options, kubelet, check_mode=True)
+    assert plan["action"] == "none" and plan["repair_needed"] is True and plan["changed"] is True
+    assert plan["kubelet"]["left_stopped_by_killed_run"] and plan["kubelet"]["would_start"] is (state == "inactive")
+    assert "an earlier run was killed while kubelet.service was stopped" in plan["msg"]
+    assert os.path.exists(repair._mark_path(node.options)) and fake.state == state, "check mode changes nothing"
+    done = repair.repair(FACTS, node.options, kubelet)
+    assert fake.state == "active" and fake.rescue_state == "inactive" and not os.path.exists(repair._mark_path(node.options))
+    assert done["repair_needed"] is False and done["kubelet"]["started"] is (state == "inactive")
+    again = repair.repair(FACTS, node.options, kubelet, check_mode=True)
+    assert again["repair_needed"] is False and not again["changed"]
