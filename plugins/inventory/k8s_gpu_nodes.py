@@ -30,9 +30,9 @@ description:
     here.
   - The usual C(compose), C(groups), C(keyed_groups) and inventory cache options apply.
   - Every value read from the cluster (names, labels, addresses, C(nodeInfo)) is marked unsafe, so Ansible never
-    templates it: a node's kubelet writes its own Node status, and a value such as C({{ lookup('pipe', ...) }}) stays
-    text. A Node whose name Ansible keeps for the controller (C(localhost), C(127.0.0.1), C(::1), and the other
-    loopback names) is left out with a warning naming it, so that it cannot take over the plays of C(hosts: localhost).
+    templates it. A node's kubelet writes its own Node status, and a template written there stays text.
+  - A Node whose name Ansible keeps for the controller (C(localhost), C(127.0.0.1), C(::1), and the other loopback
+    names) is left out with a warning naming it, so that it cannot take over the controller's plays.
 extends_documentation_fragment:
   - constructed
   - inventory_cache

@@ -15,9 +15,9 @@ description:
     waits until it is gone. Use it at the end of a play, delegated to each node (C(site.yml)'s last play does).
   - An action, run on the controller through the host's connection (kubectl, with the host's auth options); it
     never starts a node pod. On a host whose connection is not C(gpuops.fleet.k8s_node) it does nothing.
-  - It reports no change (C(changed=false)) and says in RV(deleted) whether it deleted a pod: the pod is the
-    transport this run made for itself, so deleting it leaves the cluster as the run found it, and a run whose tasks
-    changed nothing has C(changed=0) on every host of its recap, C(localhost) included.
+  - It reports no change and says in RV(deleted) whether it deleted a pod. The pod is the transport this run made for
+    itself, so deleting it leaves the cluster as the run found it, and a run whose tasks changed nothing has no change
+    on any host of its recap, C(localhost) included.
   - A run that does not get here (killed, or stopped by C(max_fail_percentage)) leaves pods that stop by themselves
     after C(gpuops_node_pod_idle) seconds; the next run on the node deletes them before it starts its own.
 author:
