@@ -197,7 +197,17 @@ def check_params(p):
     """Refuse what would fail later with a message that does not name the option (or that would print a secret)."""
     if not isinstance(p["url"], str) or not p["url"].startswith(("http://", "https://")):
         raise ParameterError("url", "expected Prometheus' base URL such as https://prometheus.example:9090, got %r" % gmr.safe_url(p["url"]))
-    if urlsplit(p["url"]).username is not None or urlsplit(p["url"]).password is not None:
+    try:
+        parts = urlsplit(p["url"])
+        port = parts.port  # urllib raises ValueError for a port that is not a number or out of range
+    except ValueError as exc:
+        raise ParameterError("url", "is not a valid URL (%s): %s; expected Prometheus' base URL such as https://prometheus.example:9090"
+                             % (exc, gmr.safe_url(p["url"])))
+    if not parts.hostname:
+        raise ParameterError("url", "names no host: %s; expected Prometheus' base URL such as https://prometheus.example:9090" % gmr.safe_url(p["url"]))
+    if port == 0:
+        raise ParameterError("url", "port 0 is not a port: %s" % gmr.safe_url(p["url"]))
+    if parts.username is not None or parts.password is not None:
         raise ParameterError("url", "holds credentials (%s); pass them as username and password (no_log) instead" % gmr.safe_url(p["url"]))
     if p["timeout"] < 1:
         raise ParameterError("timeout", "%d must be at least 1 second" % p["timeout"])

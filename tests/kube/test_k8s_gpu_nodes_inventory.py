@@ -165,7 +165,8 @@ def test_a_nodes_own_status_is_never_templated(cluster, tmp_path, inv_nodes, maj
         graph = subprocess.run([os.path.join(bin_dir, "ansible-inventory"), "-i", str(path), "--graph"], env=env, capture_output=True, text=True,
                                timeout=120, check=False)
         assert graph.returncode == 0, graph.stderr
-        assert "Node 'localhost' left out of the inventory" in graph.stderr and "keeps for the controller" in graph.stderr, graph.stderr
+        warned = " ".join(graph.stderr.split())  # ansible-core 2.16 wraps warnings at the terminal's width
+        assert "Node 'localhost' left out of the inventory" in warned and "keeps for the controller" in warned, graph.stderr
         assert "inv-evil" in graph.stdout and "localhost" not in graph.stdout.replace("inv-", ""), graph.stdout
         playbook = tmp_path / "play.yml"
         playbook.write_text(json.dumps([

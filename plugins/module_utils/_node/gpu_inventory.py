@@ -29,7 +29,7 @@ import hashlib
 import os
 import re
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
 
 BACKENDS = ("auto", "nvml", "nvidia-smi")
@@ -383,6 +383,11 @@ def gather_on_node(run, backend="auto", nvidia_smi=None, driver_root=None, get_b
     ``AnsibleModule.get_bin_path``. Beside the host, nvidia-smi is the host's, run chrooted into it, and
     the driver root is reached under the host's root."""
     base = hostroot.root()
+    if nvidia_smi:
+        seen = hostroot.local(nvidia_smi, base) if base is not None else nvidia_smi
+        if not (os.path.isabs(nvidia_smi) and os.path.isfile(seen) and os.access(seen, os.X_OK)):
+            raise ParameterError("nvidia_smi_path", "%r is not an executable file on this node: give the absolute path of its "
+                                 "nvidia-smi, or leave it unset to look in PATH and the drivers' usual directories" % (nvidia_smi,))
     if base is None:
         smi = nvidia_smi or (get_bin_path("nvidia-smi", opt_dirs=NVIDIA_SMI_DIRS) if get_bin_path else find_nvidia_smi())
         return gather(run, backend, smi, driver_root=driver_root or None)

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import json
 import re
 
@@ -180,6 +182,9 @@ def role_settings(raw):
     are converted explicitly where a number or a boolean is meant; anything else that
     does not fit raises ParameterError naming the role variable.
     """
+    if not isinstance(raw, Mapping):
+        raise ParameterError("checkpoint_guard_settings", "expects a mapping of the role's settings (the role builds it from its "
+                             "checkpoint_guard_* variables), got %s %r" % (type(raw).__name__, str(raw)[:80]))
     prefix = "checkpoint_guard_"
     doc = {}
     for key in CONFIG_FIELDS:

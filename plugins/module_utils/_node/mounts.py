@@ -22,7 +22,7 @@ import re
 MOUNTINFO = "/proc/self/mountinfo"
 # filesystems whose contents end with the boot
 VOLATILE = frozenset(("tmpfs", "ramfs"))
-_ESCAPE = re.compile(r"\\([0-7]{3})")
+_ESCAPE = re.compile(br"\\([0-7]{3})")
 
 
 class Mount(object):
@@ -41,20 +41,26 @@ class Mount(object):
         return "%s (%s%s, mounted at %s)" % (self.source, self.fstype, ", read-only" if self.read_only else "", self.point)
 
 
-def _unescape(text):
-    return _ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), text)
+def _unescape(raw):
+    """A mountinfo field (bytes) as a path: octal escapes undone on the bytes, then decoded as the OS decodes paths
+    (``os.fsdecode``: a name that is not UTF-8 keeps its bytes as surrogates, as ``os.listdir`` and ``os.path`` do)."""
+    return os.fsdecode(_ESCAPE.sub(lambda m: bytes((int(m.group(1), 8) & 0xFF,)), raw))
 
 
-def parse(text):
-    """The mounts of a mountinfo text, in its order (later lines stack on earlier ones)."""
+def parse(data):
+    """The mounts of a mountinfo text (bytes, or str), in its order (later lines stack on earlier ones).
+
+    Mount points are bytes: a name that is not UTF-8 is read, never refused."""
+    if not isinstance(data, bytes):
+        data = os.fsencode(data)
     found = []
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
+    for line in data.splitlines():
+        left, sep, right = line.partition(b" - ")
         fields, tail = left.split(), right.split()
         if not sep or len(fields) < 6 or len(tail) < 3:
             continue  # not a mount line: ignored rather than guessed at
-        options = set(fields[5].split(",")) | set(tail[2].split(","))
-        found.append(Mount(_unescape(fields[4]), tail[0], _unescape(tail[1]), "ro" in options))
+        options = set(fields[5].split(b",")) | set(tail[2].split(b","))
+        found.append(Mount(_unescape(fields[4]), os.fsdecode(tail[0]), _unescape(tail[1]), b"ro" in options))
     return found
 
 
@@ -80,7 +86,7 @@ def holding(path, mounts):
 def read(mountinfo=MOUNTINFO):
     """The mounts this process sees; an empty list where the file cannot be read (no /proc)."""
     try:
-        with open(mountinfo, "r") as handle:
+        with open(mountinfo, "rb") as handle:
             return parse(handle.read())
     except (IOError, OSError):
         return []

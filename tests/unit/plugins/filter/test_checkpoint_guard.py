@@ -165,3 +165,10 @@ def test_the_daemonset_form_installs_the_same_layout_under_the_host_mount():
     assert [a["path"] for a in spec["absent"]] == (
         ["/host" + a["path"] for a in layout["absent"]] + ["/host/etc/systemd/system/%s.wants/gpuops-late.service" % wanted_by[0]])
     assert all("unit" not in a for a in spec["absent"]), "no systemd call from the pod"
+
+
+@pytest.mark.parametrize("raw", ["checkpoint_guard_strategy=prune", ["a"], None, 7])
+def test_settings_that_are_not_a_mapping_are_named_not_an_attribute_error(raw):
+    """Issue 32 item 14: a string said "'str' object has no attribute 'get'"."""
+    with pytest.raises(AnsibleFilterError, match="checkpoint_guard_settings: expects a mapping of the role's settings"):
+        checkpoint_guard_settings(raw)

@@ -125,6 +125,17 @@ def test_bad_options_are_named(extra, field):
     assert err.value.field == field and "pa\nss" not in str(err.value)
 
 
+@pytest.mark.parametrize("url, reason", [
+    ("http://[::1", "Invalid IPv6 URL"), ("http://prom:abc", "Port could not be cast"), ("http://prom:99999", "Port out of range"),
+    ("http://", "names no host"), ("http://prom:0", "port 0"), ("http://admin:hunter2@prom:abc", "Port could not be cast"),
+])
+def test_a_url_that_urllib_cannot_read_is_named_not_a_traceback(url, reason):
+    """Issue 32 item 12: these ended in 'Module failed:' with an unhandled ValueError."""
+    with pytest.raises(ParameterError) as err:
+        module.check_params(params(url))
+    assert err.value.field == "url" and reason in str(err.value) and "hunter2" not in str(err.value), str(err.value)
+
+
 def test_credentials_in_the_url_are_refused_without_printing_them():
     with pytest.raises(ParameterError) as err:
         module.check_params(params("https://admin:hunter2@prometheus.example:9090"))

@@ -207,3 +207,11 @@ def test_a_device_that_opens_changes_nothing(fake_node, tmp_path):
     (tmp_path / "dev").write_text("")
     facts = gather(dict(fake_node(NODE), GPUOPS_FAKE_NVML_OPEN=str(tmp_path / "dev")), "nvml")
     assert facts["available"] and facts["count"] == 2
+
+
+@pytest.mark.parametrize("path", ["/nonexistent/nvidia-smi", "nvidia-smi", "/etc"])
+def test_a_bad_nvidia_smi_path_is_named_with_the_fix(path):
+    """Issue 32 item 14: gpu_uuid_facts with a bad nvidia_smi_path said only 'Error executing command.'"""
+    from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+    with pytest.raises(ParameterError, match=r"nvidia_smi_path: .* is not an executable file on this node: give the absolute path"):
+        inventory.gather_on_node(lambda argv: (0, "", ""), "nvidia-smi", path)

@@ -46,3 +46,15 @@ def test_this_process_sees_its_own_root_mount_and_an_unreadable_table_is_empty(t
     found = mounts.holding(str(tmp_path / "missing" / "dir"), mounts.read())
     assert found is not None and os.path.realpath(str(tmp_path)).startswith(found.point.rstrip("/") + "/")
     assert mounts.read(str(tmp_path / "no-such-mountinfo")) == []
+
+
+def test_a_mount_point_whose_name_is_not_utf8_is_read_not_refused(tmp_path):
+    """Issue 32 item 13: a mount point named with a 0xff byte made guard_install fail ('utf-8' codec can't decode byte
+    0xff) on every node that had one. Mount points are bytes: read as the OS reads paths."""
+    table = tmp_path / "mountinfo"
+    table.write_bytes(b"1 0 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n"
+                      b"2 1 0:5 / /mnt/\xff\xfeweird rw - tmpfs tmpfs rw\n"
+                      b"3 1 0:6 / /srv/caf\\303\\251\\040x ro - xfs /dev/sdb1 rw\n")
+    found = mounts.read(str(table))
+    assert [m.point for m in found] == ["/", os.fsdecode(b"/mnt/\xff\xfeweird"), "/srv/caf\u00e9 x"]
+    assert found[2].read_only and found[1].volatile
