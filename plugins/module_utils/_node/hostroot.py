@@ -26,6 +26,7 @@ function is the identity, and nothing here changes what the node code does.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import socket
@@ -78,7 +79,7 @@ def resolve(base, path, last=True):
         if (parts or last) and os.path.islink(candidate):
             hops += 1
             if hops > _MAX_LINKS:
-                raise OSError("too many levels of symbolic links: %s" % path)
+                raise OSError(errno.ELOOP, "Too many levels of symbolic links (a link loop)", path)
             target = os.readlink(candidate)
             if target.startswith("/"):
                 done = []
@@ -97,6 +98,16 @@ def local(path, base=None):
         return resolve(base, path, last=False)
     except OSError:
         return base + os.path.normpath(path)
+
+
+def readable(path, base=None):
+    """Where this process reads the host path ``path``: like ``local``, and its last component followed too when it is a
+    link, inside the host's root (an absolute ``/etc/hostname -> /run/...`` is the host's, not the pod's). A link loop
+    raises OSError (ELOOP), never a path that only looks missing."""
+    base = root() if base is None else base
+    if not base or not path or not os.path.isabs(path):
+        return path
+    return resolve(base, path, last=True)
 
 
 def host(path, base=None):
@@ -142,7 +153,7 @@ def hostname(base=None):
     base = root() if base is None else base
     if base:
         try:
-            with open(local("/etc/hostname", base)) as handle:
+            with open(readable("/etc/hostname", base)) as handle:
                 name = handle.read(256).strip()
             if name:
                 return name

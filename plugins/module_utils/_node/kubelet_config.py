@@ -65,7 +65,14 @@ def parse_flags(argv):
 
 
 def _within(root, path):
-    return os.path.join(root, path.lstrip("/")) if root not in ("", "/") else path
+    """Where ``path`` of the node whose root is ``root`` is read: every link followed inside that root, the last one too
+    (beside the host an absolute link is the host's, not the pod's). A link loop raises KubeletConfigError naming it."""
+    if root in ("", "/"):
+        return path
+    try:
+        return hostroot.resolve(root, path, last=True)
+    except OSError as exc:
+        raise KubeletConfigError("%s: %s" % (path, exc.strerror or exc))
 
 
 def _read_text(path, limit=MAX_CONFIG_BYTES):
@@ -180,7 +187,11 @@ def read(root="/", cmdline=None, config_path=None, hostname=None, proc=None):
         if found:
             argv, result["flags_from"] = found[1], "running kubelet (pid %d)" % found[0]
         else:
-            argv, used = flags_from_env_files(root)
+            try:
+                argv, used = flags_from_env_files(root)
+            except KubeletConfigError as exc:
+                result["error"] = "kubelet's flag files cannot be read: %s" % exc
+                return result
             result["flags_from"] = ", ".join(used) if used else None
     flags = parse_flags(argv) if argv is not None else {}
     result["flags"] = dict((k, v) for k, v in flags.items() if k in FLAGS_OF_INTEREST)
@@ -193,8 +204,13 @@ def read(root="/", cmdline=None, config_path=None, hostname=None, proc=None):
     policy, source = None, None
     if path:
         result["config_path"] = path
-        full = _within(root, path)
-        if not os.path.isfile(full):
+        try:
+            full = _within(root, path)
+        except KubeletConfigError as exc:
+            full, result["error"] = None, "kubelet's config file cannot be read: %s" % exc
+        if full is None:
+            pass
+        elif not os.path.isfile(full):
             result["error"] = "kubelet's config file %s does not exist" % path
         else:
             try:

@@ -129,3 +129,28 @@ def test_beside_the_host_the_host_s_config_and_name_are_read(tmp_path, monkeypat
     write(root, "/srv/image" + kc.KUBEADM_CONFIG, KUBELET_CONFIG.replace("static", "none"))
     result = kc.read_on_node(root="/srv/image", cmdline=["--config=/var/lib/kubelet/config.yaml"], hostname="n")
     assert result["cpu_manager_policy"] == "none" and result["error"] is None, result
+
+
+def test_beside_the_host_absolute_links_are_the_host_s_and_a_loop_is_named(tmp_path, monkeypatch):
+    """Issue 32 item 8: beside the host, absolute /etc/hostname and config.yaml links gave the pod's hostname and "config
+    file does not exist", and an absolute /etc/default/kubelet link holding --cpu-manager-policy=static gave none."""
+    root = tmp_path / "host"
+    (root / "etc" / "default").mkdir(parents=True)
+    (root / "data" / "kubelet").mkdir(parents=True)
+    (root / "run").mkdir()
+    (root / "run" / "hostname").write_text("gpu-host-7\n")
+    os.symlink("/run/hostname", str(root / "etc" / "hostname"))
+    (root / "data" / "kubelet" / "config.yaml").write_text("kind: KubeletConfiguration\ncpuManagerPolicy: static\n")
+    (root / "var" / "lib" / "kubelet").mkdir(parents=True)
+    os.symlink("/data/kubelet/config.yaml", str(root / "var" / "lib" / "kubelet" / "config.yaml"))
+    (root / "data" / "default-kubelet").write_text('KUBELET_EXTRA_ARGS="--cpu-manager-policy=static"\n')
+    os.symlink("/data/default-kubelet", str(root / "etc" / "default" / "kubelet"))
+    monkeypatch.setenv("GPUOPS_HOST_ROOT", str(root))
+    result = kc.read_on_node(cmdline=["--config=/var/lib/kubelet/config.yaml"])
+    assert result["error"] is None and result["cpu_manager_policy"] == "static" and result["node_name"] == "gpu-host-7", result
+    flags = kc.read(root=str(root), hostname="n")
+    assert flags["cpu_manager_policy"] == "static" and flags["flags_from"] == "/etc/default/kubelet", flags
+    # a link loop is an error that says so, never "does not exist"
+    os.symlink("/var/lib/kubelet/loop", str(root / "var" / "lib" / "kubelet" / "loop"))
+    looped = kc.read_on_node(cmdline=["--config=/var/lib/kubelet/loop"])
+    assert looped["cpu_manager_policy"] is None and "link loop" in looped["error"] and "does not exist" not in looped["error"], looped
