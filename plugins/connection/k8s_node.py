@@ -394,8 +394,11 @@ class Connection(KubectlConnection):
         if exists and not check_mode:
             self._delete(node, [name])
         self._node_pod = None
-        return dict(pod=name, namespace=namespace, changed=False, deleted=exists and not check_mode,
-                    msg=("this run's node pod %s %s" % (name, "would be deleted" if check_mode else "deleted")) if exists else "no node pod of this run on %s" % node)
+        if exists:
+            msg = "this run's node pod %s %s" % (name, "would be deleted" if check_mode else "deleted")
+        else:
+            msg = "no node pod of this run on %s" % node
+        return dict(pod=name, namespace=namespace, changed=False, deleted=exists and not check_mode, msg=msg)
 
     def _ensure_node_pod(self):
         node, namespace, idle, deadline, run, name = self._identity()

@@ -121,11 +121,9 @@ options:
           - A directory's one subtree, such as V(gpuops/fleet) - the directory is removed only when, level by level, it
             holds nothing but that subtree (and Python's C(__pycache__) and C(__init__.py)).
         type: str
-        version_added: 0.3.0
       contains:
         description: A file is removed only when its bytes contain this text (the guard's older entry point names its import).
         type: str
-        version_added: 0.3.0
   links:
     description:
       - Symlinks to make after the files (for example a unit's C(.wants/) links where systemd cannot be asked), each
@@ -274,17 +272,14 @@ left_alone:
   returned: always
   type: list
   elements: dict
-  version_added: 0.3.0
 selftest_owed:
   description: Whether the self-test is still owed (its last run failed, or a run was killed before it); false once it passed.
   returned: always
   type: bool
-  version_added: 0.3.0
 manifest:
   description: The install's manifest (the directories the guard created and the self-test's state), beside the code.
   returned: always
   type: str
-  version_added: 0.3.0
 """
 
 import base64

@@ -66,7 +66,6 @@ deleted:
   description: Whether this run's node pod was deleted (false in check mode, and where there was none).
   returned: when the connection is gpuops.fleet.k8s_node
   type: bool
-  version_added: 0.3.0
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -141,7 +141,8 @@ def test_the_layout_names_each_directory_s_variable_and_what_an_older_install_le
         {"path": "/srv/node1/var/lib/gpuops/backups", "mode": "0700", "name": "checkpoint_guard_backup_dir"},
     ]
     assert layout["absent"] == [
-        {"path": "/srv/node1/usr/local/lib/gpuops/ansible_collections", "only": "gpuops/fleet"}, {"path": "/srv/node1/usr/local/lib/gpuops/gpuops_main.py", "contains": OLDER},
+        {"path": "/srv/node1/usr/local/lib/gpuops/ansible_collections", "only": "gpuops/fleet"},
+        {"path": "/srv/node1/usr/local/lib/gpuops/gpuops_main.py", "contains": OLDER},
         {"path": "/srv/node1/etc/systemd/system/gpuops-late.service", "unit": "gpuops-late.service"},
     ]
     assert checkpoint_guard_layout(settings(), late_check="true")["absent"] == [
