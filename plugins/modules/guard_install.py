@@ -285,11 +285,10 @@ manifest:
 import base64
 import binascii
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME, SHA256
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import MODE, check_entries, install
 
@@ -323,7 +322,7 @@ def checked(params):
     code = dict(params["code"])
     if not os.path.isabs(code["path"]) or not MODE.match(code["mode"]):
         raise ParameterError("code", "path must be absolute and mode octal, got %r and %r" % (code["path"], code["mode"]))
-    if not code.get("sha256") or not re.match(r"\A[0-9a-f]{64}\Z", code["sha256"]):
+    if not code.get("sha256") or not SHA256.match(code["sha256"]):
         raise ParameterError("code.sha256", "the action plugin sets it: run gpuops.fleet.guard_install as a task, not with -m or a raw module call")
     if code.get("data") is not None:
         try:

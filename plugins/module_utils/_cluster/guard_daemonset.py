@@ -41,7 +41,7 @@ import json
 import posixpath
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import guard_layout
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, check_value
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, check_pinned_image, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 HOST = "/host"
@@ -52,7 +52,6 @@ CONTAINER = "install"
 # a ConfigMap's whole size limit (k8s.io/api core/v1 MaxSecretSize is the same 1 MiB)
 CONFIGMAP_MAX = 1024 * 1024
 APP_LABEL = "gpuops-guard"
-DIGEST_TAIL = "@sha256:"
 # The pod's first code: the image's python3 runs it from the pod template (python3 -c), before anything from the
 # ConfigMap. It reads gpuops.pyz once, from the directory kubelet swapped in (a ConfigMap's files are links into a
 # directory kubelet replaces whole, never rewrites), refuses bytes whose SHA-256 is not the template's, and runs that
@@ -133,10 +132,8 @@ def _checked(options):
     if options["image"] in ("", None):
         raise ParameterError("checkpoint_guard_daemonset_image", "not set: name an image with python3 by digest (repository@sha256:<64 hex>), "
                              "e.g. the collection's execution environment image")
-    image = check_value("checkpoint_guard_daemonset_image", options["image"], "image")
-    if DIGEST_TAIL not in image:
-        raise ParameterError("checkpoint_guard_daemonset_image", "%r names no digest: give repository@sha256:<64 hex> (an image with "
-                             "python3, e.g. the collection's execution environment); a tag can run other code tomorrow" % image)
+    image = check_pinned_image("checkpoint_guard_daemonset_image", options["image"],
+                               "(an image with python3, e.g. the collection's execution environment); a tag can run other code tomorrow")
     python = options["python"]
     if not isinstance(python, str) or not (python == "python3" or UNIT_PATH.match(python)):
         raise ParameterError("checkpoint_guard_daemonset_python", "%r must be python3 or an absolute path of the image's Python" % (python,))

@@ -45,7 +45,7 @@ import hashlib
 import re
 import secrets
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, check_value
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, check_pinned_image, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
 LABEL = "gpuops.fleet/node-pod"
@@ -64,10 +64,9 @@ EXEC_ON = ("auto", "host", "pod")
 HOST_ROOT = "/host"
 EXEC_ON_ENV = "GPUOPS_NODE_EXEC_ON"
 EXEC_ON_FILE = "/tmp/gpuops-exec-on"
-# NVIDIA's container runtime: every GPU's device nodes, and the driver's management tools and NVML only
 # busybox 1.36 (Docker Hub's docker.io/library/busybox:1.36 manifest list), pinned: a tag can be moved to other code
 DEFAULT_IMAGE = "docker.io/library/busybox:1.36@sha256:73aaf090f3d85aa34ee199857f03fa3a95c8ede2ffd4cc2cdb5b94e566b11662"
-DIGEST_TAIL = "@sha256:"
+# NVIDIA's container runtime: every GPU's device nodes, and the driver's management tools and NVML only
 NVIDIA_ENV = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"}]
 
 
@@ -81,11 +80,8 @@ def check_options(node, namespace, image, idle, deadline, gpu_access="nvidia-run
     Raises ParameterError naming the option (the collection's shared checks: DNS-1123 names, image, whole numbers)."""
     check_value("gpuops_node_name", node, "dns_subdomain")
     check_value("gpuops_node_pod_namespace", namespace, "dns_label")
-    check_value("gpuops_node_pod_image", image, "image")
-    if DIGEST_TAIL not in image:
-        raise ParameterError("gpuops_node_pod_image", "%r names no digest: give repository@sha256:<64 hex> (repository:tag@sha256:... "
-                             "too). The node pod runs as root with the host's / read-write, hostPID and SYS_CHROOT: a tag can run "
-                             "other code tomorrow" % (image,))
+    check_pinned_image("gpuops_node_pod_image", image, "(repository:tag@sha256:... too). The node pod runs as root with the host's / "
+                       "read-write, hostPID and SYS_CHROOT: a tag can run other code tomorrow")
     if gpu_access not in GPU_ACCESS:
         raise ParameterError("gpuops_node_pod_gpu_access", "must be one of %s, got %r" % (", ".join(GPU_ACCESS), gpu_access))
     check_value("gpuops_node_pod_runtime_class", runtime_class, "dns_subdomain", empty_ok=True)

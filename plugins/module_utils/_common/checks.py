@@ -95,6 +95,9 @@ CHECKS = {
               "an image reference such as registry.example/busybox@sha256:<digest>"),
 }
 _COMPILED = dict((kind, re.compile(pattern)) for kind, (pattern, dummy, dummy2) in CHECKS.items())
+# a SHA-256 as hashlib's hexdigest() writes it
+SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
+DIGEST_TAIL = "@sha256:"
 
 
 def check_value(field, value, kind, empty_ok=False):
@@ -104,4 +107,13 @@ def check_value(field, value, kind, empty_ok=False):
     dummy, limit, rule = CHECKS[kind]
     if not isinstance(value, str) or len(value) > limit or not _COMPILED[kind].match(value):
         raise ParameterError(field, "%r is not %s (at most %d characters)" % (value, rule, limit))
+    return value
+
+
+def check_pinned_image(field, value, why):
+    """``value`` when it is an image reference pinned by digest; else ParameterError naming ``field``, ending with ``why``
+    (what the image runs, the reason a tag is not enough)."""
+    check_value(field, value, "image")
+    if DIGEST_TAIL not in value:
+        raise ParameterError(field, "%r names no digest: give repository@sha256:<64 hex> %s" % (value, why))
     return value

@@ -26,7 +26,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -48,6 +47,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 )
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import DEFAULT_CONFIG, load_config, parse_config
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.jsonlog import JsonLog
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import SHA256
 
 __all__ = ["main", "check", "parse_config", "load_config", "JsonLog", "DEFAULT_CONFIG"]
 
@@ -320,16 +320,13 @@ def _mounted(path):
     return found.data
 
 
-_SHA256 = re.compile(r"\A[0-9a-f]{64}\Z")
-
-
 def install_spec(spec_path, spec_sha256):
     """The ``install`` verb's spec: install()'s own, checked link by link against the pod template.
 
     The spec's bytes must have ``spec_sha256`` (the pod template's, given on the command line: a ConfigMap edited
     apart from its DaemonSet is refused), its ``code.sha256`` must be a SHA-256, and the code's bytes read from
     ``code.source`` must have it. No systemd here (a pod cannot ask the host's): units are enabled by ``links``."""
-    if not isinstance(spec_sha256, str) or not _SHA256.match(spec_sha256):
+    if not isinstance(spec_sha256, str) or not SHA256.match(spec_sha256):
         raise GpuopsError("--spec-sha256 must be the spec's SHA-256 (64 lowercase hex digits), got %r" % (spec_sha256,))
     raw = _mounted(spec_path)
     found = hashlib.sha256(raw).hexdigest()
@@ -344,7 +341,7 @@ def install_spec(spec_path, spec_sha256):
         raise GpuopsError("%s: expected an object with code, directories, files, links, absent" % spec_path)
     install.check_entries(spec)
     code = spec["code"]
-    if not isinstance(code.get("sha256"), str) or not _SHA256.match(code["sha256"]):
+    if not isinstance(code.get("sha256"), str) or not SHA256.match(code["sha256"]):
         raise GpuopsError("%s: code.sha256 must be the code's SHA-256, got %r: nothing was installed" % (spec_path, code.get("sha256")))
     data = _mounted(code.get("source") or "")
     sha = hashlib.sha256(data).hexdigest()
