@@ -145,13 +145,11 @@ class Manifest(object):
             self.directories = sorted(self.directories + [path])
 
     def save(self):
-        """Write the manifest when it differs from what is on the node (never in check mode); whether it was written."""
+        """Write the manifest when it differs from what is on the node (never in check mode)."""
         data = self._bytes()
-        if self.check_mode or data == self.written:
-            return False
-        nodefile.write_file(self.path, data, 0o644)
-        self.written = data
-        return True
+        if not self.check_mode and data != self.written:
+            nodefile.write_file(self.path, data, 0o644)
+            self.written = data
 
     def pending(self):
         """Before the first change of an installed file: the self-test is owed again (a kill from here on leaves it owed)."""

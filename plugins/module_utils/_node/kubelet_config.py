@@ -70,7 +70,7 @@ def _within(root, path):
     if root in ("", "/"):
         return path
     try:
-        return hostroot.resolve(root, path, last=True)
+        return hostroot.readable(path, root)
     except OSError as exc:
         raise KubeletConfigError("%s: %s" % (path, exc.strerror or exc))
 
@@ -169,6 +169,20 @@ def config_file_policy(path):
     return None if value is None else str(value)
 
 
+def _policy_of_file(root, path):
+    """(cpuManagerPolicy or None, error or None) of kubelet's config file ``path`` on the node whose root is ``root``."""
+    try:
+        full = _within(root, path)
+    except KubeletConfigError as exc:
+        return None, "kubelet's config file cannot be read: %s" % exc
+    if not os.path.isfile(full):
+        return None, "kubelet's config file %s does not exist" % path
+    try:
+        return config_file_policy(full), None
+    except (OSError, KubeletConfigError) as exc:
+        return None, str(exc)
+
+
 def read(root="/", cmdline=None, config_path=None, hostname=None, proc=None):
     """kubelet's effective cpuManagerPolicy and where it came from.
 
@@ -204,21 +218,9 @@ def read(root="/", cmdline=None, config_path=None, hostname=None, proc=None):
     policy, source = None, None
     if path:
         result["config_path"] = path
-        try:
-            full = _within(root, path)
-        except KubeletConfigError as exc:
-            full, result["error"] = None, "kubelet's config file cannot be read: %s" % exc
-        if full is None:
-            pass
-        elif not os.path.isfile(full):
-            result["error"] = "kubelet's config file %s does not exist" % path
-        else:
-            try:
-                policy = config_file_policy(full)
-            except (OSError, KubeletConfigError) as exc:
-                result["error"] = str(exc)
-            if policy:
-                source = "config file %s" % path
+        policy, result["error"] = _policy_of_file(root, path)
+        if policy:
+            source = "config file %s" % path
     if "cpu-manager-policy" in flags:
         policy, source = flags["cpu-manager-policy"], "flag --cpu-manager-policy (%s)" % result["flags_from"]
         result["error"] = None  # the flag wins over a config file that could not be read
