@@ -384,8 +384,11 @@ def gather_on_node(run, backend="auto", nvidia_smi=None, driver_root=None, get_b
     the driver root is reached under the host's root."""
     base = hostroot.root()
     if nvidia_smi:
-        seen = hostroot.local(nvidia_smi, base) if base is not None else nvidia_smi
-        if not (os.path.isabs(nvidia_smi) and os.path.isfile(seen) and os.access(seen, os.X_OK)):
+        try:
+            seen = hostroot.readable(nvidia_smi, base)  # beside the host, an absolute link is followed inside the host's root
+        except OSError:
+            seen = None  # a link loop
+        if not (os.path.isabs(nvidia_smi) and seen and os.path.isfile(seen) and os.access(seen, os.X_OK)):
             raise ParameterError("nvidia_smi_path", "%r is not an executable file on this node: give the absolute path of its "
                                  "nvidia-smi, or leave it unset to look in PATH and the drivers' usual directories" % (nvidia_smi,))
     if base is None:

@@ -215,3 +215,21 @@ def test_a_bad_nvidia_smi_path_is_named_with_the_fix(path):
     from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
     with pytest.raises(ParameterError, match=r"nvidia_smi_path: .* is not an executable file on this node: give the absolute path"):
         inventory.gather_on_node(lambda argv: (0, "", ""), "nvidia-smi", path)
+
+
+def test_beside_the_host_an_nvidia_smi_link_is_followed_inside_the_host(tmp_path, monkeypatch):
+    """The check of nvidia_smi_path reads the host's file: an absolute link on the host points into the host's root."""
+    from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+    root = tmp_path / "host"
+    (root / "opt" / "nvidia").mkdir(parents=True)
+    (root / "usr" / "bin").mkdir(parents=True)
+    tool = root / "opt" / "nvidia" / "nvidia-smi"
+    tool.write_text("#!/bin/sh\nexit 9\n")
+    os.chmod(str(tool), 0o755)
+    os.symlink("/opt/nvidia/nvidia-smi", str(root / "usr" / "bin" / "nvidia-smi"))
+    os.symlink("/usr/bin/loop", str(root / "usr" / "bin" / "loop"))
+    monkeypatch.setenv("GPUOPS_HOST_ROOT", str(root))
+    facts = inventory.gather_on_node(lambda argv: (9, "", "NVIDIA-SMI has failed"), "nvidia-smi", "/usr/bin/nvidia-smi")
+    assert facts["available"] is False, "the host's nvidia-smi was run (and answered its failure), not refused"
+    with pytest.raises(ParameterError, match="nvidia_smi_path: '/usr/bin/loop' is not an executable file"):
+        inventory.gather_on_node(lambda argv: (0, "", ""), "nvidia-smi", "/usr/bin/loop")
