@@ -28,6 +28,7 @@ import time
 import pytest
 
 import realnode
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from realnode import container_state, failed, restarted, settled, wait
 
 ROOT = realnode.ROOT
@@ -410,6 +411,33 @@ def keeper_after_remove(node, ns, held, gpu_of):
     if not mine:
         return "no_allocation"
     return "reallocated_same_gpu" if mine == [gpu_of["keeper"]] else "reallocated"  # the same GPU by chance: no harm this time
+
+
+def test_the_run_after_a_killed_repair_starts_kubelet(real_node, tmp_path):
+    """Issue 32 item 10 on the real kubelet node: the repair is SIGKILLed after it stopped kubelet and rewrote the
+    checkpoint, as it asks to start kubelet (failpoint ``reconciled``), with a 60 s rescue timer; site.yml runs again at
+    once. Before: that rerun planned ``up_to_date``, finished with changed=0, and kubelet stayed down until the rescue
+    fired, its mark left behind. Now the plan reads the mark, the node goes to the repair step, kubelet runs again
+    before the rerun ends, the mark is gone, and a third run changes nothing."""
+    node, ns = real_node, "story-killed"
+    field_report_failures(node, ns)
+    rescue = ("-e", json.dumps({"checkpoint_guard_kubelet_rescue_seconds": 60}))
+    rc, out, report, dummy = site(node, tmp_path, "auto", *rescue, environ={nodefile.FAILPOINT_ENV: "reconciled"})
+    killed_at = time.monotonic()
+    assert rc != 0 and not node.kubelet_running(), out[-6000:]
+    marks = [p for p in os.listdir(str(tmp_path / "run")) if p.endswith(".kubelet-stopped")]
+    assert len(marks) == 1, os.listdir(str(tmp_path / "run"))
+    rc, out, report, seconds = site(node, tmp_path, "auto", *rescue)
+    assert rc == 0 and recap(out)[2:] == (0, 0), out[-6000:]
+    assert time.monotonic() - killed_at < 55, "the rerun must not have waited for the rescue timer"
+    assert node.kubelet_running(), "kubelet left down after the rerun"
+    row = report["nodes"][0]
+    assert row["kubelet_started"] and row["kubelet_left_stopped"] and row["action"] == "none", row
+    assert [p for p in os.listdir(str(tmp_path / "run")) if p.endswith(".kubelet-stopped")] == []
+    rc, again, report3, dummy = site(node, tmp_path, "auto", *rescue)
+    assert rc == 0 and recap(again)[1] == 0, again[-6000:]
+    assert not report3["nodes"][0]["kubelet_left_stopped"]
+    record("killed repair, then a rerun", rerun_seconds=round(seconds, 1))
 
 
 def test_the_field_report_story_removed(real_node, tmp_path):
