@@ -320,7 +320,7 @@ def node_identity(files=MACHINE_ID_FILES):
     seed = None
     for path in files:
         try:
-            with open(hostroot.local(path), "rb") as handle:
+            with open(hostroot.readable(path), "rb") as handle:
                 seed = handle.read(64).strip() or None
         except (IOError, OSError):
             continue

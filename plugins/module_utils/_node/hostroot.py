@@ -32,7 +32,7 @@ import shutil
 import socket
 import sys
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, UnsafeFileError
 
 ENV = "GPUOPS_HOST_ROOT"
 # where a host's programs are when PATH does not say (systemd's default PATH)
@@ -96,8 +96,9 @@ def local(path, base=None):
         return path
     try:
         return resolve(base, path, last=False)
-    except OSError:
-        return base + os.path.normpath(path)
+    except OSError as exc:
+        # never the unresolved path: the kernel would follow its links in the pod, and a loop would look like a missing file
+        raise UnsafeFileError("%s: %s inside the host's root (%s); fix the link on the host" % (path, exc.strerror or exc, base))
 
 
 def readable(path, base=None):
