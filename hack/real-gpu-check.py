@@ -11,7 +11,7 @@ from the repository root; ``$OUT`` (if set) receives report.json and the playboo
 1. gpu_uuid_facts' two backends on the real driver: NVML (pynvml) and nvidia-smi's real output
    must agree on every GPU's index, UUID, name, PCI bus ID, memory and minor number; each
    backend's cost is timed over 5 fresh processes (what one node pays per read);
-2. NVML from a driver root (the GPU Operator's layout): the real libnvidia-ml.so.1 linked under a
+2. NVML from a driver root (the GPU Operator's layout): the real libnvidia-ml.so.1 copied under a
    temp root, loaded by path first (a fresh process, the search path pointed elsewhere);
 3. the node command as shipped (the gpuops.pyz the role copies, built here from the tree) on a temp
    sysroot: a kubelet checkpoint with one pod on the real GPU and one on a GPU that is not there;
@@ -124,7 +124,9 @@ def driver_root(tmp, uuids):
         return {"ok": False, "error": "no libnvidia-ml.so.1 found (ldconfig -p, LD_LIBRARY_PATH)"}
     libdir = os.path.join(tmp, "driver", "usr/lib/x86_64-linux-gnu")
     os.makedirs(libdir)
-    os.symlink(lib, os.path.join(libdir, "libnvidia-ml.so.1"))
+    # a copy, as the driver container holds it: a link to the host's file would be an absolute link, which the
+    # loader resolves inside the driver root (that root's own file), so it would name a file that is not there
+    shutil.copy2(lib, os.path.join(libdir, "libnvidia-ml.so.1"))
     rooted, ms = run_gather("nvml", driver_root=os.path.join(tmp, "driver"))
     same = [g["uuid"] for g in rooted["gpus"]] == uuids
     return {"ok": rooted["available"] and same, "library": lib, "available": rooted["available"], "reason": rooted["reason"],
