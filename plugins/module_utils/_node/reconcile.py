@@ -56,9 +56,14 @@ def entry_with_envs(entry):
     return dict(entry_dict(entry), alloc_envs=codec.alloc_envs(entry.alloc_resp))
 
 
+def is_absolute_path(value):
+    """An absolute path the kernel can take: a string, absolute, and without a NUL byte (which no file name holds)."""
+    return isinstance(value, str) and os.path.isabs(value) and "\x00" not in value
+
+
 def check_file_options(path, max_bytes):
     """The checkpoint file's two settings: an absolute path and a positive size limit; else ParameterError naming the field."""
-    if not isinstance(path, str) or not os.path.isabs(path):
+    if not is_absolute_path(path):
         raise ParameterError("checkpoint_path", "%r must be an absolute path, e.g. %s" % (path, DEFAULT_PATH))
     if not is_int(max_bytes) or max_bytes <= 0:
         raise ParameterError("max_bytes", "%r must be a positive whole number" % (max_bytes,))
@@ -280,7 +285,7 @@ def validate_options(**values):
             raise ParameterError(field, "%r is not one of %s" % (merged[field], ", ".join(allowed)))
     for field in PATH_OPTIONS:
         value = merged[field]
-        if not isinstance(value, str) or not os.path.isabs(value):
+        if not is_absolute_path(value):
             raise ParameterError(field, "%r must be an absolute path" % (value,))
     if _inside(merged["backup_dir"], os.path.dirname(merged["checkpoint_path"])):
         raise ParameterError(
