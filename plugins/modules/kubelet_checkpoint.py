@@ -58,6 +58,15 @@ attributes:
   idempotent:
     support: full
 options:
+  settings:
+    description:
+      - Options of this module as one mapping, merged under the options the task names (those win) by the module's
+        action plugin on the controller. Give it the C(module_args) of the P(gpuops.fleet.checkpoint_guard_settings#filter)
+        filter, so a play passes the checked repair settings without a templated argument dict, which ansible-core
+        2.19 and later warn is unsafe.
+      - Keys must be options of this module; a key starting with C(_) or V(settings) itself is refused.
+    type: dict
+    version_added: 0.3.0
   gpus:
     description:
       - The GPU inventory to compare with, as returned by M(gpuops.fleet.gpu_uuid_facts) in C(ansible_facts.gpuops_gpus).
@@ -418,9 +427,12 @@ def _kubelet(module):
 def main():
     # every repair setting is a row of options.TABLE (shared with the boot guard and the role)
     argument_spec = dict(table_argument_spec(), **BACKEND_ARGS)
-    argument_spec.update(gpus=dict(type="dict"))
+    argument_spec.update(gpus=dict(type="dict"), settings=dict(type="dict"))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
+    if params["settings"]:  # the action plugin merges them on the controller; here they would be ignored
+        module.fail_json(msg="settings: merged by the action plugin of gpuops.fleet.kubelet_checkpoint on the controller; "
+                         "run the module as a task (not through another action), or give the options themselves")
     facts = params["gpus"]
     # GPUs read here (no gpus given) go back as facts: one round trip per node reads the
     # GPUs and plans (or repairs); gpu_uuid_facts is then not needed beforehand

@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin for gpuops.fleet.kubelet_checkpoint: ``settings`` (a mapping of the module's own options,
+e.g. ``module_args`` of the ``gpuops.fleet.checkpoint_guard_settings`` filter) is merged under the task's
+other options on the controller, and the module is called once with the result.
+
+This is what lets the checkpoint_guard role pass the one option table's checked settings without a
+templated argument dict (``module: "{{ dict }}"``, which ansible-core warns is unsafe and may refuse):
+the task's options stay literal keys, ``settings`` is one templated value among them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ansible.plugins.action import ActionBase
+
+MODULE = "gpuops.fleet.kubelet_checkpoint"
+
+
+def merged_args(args):
+    """The module's arguments: ``settings`` under the task's other options (those win).
+
+    Returns ``(args, error)``; ``error`` names the field and the fix."""
+    args = dict(args)
+    settings = args.pop("settings", None)
+    if settings is None:
+        return args, None
+    if not isinstance(settings, Mapping):
+        return None, ("settings: give a mapping of this module's options (e.g. the module_args of "
+                      "gpuops.fleet.checkpoint_guard_settings), not %s" % type(settings).__name__)
+    for key in settings:
+        if not isinstance(key, str) or not key or key.startswith("_") or key == "settings":
+            return None, "settings: %r is not an option of %s" % (key, MODULE)
+    out = dict(settings)
+    out.update(args)
+    return out, None
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        args, error = merged_args(self._task.args)
+        if error:
+            return dict(result, failed=True, msg=error)
+        wrap_async = self._task.async_val and not self._connection.has_native_async
+        try:
+            result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars, wrap_async=wrap_async))
+        finally:
+            if not wrap_async:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+        return result
