@@ -12,7 +12,7 @@ short_description: Refuse an NVIDIA device-plugin version or option set that bre
 version_added: 0.3.0
 description:
   - Read-only, on the controller against the cluster (kubernetes.core's client and authentication options). The
-    checks of the M(gpuops.fleet.device_plugin) role before it changes anything, in one task.
+    checks of the P(gpuops.fleet.device_plugin#role) role before it changes anything, in one task.
   - Settings - the version (by release history - the 1.0.0-betaN tags predate v0.6.0), the image reference, the options;
     the container's C(args)/C(env) for that version.
   - Per node the DaemonSet targets (O(node_selector)) - kubelet's C(cpuManagerPolicy) from that node's facts; a version
@@ -27,7 +27,7 @@ description:
 author:
   - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
-  - kubernetes.core.k8s_auth_options
+  - gpuops.fleet.k8s_auth_options
   - gpuops.fleet.daemonset
   - gpuops.fleet.attributes
   - gpuops.fleet.attributes.info_module

@@ -35,7 +35,7 @@ description:
 author:
   - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
-  - kubernetes.core.k8s_auth_options
+  - gpuops.fleet.k8s_auth_options
   - gpuops.fleet.attributes
 attributes:
   check_mode:
