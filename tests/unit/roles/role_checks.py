@@ -29,8 +29,15 @@ def spec_problems(role, entries=("main",)):
         problems.append(("main", "keys", sorted(set(specs["main"]["options"]) ^ set(defaults))))
     for entry in entries:
         for name, spec in specs[entry]["options"].items():
-            if spec.get("default") != defaults.get(name):
-                problems.append((entry, name, "default %r != %r" % (spec.get("default"), defaults.get(name))))
+            value = defaults.get(name)
+            if isinstance(value, str) and "{{" in value:
+                # a default computed at run time: the spec says it in words (a template there is not a value a
+                # reader or antsibull-docs can use, and argument validation never applies spec defaults)
+                text = " ".join(spec.get("description") if isinstance(spec.get("description"), list) else [spec.get("description") or ""])
+                if "default" in spec or "Default: " not in text:
+                    problems.append((entry, name, "a computed default is described ('Default: ...'), not given as default: %r" % value))
+            elif spec.get("default") != value:
+                problems.append((entry, name, "default %r != %r" % (spec.get("default"), value)))
             if not name.startswith(role + "_"):
                 problems.append((entry, name, "not prefixed %s_" % role))
     return problems
