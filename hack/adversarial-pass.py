@@ -5,7 +5,8 @@
 For each module it reads the real argument spec (``AnsibleModule.__init__`` stopped at its first line,
 so the spec is what the module passes, doc fragments and kubernetes.core's auth options included),
 then runs the module once per (option, hostile value) as Ansible runs it (its ``main()`` reading the
-arguments Ansible hands it, in a child forked once the module is imported), as the unprivileged user ``nobody`` with a temp HOME and the cluster at a closed port
+arguments Ansible hands it, in a child forked once the module is imported), as the unprivileged user
+``nobody`` with a temp HOME and the cluster at a closed port
 (``https://127.0.0.1:9``), in check mode and for real (a cluster module in check mode only: its real
 run meets the same closed port; kubernetes.core's auth options are left to its own tests). Every
 other option keeps the baseline below.
@@ -40,7 +41,8 @@ MODULES = os.path.join(ROOT, "plugins", "modules")
 CLOSED = "https://127.0.0.1:9"
 # the options a module needs to get past its first check, so the hostile value meets the code behind it
 BASELINE = {
-    "device_plugin_preflight": {"name": "nvidia-device-plugin", "namespace": "kube-system", "version": "v0.17.0", "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+    "device_plugin_preflight": {"name": "nvidia-device-plugin", "namespace": "kube-system", "version": "v0.17.0",
+                                "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
                                 "selector_labels": {"app": "nvidia-device-plugin"}},
     "gpu_memory_report": {"url": "http://127.0.0.1:9"},
     "guard_install": {"code": {"version": "0.3.0", "sha256": "0" * 64}},

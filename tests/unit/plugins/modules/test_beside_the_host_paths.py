@@ -145,6 +145,7 @@ def test_beside_the_host_every_host_file_is_reached_under_the_hosts_root(playboo
     seen = {(r["event"], p) for r in records for p in r["paths"]}
     host = str(root)
     strays = set()
+    lib_dir = env["LD_LIBRARY_PATH"].split(os.pathsep)[0]
     for record in records:
         for path in record["paths"]:
             if record["event"] == "ctypes.dlopen" and "/" not in path:
@@ -152,7 +153,7 @@ def test_beside_the_host_every_host_file_is_reached_under_the_hosts_root(playboo
             full = path if os.path.isabs(path) else os.path.join(record["cwd"], path)
             if record["event"] in ("subprocess.Popen", "os.exec", "os.posix_spawn") and not os.path.isabs(path):
                 strays.add((record["event"], path, record["where"], "a program looked up in the pod's PATH"))
-            elif not _under(full, host) and not _under(os.path.realpath(full), host) and pods_own(full, tmp_path, env["LD_LIBRARY_PATH"].split(os.pathsep)[0]) is None:
+            elif not _under(full, host) and not _under(os.path.realpath(full), host) and pods_own(full, tmp_path, lib_dir) is None:
                 strays.add((record["event"], path, record["where"]))
     assert not strays, "host paths touched outside GPUOPS_HOST_ROOT (%s):\n%s" % (host, "\n".join(map(str, sorted(strays, key=str))))
     # the hook saw the modules' work: the host's checkpoint, its backup and machine-id, under the root
