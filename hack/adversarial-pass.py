@@ -30,7 +30,6 @@ import json
 import os
 import re
 import runpy
-import subprocess
 import sys
 import tempfile
 import time

@@ -58,7 +58,7 @@ def plain(value):
         return dict((k, plain(v)) for k, v in value.items())
     fields = getattr(value, "_fields_", None)
     if fields:
-        return dict((name, plain(getattr(value, name))) for name, _ in fields)
+        return dict((name, plain(getattr(value, name))) for name, dummy in fields)
     if hasattr(value, "__len__") and not isinstance(value, str) and hasattr(value, "__getitem__"):
         return [plain(v) for v in value]
     return value
