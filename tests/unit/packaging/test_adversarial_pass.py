@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""hack/adversarial-pass.py over every module: 1,764 hostile option values, none may end in a traceback."""
+"""hack/adversarial-pass.py over every module: 1,778 hostile option values, none may end in a traceback."""
 
 from __future__ import annotations
 
