@@ -29,7 +29,6 @@ import importlib
 import json
 import os
 import re
-import runpy
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(ROOT, "build", "collections")
 MODULES = os.path.join(ROOT, "plugins", "modules")
+sys.path.insert(0, COLLECTIONS)
 CLOSED = "https://127.0.0.1:9"
 # the options a module needs to get past its first check, so the hostile value meets the code behind it
 BASELINE = {
@@ -48,9 +48,6 @@ BASELINE = {
     "rejected_pods": {"nodes": ["gpu-1"]},
     "daemonset_rollout": {"name": "nvidia-device-plugin", "namespace": "kube-system"},
 }
-# kubernetes.core's connection options: its surface, not ours (its own sanity tests cover them)
-K8S_AUTH = {"api_key", "host", "kubeconfig", "context", "validate_certs", "ca_cert", "client_cert", "client_key", "proxy",
-            "username", "password", "persist_config", "no_proxy", "proxy_headers", "impersonate_user", "impersonate_groups"}
 STR = ["", " ", "\x00", "a\nb: c", "../../../etc/passwd", "x" * 5000, "{{ 7 * 7 }}", "\u00fcn\u00efc\u00f6de\u2028", "-1",
        "--help", 123, ["list"], {"d": 1}]
 PATH = ["", "relative/p", "/nonexistent/a", "/dev/zero", "/proc/self/mem", "/\x00x", "/", "/tmp/../etc", "//", "/" + "a" * 5000]
@@ -70,9 +67,12 @@ class _Spec(Exception):
     pass
 
 
-def spec_of(name):
-    """The argument spec module ``name`` passes to AnsibleModule (run in this process up to that call)."""
-    sys.path.insert(0, COLLECTIONS)
+def load(name):
+    return importlib.import_module("ansible_collections.gpuops.fleet.plugins.modules.%s" % name)
+
+
+def spec_of(module):
+    """The argument spec ``module`` passes to AnsibleModule: its ``main()`` run in this process up to that call."""
     from ansible.module_utils import basic
 
     def stop(self, argument_spec=None, *args, **kwargs):
@@ -80,17 +80,14 @@ def spec_of(name):
 
     saved = basic.AnsibleModule.__init__
     basic.AnsibleModule.__init__ = stop
-    argv = sys.argv
     try:
-        sys.argv = [name]
-        runpy.run_module("ansible_collections.gpuops.fleet.plugins.modules.%s" % name, run_name="__main__")
+        module.main()
     except _Spec as found:
         return found.args[0]
     except SystemExit:
         return None
     finally:
         basic.AnsibleModule.__init__ = saved
-        sys.argv = argv
     return None
 
 
@@ -162,11 +159,9 @@ def verdict_of(text):
     return ("failed" if answer.get("failed") else "ok"), msg[:200]
 
 
-def run_module_cases(name, cases, tmp, jobs):
+def run_module_cases(name, module, cases, tmp, jobs):
     """Every case of one module, each in a child forked from this process once the module is imported (the
     kubernetes client's import is paid once, not per case), ``jobs`` at a time."""
-    sys.path.insert(0, COLLECTIONS)
-    module = importlib.import_module("ansible_collections.gpuops.fleet.plugins.modules.%s" % name)
     results, running, queue = [], {}, list(enumerate(cases))
     while queue or running:
         while queue and len(running) < jobs:
@@ -201,10 +196,13 @@ def main():
     names = opts.modules or sorted(f[:-3] for f in os.listdir(MODULES) if f.endswith(".py") and not f.startswith("_"))
     tmp = tempfile.mkdtemp(prefix="gpuops-adversarial-")
     os.chmod(tmp, 0o1777)
+    # kubernetes.core's connection options: its surface, not ours (its own sanity tests cover them)
+    from ansible_collections.kubernetes.core.plugins.module_utils.args_common import AUTH_ARG_SPEC
     results = []
     for name in names:
         cases = []
-        spec = spec_of(name)
+        module = load(name)
+        spec = spec_of(module)
         if not spec:
             print("%s: no argument spec found" % name, file=sys.stderr)
             continue
@@ -215,13 +213,13 @@ def main():
             return 2
         k8s = "kubeconfig" in spec
         for option, meta in sorted(spec.items()):
-            if k8s and option in K8S_AUTH:
+            if k8s and option in AUTH_ARG_SPEC:
                 continue
             for value in values_for(meta):
                 # a cluster module's real run meets the same closed port as its check run: once is enough
                 for check in ((True,) if k8s else (True, False)):
                     cases.append((option, value, check, dict(base, **{option: value})))
-        results += run_module_cases(name, cases, tmp, opts.jobs)
+        results += run_module_cases(name, module, cases, tmp, opts.jobs)
     bad = [r for r in results if r["verdict"] not in ("ok", "failed", "ansible-core#81631")]
     counts = {}
     for r in results:
