@@ -29,10 +29,10 @@ class ActionModule(ActionBase):
         if not isinstance(code, dict) or not isinstance(code.get("path"), str):
             return dict(result, failed=True, msg="code: give its path on the node, e.g. code: {path: /usr/local/lib/gpuops/gpuops.pyz}")
         # ansible-core's own check of an option with suboptions fails with a traceback when the value is not a
-        # mapping (ansible/ansible#81631, open): the options the role builds are checked here, with their names
-        for name in ("selftest",):
-            if name in args and args[name] is not None and not isinstance(args[name], Mapping):
-                return dict(result, failed=True, msg="%s: give a mapping (see the module's documentation), not %s" % (name, type(args[name]).__name__))
+        # mapping (ansible/ansible#81631, open): selftest, like code above, is checked here by name
+        selftest = args.get("selftest")
+        if selftest is not None and not isinstance(selftest, Mapping):
+            return dict(result, failed=True, msg="selftest: give a mapping (see the module's documentation), not %s" % type(selftest).__name__)
         unknown = sorted(set(code) - {"path", "mode"})
         if unknown:
             return dict(result, failed=True, msg="code.%s: not an option here (code takes path and mode; the plugin adds the rest)" % unknown[0])
