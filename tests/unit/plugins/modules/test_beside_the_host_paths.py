@@ -21,7 +21,7 @@ import sys
 
 import fakenode
 
-from test_kubelet_checkpoint import NEW, stale_checkpoint
+from test_kubelet_checkpoint import NEW, host_root
 
 # Every audit event that names a path, and which of its arguments are paths (Python's audit events table).
 HOOK = r'''
@@ -96,6 +96,10 @@ PLAY = """
 """
 
 
+# the interpreter's own directories, as given and resolved
+PYTHON = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {sys.prefix, sys.base_prefix}
+
+
 def _under(path, *dirs):
     path = os.path.normpath(path)
     return any(d and (path == d or path.startswith(d.rstrip("/") + "/")) for d in dirs)
@@ -104,11 +108,10 @@ def _under(path, *dirs):
 def pods_own(path, tmp_path, lib_dir):
     """The reason ``path`` is the pod's own file, not a host file the module should have reached under the root;
     None when it is neither (the test then fails on it)."""
-    python = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {sys.prefix, sys.base_prefix}
     real = os.path.realpath(path)
     if _under(path, str(tmp_path)) or _under(real, str(tmp_path)):
         return "Ansible's own temp directory and the test's files (in the pod: its temp dir)"
-    if any(_under(path, p) or _under(real, p) for p in python):
+    if any(_under(path, p) or _under(real, p) for p in PYTHON):
         return "the interpreter and its standard library (the pod image's Python)"
     if _under(real, os.path.realpath(lib_dir)):
         return "the NVML library NVIDIA's runtime puts in the pod (read before the host's, by design)"
@@ -120,15 +123,11 @@ def pods_own(path, tmp_path, lib_dir):
 
 
 def test_beside_the_host_every_host_file_is_reached_under_the_hosts_root(playbook, fake_node, tmp_path):
-    root = tmp_path / "host"
-    (root / "mnt/data/kubelet/device-plugins").mkdir(parents=True)
-    (root / "var/lib").mkdir(parents=True)
-    (root / "etc").mkdir(parents=True)
-    os.symlink("/mnt/data/kubelet", str(root / "var/lib/kubelet"))  # the host's link to its data disk
+    root = host_root(tmp_path)
+    (root / "etc").mkdir()
     (root / "etc/machine-id").write_text("4f6c0d2b6e6a4b3c9a1d2e3f4a5b6c7d\n")
     (root / "etc/hostname").write_text("gpu-host-7\n")
     (root / "mnt/data/kubelet/config.yaml").write_text("kind: KubeletConfiguration\ncpuManagerPolicy: static\n")
-    stale_checkpoint(str(root / "mnt/data/kubelet/device-plugins/kubelet_internal_checkpoint"))
     hook_dir = tmp_path / "hook"
     hook_dir.mkdir()
     (hook_dir / "sitecustomize.py").write_text(HOOK)

@@ -75,17 +75,25 @@ BESIDE = """
 """
 
 
+def host_root(tmp_path):
+    """A host's root as the node pod sees it (``tmp_path/host``): its /var/lib/kubelet an absolute link to its data
+    disk, and the seed's stale checkpoint there."""
+    import os
+    root = tmp_path / "host"
+    (root / "mnt/data/kubelet/device-plugins").mkdir(parents=True)
+    (root / "var/lib").mkdir(parents=True)
+    os.symlink("/mnt/data/kubelet", str(root / "var/lib/kubelet"))
+    stale_checkpoint(str(root / "mnt/data/kubelet/device-plugins/kubelet_internal_checkpoint"))
+    return root
+
+
 def test_beside_the_host_the_module_takes_and_reports_host_paths(playbook, tmp_path):
     """GPUOPS_HOST_ROOT set (the node pod on a host without python3): the default host paths are reached under the
     root, through the host's /var/lib/kubelet link to its data disk; every path in the results is the host's."""
     import json
     import os
     import re
-    root = tmp_path / "host"
-    (root / "mnt/data/kubelet/device-plugins").mkdir(parents=True)
-    (root / "var/lib").mkdir(parents=True)
-    os.symlink("/mnt/data/kubelet", str(root / "var/lib/kubelet"))
-    stale_checkpoint(str(root / "mnt/data/kubelet/device-plugins/kubelet_internal_checkpoint"))
+    root = host_root(tmp_path)
     (tmp_path / "beside.yml").write_text(BESIDE)
     facts = {"available": True, "reason": None, "count": 1, "gpus": [{"index": 0, "uuid": NEW}]}
     env = dict(os.environ, GPUOPS_HOST_ROOT=str(root))
