@@ -211,8 +211,9 @@ def _directory(entry, check_mode, manifest):
     return None
 
 
-def _file(path, data, mode, check_mode, diff, binary=False, sha256=None, before_change=None):
-    """Write one file when its bytes or mode differ; returns (row or None, diff or None).
+def _file(path, data, mode, check_mode, diff, before_change, binary=False, sha256=None):
+    """Write one file when its bytes or mode differ (``before_change()`` first, as for links and removals); returns
+    (row or None, diff or None).
 
     ``data`` may be None where only its ``sha256`` is known (the code file before its bytes are
     sent): then nothing is written (check mode, or the caller asks for the bytes)."""
@@ -224,8 +225,7 @@ def _file(path, data, mode, check_mode, diff, binary=False, sha256=None, before_
         return None, None
     action = "created" if before is None else ("mode" if same else "updated")
     if not check_mode and data is not None:
-        if before_change is not None:
-            before_change()
+        before_change()
         nodefile.write_file(path, data, mode)
     row = {"path": path, "action": action, "sha256": sha}
     change = None
@@ -357,8 +357,8 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
         data = code.get("data")
         if data is not None and hashlib.sha256(data).hexdigest() != code["sha256"]:
             raise InstallError("code: the bytes sent do not have the SHA-256 the controller announced (a truncated transfer?): run again")
-        row, change = _file(code["path"], data, int(code["mode"], 8), check_mode, diff, binary=True, sha256=code["sha256"],
-                            before_change=before_change)
+        row, change = _file(code["path"], data, int(code["mode"], 8), check_mode, diff, before_change, binary=True,
+                            sha256=code["sha256"])
         if row and data is None and not check_mode:
             # nothing done yet but the directories: the controller sends the bytes and calls again
             manifest.save()
@@ -381,8 +381,7 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
                 units_changed = units_changed or bool(entry.get("unit"))
 
         for entry in spec.get("files") or ():
-            row, change = _file(entry["path"], entry["content"].encode("utf-8"), int(entry["mode"], 8), check_mode, diff,
-                                before_change=before_change)
+            row, change = _file(entry["path"], entry["content"].encode("utf-8"), int(entry["mode"], 8), check_mode, diff, before_change)
             if row:
                 result["files"].append(row)
                 units_changed = units_changed or bool(entry.get("unit"))
