@@ -169,7 +169,7 @@ def bench_tasks(n):
         )
         proc = subprocess.run(
             [os.path.join(bindir, "ansible-playbook"), "-i", "localhost,", "-c", "local", "-e", json.dumps({"workdir": tmp, "n": n}), book],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True,
+            env=env, capture_output=True, text=True, check=True,
         )
     report = json.loads(proc.stdout)
     per_task = {}

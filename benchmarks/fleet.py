@@ -80,7 +80,7 @@ def measure(nodes, env, work, repair=True):
     if repair:
         rows.append(("full repair", run(site, env)))
         rows.append(("second full run", run(site, env)))
-    for name, (wall, rss, rc, tail) in rows:
+    for name, (_wall, _rss, rc, tail) in rows:
         if rc != 0:
             raise SystemExit("%s on %d nodes failed (rc %d):\n%s" % (name, nodes, rc, tail))
     return rows
@@ -129,7 +129,7 @@ def main(argv=None):
               % (first[2] / first[0], first[0], last[2] / last[0], last[0]))
     nodes, ping, check = summary[-1][:3]
     print("goal: check stage within 1.5x of ping at %d nodes: %.2fx -> %s" % (nodes, check / ping, "met" if check <= 1.5 * ping else "NOT met"))
-    for nodes, ping, check, first, second in summary:
+    for nodes, ping, _check, first, second in summary:
         if first is not None:
             print("goal at %d nodes: first full run within 5x ping: %.2fx -> %s; second within 2.5x ping: %.2fx -> %s" % (
                 nodes, first / ping, "met" if first <= 5 * ping else "NOT met", second / ping, "met" if second <= 2.5 * ping else "NOT met"))

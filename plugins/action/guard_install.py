@@ -23,7 +23,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
     def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
+        result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         code = args.get("code")
         if not isinstance(code, dict) or not isinstance(code.get("path"), str):

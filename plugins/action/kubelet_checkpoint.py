@@ -43,7 +43,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
     def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
+        result = super().run(tmp, task_vars)
         args, error = merged_args(self._task.args)
         if error:
             return dict(result, failed=True, msg=error)

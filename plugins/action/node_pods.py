@@ -15,7 +15,7 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
     def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
+        result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         unknown = sorted(set(args) - {"state"})
         if unknown or args.get("state", "absent") != "absent":

@@ -479,7 +479,7 @@ class Connection(KubectlConnection):
             raise AnsibleConnectionFailure("node pod %s: could not launch a detached command (rc %s): %s"
                                            % (self._node_pod, rc, err.decode(errors="replace").strip()))
         status = self._wait_job(job, int(self.get_option("gpuops_node_exec_timeout")))
-        for attempt in range(30):
+        for _attempt in range(30):
             rc, out, err = self._pod_exec(node_pod.job_collect_argv(job))
             if rc == 0:
                 return status, out, err

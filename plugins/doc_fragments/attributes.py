@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 
-class ModuleDocFragment(object):
+class ModuleDocFragment:
     """Attribute documentation shared by the modules of gpuops.fleet."""
 
     DOCUMENTATION = r"""

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 
-class ModuleDocFragment(object):
+class ModuleDocFragment:
     """The checkpoint file options (module_utils/_node/options.py CHECKPOINT_ARGS)."""
 
     DOCUMENTATION = r"""

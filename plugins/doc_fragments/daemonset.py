@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 
-class ModuleDocFragment(object):
+class ModuleDocFragment:
     """The DaemonSet a controller-side module works on (namespace, name)."""
 
     DOCUMENTATION = r"""

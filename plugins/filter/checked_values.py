@@ -31,7 +31,7 @@ def checked_values(checks):
             try:
                 check_value(field, checks[kind][field], base, empty_ok=base != kind)
             except ParameterError as exc:
-                raise AnsibleFilterError("%s; set %s to a valid value" % (exc, field))
+                raise AnsibleFilterError("%s; set %s to a valid value" % (exc, field)) from exc
     return True
 
 
@@ -40,9 +40,9 @@ def unit_environment(environment, field):
     try:
         return environment_lines(environment, field)
     except ParameterError as exc:
-        raise AnsibleFilterError(str(exc))
+        raise AnsibleFilterError(str(exc)) from exc
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"checked_values": checked_values, "unit_environment": unit_environment}

@@ -21,7 +21,7 @@ def checkpoint_guard_settings(raw):
     try:
         return role_settings(raw)
     except GpuopsError as exc:
-        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
+        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
 
 def _checked(settings, root, unit_dir):
@@ -42,7 +42,7 @@ def checkpoint_guard_files(settings, root="", unit_dir="/etc/systemd/system", ha
         return _guard_files.files(settings, root, unit_dir, as_bool("checkpoint_guard_hardening", hardening),
                                   as_bool("checkpoint_guard_late_check", late_check))
     except GpuopsError as exc:
-        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
+        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
 
 def checkpoint_guard_layout(settings, root="", unit_dir="/etc/systemd/system", late_check=False):
@@ -52,7 +52,7 @@ def checkpoint_guard_layout(settings, root="", unit_dir="/etc/systemd/system", l
         return {"directories": guard_layout.directories(settings, unit_dir, root),
                 "absent": guard_layout.leftovers(settings, unit_dir, as_bool("checkpoint_guard_late_check", late_check), root)}
     except GpuopsError as exc:
-        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
+        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
 
 def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="kube-system", python="python3", node_label_keys=None,
@@ -69,10 +69,10 @@ def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="
                                          enabled=as_bool("checkpoint_guard_enabled", enabled),
                                          late_check=as_bool("checkpoint_guard_late_check", late_check))
     except GpuopsError as exc:
-        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc)
+        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"checkpoint_guard_settings": checkpoint_guard_settings, "checkpoint_guard_files": checkpoint_guard_files,
                 "checkpoint_guard_layout": checkpoint_guard_layout, "checkpoint_guard_daemonset": checkpoint_guard_daemonset}

@@ -292,6 +292,6 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
     return "\n".join(out) + "\n"
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary}

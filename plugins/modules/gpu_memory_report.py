@@ -167,12 +167,12 @@ def query(params, headers, expr, secrets):
                 target = urljoin(url, (getattr(exc, "headers", None) or {}).get("Location") or "")
                 if origin(target) != home:
                     raise gmr.PrometheusError("query %s: %s redirects to another origin (%s://%s:%s); the credentials are not sent there. "
-                                              "Set url to the Prometheus that answers" % ((expr, gmr.safe_url(params["url"])) + origin(target)))
+                                              "Set url to the Prometheus that answers" % ((expr, gmr.safe_url(params["url"])) + origin(target))) from exc
                 url = target
                 continue
             if text.startswith("{"):
                 return gmr.parse_response(text, expr)
-            raise gmr.PrometheusError(_secret_free("query %s at %s: %s" % (expr, gmr.safe_url(params["url"]), exc), secrets))
+            raise gmr.PrometheusError(_secret_free("query %s at %s: %s" % (expr, gmr.safe_url(params["url"]), exc), secrets)) from exc
     raise gmr.PrometheusError("query %s at %s: more than %d redirects" % (expr, gmr.safe_url(params["url"]), MAX_REDIRECTS))
 
 
@@ -202,7 +202,7 @@ def check_params(p):
         port = parts.port  # urllib raises ValueError for a port that is not a number or out of range
     except ValueError as exc:
         raise ParameterError("url", "is not a valid URL (%s): %s; expected Prometheus' base URL such as https://prometheus.example:9090"
-                             % (exc, gmr.safe_url(p["url"])))
+                             % (exc, gmr.safe_url(p["url"]))) from exc
     if not parts.hostname:
         raise ParameterError("url", "names no host: %s; expected Prometheus' base URL such as https://prometheus.example:9090" % gmr.safe_url(p["url"]))
     if port == 0:

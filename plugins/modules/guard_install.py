@@ -328,7 +328,7 @@ def checked(params):
         try:
             code["data"] = base64.b64decode(code["data"], validate=True)
         except (binascii.Error, ValueError):
-            raise ParameterError("code.data", "not base64 (the action plugin sets it)")
+            raise ParameterError("code.data", "not base64 (the action plugin sets it)") from None
     selftest = params["selftest"]
     if selftest:
         bad = [k for k, v in (selftest["environment"] or {}).items() if not ENV_NAME.match(str(k)) or "\0" in str(v)]

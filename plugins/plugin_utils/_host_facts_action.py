@@ -26,7 +26,7 @@ class HostFactsAction(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super(HostFactsAction, self).run(tmp, task_vars)
+        result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         context = self.fill(args, task_vars)
         result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))

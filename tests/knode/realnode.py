@@ -56,7 +56,7 @@ def unsupported():
     return None if proc.returncode == 0 else (proc.stdout + proc.stderr).strip()
 
 
-class RealNode(object):
+class RealNode:
     def __init__(self, cluster, run_dir, lib_dir):
         self.cluster = cluster
         self.dir = str(run_dir)

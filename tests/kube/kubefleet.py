@@ -43,7 +43,7 @@ def stop_cluster(workdir):
     subprocess.run([SCRIPT, "stop", str(workdir)], check=False)
 
 
-class Cluster(object):
+class Cluster:
     def __init__(self, workdir):
         from kubernetes import client, config
         self.workdir = workdir
@@ -110,7 +110,7 @@ class Cluster(object):
         return [e for e in events if e.get("stage") == "ResponseComplete" and e["user"]["username"] == user]
 
 
-class Fleet(object):
+class Fleet:
     """SIMULATED GPU nodes: Node objects (simulated kubelet) + sysroots (kubelet files, fake NVML)."""
 
     def __init__(self, cluster, tmp_path, fake_lib_dir, nodes, **sim_options):
@@ -164,7 +164,7 @@ class Fleet(object):
                 os.path.join(cluster.workdir, "simkubelet.kubeconfig"), "--nodes", str(nodes_file)]
         for key, value in sim_options.items():
             args += ["--" + key.replace("_", "-"), str(value)]
-        self.sim_log = open(str(tmp_path / "simkubelet.log"), "w")
+        self.sim_log = open(str(tmp_path / "simkubelet.log"), "w")  # noqa: SIM115 (closed in stop(), after the process)
         self.sim = subprocess.Popen(args, stdout=self.sim_log, stderr=subprocess.STDOUT)
         self.wait(lambda: all(self.node(n["name"]) for n in self.nodes), "the simulated nodes")
 
@@ -268,11 +268,11 @@ class Fleet(object):
         try:
             out = json.loads(proc.stdout)
         except ValueError:
-            raise AssertionError("ansible-playbook output is not JSON:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:]))
+            raise AssertionError("ansible-playbook output is not JSON:\n%s\n%s" % (proc.stdout[-3000:], proc.stderr[-3000:])) from None
         return proc.returncode, Run(out, elapsed, self.cluster.audit_events(offset))
 
 
-class Run(object):
+class Run:
     """Results of one ansible-playbook run (json callback)."""
 
     def __init__(self, out, elapsed=None, api_calls=None):

@@ -165,7 +165,7 @@ ERROR: Unable to build the NVIDIA kernel module. (SIMULATED fault installer_fail
 """
 
 
-class LogServer(object):
+class LogServer:
     """kubelet's /containerLogs endpoint over HTTPS (self-signed: kube-apiserver is not given a kubelet CA)."""
 
     def __init__(self):

@@ -124,7 +124,7 @@ def test_a_running_pod_on_a_gone_gpu_is_replaced_when_the_repair_named_it(fleet)
     assert done["deleted"] == ["%s/%s" % (f.namespace, first)]
     assert [(b["name"], b["kind"], b["action"]) for b in done["bare"]] == [("notebook", "gpu_gone", "report")]
     assert "CreateContainerError" in [p["reason"] for p in done["pods"] if p["name"] == first]
-    f.wait(lambda: first not in pods(f) and any(n.startswith("train-") and p.status.phase == "Running" and not n == first
+    f.wait(lambda: first not in pods(f) and any(n.startswith("train-") and p.status.phase == "Running" and n != first
                                                 and n not in broken() for n, p in pods(f).items()),
            "the ReplicaSet's replacement Running on a present GPU")
     assert sorted(broken()) == ["notebook", "unnamed"]  # the bare pod is reported, the unnamed one untouched

@@ -28,7 +28,7 @@ def free_port():
         return sock.getsockname()[1]
 
 
-class Exposition(object):
+class Exposition:
     """A loopback HTTP server answering /metrics with a text the test sets."""
 
     def __init__(self, text):
@@ -71,7 +71,7 @@ def render_role(tmp_path, **values):
 def start_prometheus(tmp, config, web_config=None, ready=None):
     """Debian's prometheus on a free loopback port; returns (process, port, log). ``ready(port)`` polls until it answers."""
     port = free_port()
-    log = open(str(tmp / "prometheus.log"), "w")
+    log = open(str(tmp / "prometheus.log"), "w")  # noqa: SIM115 (returned to the caller, who closes it)
     args = ["prometheus", "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp / "data"), "--web.listen-address=127.0.0.1:%d" % port]
     if web_config:
         args.append("--web.config.file=%s" % web_config)
@@ -87,5 +87,5 @@ def start_prometheus(tmp, config, web_config=None, ready=None):
         except OSError:
             if time.monotonic() > deadline:
                 process.terminate()
-                raise AssertionError((tmp / "prometheus.log").read_text()[-3000:])
+                raise AssertionError((tmp / "prometheus.log").read_text()[-3000:]) from None
             time.sleep(0.2)

@@ -72,13 +72,13 @@ def dcgm_exposition(node, gpus):
 
 def ksm_exposition(node):
     lines = ["# HELP kube_pod_info Information about pod.", "# TYPE kube_pod_info gauge"]
-    for namespace, name, uid, container, pid, gpu, used, limits in PODS:
+    for namespace, name, uid, _container, _pid, _gpu, _used, _limits in PODS:
         lines.append('kube_pod_info{namespace="%s",pod="%s",uid="%s",node="%s",host_ip="10.0.0.7",pod_ip="10.244.0.9",'
                      'created_by_kind="StatefulSet",created_by_name="%s",priority_class="",host_network="false"} 1'
                      % (namespace, name, uid, node, name.rsplit("-", 1)[0]))
     lines += ["# HELP kube_pod_container_resource_limits The number of requested limit resource by a container.",
               "# TYPE kube_pod_container_resource_limits gauge"]
-    for namespace, name, uid, container, pid, gpu, used, limits in PODS:
+    for namespace, name, uid, container, _pid, _gpu, _used, limits in PODS:
         for resource, value in limits.items():
             lines.append('kube_pod_container_resource_limits{namespace="%s",pod="%s",uid="%s",container="%s",node="%s",resource="%s",unit="integer"} %d'
                          % (namespace, name, uid, container, node, resource, value))
@@ -110,7 +110,7 @@ def prometheus(tmp_path_factory, fake_lib_dir):
     tmp = tmp_path_factory.mktemp("prom")
     # the SIMULATED node: its GPUs and processes (fake NVML), its pods' cgroups (sysroot /proc)
     records = [fakenode.gpu(GA, minor=0, mem_mib=16384), fakenode.gpu(GB, minor=1, bus="00000000:00:08.0", mem_mib=16384)]
-    for namespace, name, uid, container, pid, gpu, used, limits in PODS:
+    for _namespace, _name, uid, container, pid, gpu, used, _limits in PODS:
         records.append(fakenode.proc(gpu, pid, used))
         cid = ("%x" % pid * 64)[:64]
         (tmp / "root/proc" / str(pid)).mkdir(parents=True)
@@ -182,7 +182,7 @@ def test_alerts_fire_and_rules_record(prometheus):
     while True:
         alerts = firing(base)
         got = set((a["labels"]["alertname"], a["labels"].get("namespace"), a["labels"].get("pod")) for a in alerts)
-        if EXPECTED_ALERTS <= got or time.monotonic() > deadline:
+        if got >= EXPECTED_ALERTS or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     elapsed = time.monotonic() - prometheus["started"]

@@ -73,7 +73,7 @@ _VERSION_RE = re.compile(r"\Av?(\d+)\.(\d+)(?:\.(\d+))?(?:-([0-9A-Za-z.\-]+))?\Z
 _SAFE_SUGGESTION = "v0.17.1"
 
 
-class PluginVersion(object):
+class PluginVersion:
     """A device-plugin release, ordered by release history (not by semver)."""
 
     __slots__ = ("text", "key", "effective", "note")

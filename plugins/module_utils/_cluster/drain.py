@@ -118,7 +118,7 @@ def evict(api, namespace, name, deadline, api_exception, sleep=time.sleep, clock
                     sleep(EVICTION_RETRY_SECONDS)  # a PodDisruptionBudget says not yet
                     continue
                 if exc.status == 429:
-                    raise DrainError("evicting %s/%s: a PodDisruptionBudget still refuses it after drain_timeout" % (namespace, name))
+                    raise DrainError("evicting %s/%s: a PodDisruptionBudget still refuses it after drain_timeout" % (namespace, name)) from exc
                 if exc.status in (400, 404, 415, 422) and version == "policy/v1":
                     break  # this API server does not know policy/v1 Eviction
                 raise

@@ -55,7 +55,7 @@ def parse_response(body, expr):
     try:
         doc = json.loads(body)
     except ValueError:
-        raise PrometheusError("query %s: the answer is not JSON (is url Prometheus' base URL?): %r" % (expr, body[:120]))
+        raise PrometheusError("query %s: the answer is not JSON (is url Prometheus' base URL?): %r" % (expr, body[:120])) from None
     if not isinstance(doc, dict) or doc.get("status") != "success":
         error = doc.get("error") if isinstance(doc, dict) else None
         raise PrometheusError("query %s: Prometheus says %s" % (expr, error or "status %r" % (doc.get("status") if isinstance(doc, dict) else doc)))
@@ -76,7 +76,7 @@ def parse_response(body, expr):
         try:
             number = float(value[1])
         except ValueError:
-            raise PrometheusError("query %s: a sample's value is not a number: %.40r" % (expr, value[1]))
+            raise PrometheusError("query %s: a sample's value is not a number: %.40r" % (expr, value[1])) from None
         if math.isfinite(number):
             samples.append((dict((str(k), str(v)) for k, v in (labels or {}).items()), number))
     return samples

@@ -28,7 +28,7 @@ except ImportError:  # the module reports a missing kubernetes library
 MAX_WATCH_SECONDS = 300
 
 
-class Watcher(object):
+class Watcher:
     """Objects of one list call (``list_fn(*args, **kwargs)``), kept current by watching it."""
 
     def __init__(self, api_client, list_fn, *args, **kwargs):

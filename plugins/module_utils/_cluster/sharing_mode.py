@@ -29,7 +29,7 @@ class SwitchRefused(GpuopsError):
     """
 
     def __init__(self, message, rows):
-        super(SwitchRefused, self).__init__(message)
+        super().__init__(message)
         self.result = {"plan": rows}
 
 

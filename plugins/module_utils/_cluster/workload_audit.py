@@ -40,7 +40,7 @@ def check_params(install_dir, container_dir, resource_prefixes, ignore_labels):
 
 def _requests_gpu(ctr, prefixes):
     resources = ctr.get("resources") or {}
-    names = set((resources.get("limits") or {})) | set((resources.get("requests") or {}))
+    names = set(resources.get("limits") or {}) | set(resources.get("requests") or {})
     return sorted(n for n in names if any(n.startswith(p) for p in prefixes))
 
 

@@ -23,7 +23,7 @@ class ParameterError(GpuopsError):
     def __init__(self, field, reason):
         self.field = field
         self.reason = reason
-        super(ParameterError, self).__init__("%s: %s" % (field, reason))
+        super().__init__("%s: %s" % (field, reason))
 
 
 class CheckpointDecodeError(GpuopsError):
@@ -32,7 +32,7 @@ class CheckpointDecodeError(GpuopsError):
     def __init__(self, reason, path):
         self.reason = reason
         self.path = path
-        super(CheckpointDecodeError, self).__init__(("%s: %s" % (path, reason)) if path else reason)
+        super().__init__(("%s: %s" % (path, reason)) if path else reason)
 
 
 class UnsafeFileError(GpuopsError):
@@ -51,7 +51,7 @@ class NodeFileError(UnsafeFileError):
         self.errno = getattr(error, "errno", None)
         name = errno.errorcode.get(self.errno, "error") if self.errno is not None else "error"
         detail = getattr(error, "strerror", None) or str(error)
-        super(NodeFileError, self).__init__("%s %s %s: %s" % (name, operation, path, detail))
+        super().__init__("%s %s %s: %s" % (name, operation, path, detail))
 
 
 class ChangedWhileWorkingError(UnsafeFileError):
@@ -68,7 +68,7 @@ class InventoryError(GpuopsError):
     def __init__(self, reason, backend=None):
         self.reason = reason
         self.backend = backend
-        super(InventoryError, self).__init__(reason)
+        super().__init__(reason)
 
 
 class BackendUnavailable(GpuopsError):
@@ -84,7 +84,7 @@ class KubeletControlError(GpuopsError):
 
     def __init__(self, message, result=None):
         self.result = result
-        super(KubeletControlError, self).__init__(message)
+        super().__init__(message)
 
 
 class KubeletRunningError(GpuopsError):
@@ -92,4 +92,4 @@ class KubeletRunningError(GpuopsError):
 
     def __init__(self, message, result=None):
         self.result = result
-        super(KubeletRunningError, self).__init__(message)
+        super().__init__(message)

@@ -56,7 +56,7 @@ _SIGNED_DIGITS = re.compile(r"\A[+-]?[0-9]+\Z")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class PodDevicesEntry(object):
+class PodDevicesEntry:
     """One container's allocation (``checkpoint.PodDevicesEntry`` / ``PodDevicesEntryV1``).
 
     ``device_ids`` is ``{numa_node: [ids] or None}`` for v2 and ``[ids]`` for v1;
@@ -93,7 +93,7 @@ class PodDevicesEntry(object):
         return list(ids)
 
 
-class Checkpoint(object):
+class Checkpoint:
     """A decoded checkpoint: layout, data, stored checksum and boot ID."""
 
     __slots__ = ("layout", "entries", "registered", "checksum", "boot_id")
@@ -145,7 +145,7 @@ class _Slice(list):
     __slots__ = ("tail",)
 
     def __init__(self, items=(), tail=()):
-        super(_Slice, self).__init__(items)
+        super().__init__(items)
         self.tail = list(tail)
 
 
@@ -156,7 +156,7 @@ def _reject_constant(name):
 def _fold(name):
     # Go matches struct fields with a Unicode simple fold; the long s and the
     # Kelvin sign are the non-ASCII runes that fold into ASCII letters.
-    return name.lower().replace(u"\u017f", "s").replace(u"\u212a", "k")
+    return name.lower().replace("\u017f", "s").replace("\u212a", "k")
 
 
 def _type_name(value):
@@ -182,7 +182,7 @@ def _type_error(path, value, go_type):
 def _go_string(value):
     # Go's decoder turns unpaired surrogate escapes into U+FFFD.
     if not value.isascii() and _SURROGATE.search(value):
-        return _SURROGATE.sub(u"\ufffd", value)
+        return _SURROGATE.sub("\ufffd", value)
     return value
 
 
@@ -317,7 +317,7 @@ def _dec_bytes(value, old, path):
         try:
             return go_base64(value.encode("utf-8", "surrogatepass"))
         except ValueError as exc:
-            raise CheckpointDecodeError(str(exc), path)
+            raise CheckpointDecodeError(str(exc), path) from exc
     raise _type_error(path, value, "[]uint8")
 
 
@@ -364,7 +364,7 @@ class _Fields(dict):
     """A struct's fields: name -> decoder, plus their case-folded names (Go matches keys case-insensitively)."""
 
     def __init__(self, fields):
-        super(_Fields, self).__init__(fields)
+        super().__init__(fields)
         self.folded = dict((_fold(name), name) for name in fields)
 
 
@@ -439,7 +439,7 @@ _TOP_FIELDS = {LAYOUT_V1: _top_fields(False), LAYOUT_V2: _top_fields(True)}
 def _go_utf8(error):
     # Go's unquote writes one U+FFFD per invalid byte (utf8.DecodeRune returns
     # RuneError with size 1); Python's "replace" folds a truncated sequence into one.
-    return u"\ufffd", error.start + 1
+    return "\ufffd", error.start + 1
 
 
 codecs.register_error("gpuops-go-utf8", _go_utf8)
@@ -535,7 +535,7 @@ def _json_string(text, pos):
     try:
         return json.decoder.scanstring(text, pos, True)
     except ValueError as exc:
-        raise _syntax(pos, str(exc))
+        raise _syntax(pos, str(exc)) from exc
 
 
 def parse_json(raw):
@@ -558,7 +558,7 @@ def parse_json(raw):
         # deeper than Python's recursion limit: Go still takes up to 10000 levels
         return _parse_deep(text)
     except ValueError as exc:
-        raise CheckpointDecodeError("invalid JSON: %s" % exc, "")
+        raise CheckpointDecodeError("invalid JSON: %s" % exc, "") from exc
 
 
 def _empty_data():
@@ -590,7 +590,7 @@ def decode_tree(tree, layout):
     return Checkpoint(layout, entries, registered, top["Checksum"], top["BootID"])
 
 
-class DecodeResult(object):
+class DecodeResult:
     """Outcome of reading a checkpoint the way kubelet does."""
 
     __slots__ = ("checkpoint", "error")
@@ -737,8 +737,8 @@ def _go_json_string(value):
         text.replace("<", "\\u003c")
         .replace(">", "\\u003e")
         .replace("&", "\\u0026")
-        .replace(u"\u2028", "\\u2028")
-        .replace(u"\u2029", "\\u2029")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
     )
 
 

@@ -63,7 +63,7 @@ class DevCharError(GpuopsError):
 
     def __init__(self, rc, message):
         self.rc = rc
-        super(DevCharError, self).__init__("nvidia-ctk failed (rc %d): %s" % (rc, message))
+        super().__init__("nvidia-ctk failed (rc %d): %s" % (rc, message))
 
 
 def ensure_links(run, dev_root="/dev", dry_run=False, ctk=None):

@@ -63,7 +63,7 @@ def classify(device_id):
     return None, None
 
 
-class Inventory(object):
+class Inventory:
     """The physical devices of one node, indexed for ID lookups."""
 
     __slots__ = ("gpu_uuids", "mig_uuids", "gpu_indexes", "mig_indexes", "gpu_count")

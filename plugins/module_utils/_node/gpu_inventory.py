@@ -100,7 +100,7 @@ def load_root_nvml(driver_root):
     try:
         ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
     except OSError as exc:
-        raise InventoryError("cannot load %s: %s" % (path, exc), "nvml")
+        raise InventoryError("cannot load %s: %s" % (path, exc), "nvml") from exc
 
 
 def empty_facts(backend=None, reason=None):
@@ -134,11 +134,11 @@ def nvml_init(pynvml):
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError_LibraryNotFound:
-        raise BackendUnavailable("libnvidia-ml.so.1 (NVML, shipped with the NVIDIA driver) was not found")
+        raise BackendUnavailable("libnvidia-ml.so.1 (NVML, shipped with the NVIDIA driver) was not found") from None
     except pynvml.NVMLError_DriverNotLoaded:
-        raise InventoryError("NVIDIA driver is not loaded (NVML: Driver Not Loaded)", "nvml")
+        raise InventoryError("NVIDIA driver is not loaded (NVML: Driver Not Loaded)", "nvml") from None
     except pynvml.NVMLError as exc:
-        raise InventoryError("NVML initialisation failed: %s" % exc, "nvml")
+        raise InventoryError("NVML initialisation failed: %s" % exc, "nvml") from exc
 
 
 def nvml_shutdown(pynvml):
@@ -153,7 +153,7 @@ def _gather_nvml():
     try:
         import pynvml  # pylint: disable=import-outside-toplevel
     except ImportError:
-        raise BackendUnavailable("the Python package nvidia-ml-py (module pynvml) is not installed")
+        raise BackendUnavailable("the Python package nvidia-ml-py (module pynvml) is not installed") from None
     nvml_init(pynvml)
     try:
         facts = empty_facts("nvml")
@@ -187,7 +187,7 @@ def _gather_nvml():
                 gpu["mig_devices"] = _nvml_mig_devices(pynvml, handle)
             facts["gpus"].append(gpu)
     except pynvml.NVMLError as exc:
-        raise InventoryError("NVML query failed: %s" % exc, "nvml")
+        raise InventoryError("NVML query failed: %s" % exc, "nvml") from exc
     finally:
         nvml_shutdown(pynvml)
     facts["available"] = True
@@ -241,7 +241,7 @@ def _minor_from_proc(proc_root, bus_id):
     try:
         with open(os.path.join(proc_root, "driver", "nvidia", "gpus", name, "information")) as handle:
             match = _MINOR.search(handle.read())
-    except (IOError, OSError):
+    except OSError:
         return None
     return int(match.group(1)) if match else None
 
@@ -250,8 +250,8 @@ def _gather_smi(run, smi, proc_root):
     argv = [smi, "--query-gpu=" + _QUERY_FIELDS, "--format=csv,noheader,nounits"]
     try:
         rc, out, err = run(argv)
-    except (IOError, OSError) as exc:
-        raise BackendUnavailable("cannot run %s: %s" % (smi, exc))
+    except OSError as exc:
+        raise BackendUnavailable("cannot run %s: %s" % (smi, exc)) from exc
     facts = empty_facts("nvidia-smi")
     if rc == 6 and "No devices were found" in (out + err):
         facts["available"] = True
@@ -322,7 +322,7 @@ def node_identity(files=MACHINE_ID_FILES):
         try:
             with open(hostroot.readable(path), "rb") as handle:
                 seed = handle.read(64).strip() or None
-        except (IOError, OSError):
+        except OSError:
             continue
         if seed:
             break

@@ -135,7 +135,7 @@ def container_name(root, container_id, runtime=None):
         try:
             doc = json.loads(raw.decode("utf-8"))
         except ValueError as exc:  # not UTF-8, not JSON
-            raise Unattributable("%s: %s" % (path, exc))
+            raise Unattributable("%s: %s" % (path, exc)) from exc
         annotations = doc.get("annotations") if isinstance(doc, dict) else None
         if not isinstance(doc, dict) or not isinstance(annotations, (dict, type(None))):
             raise Unattributable("%s is not an OCI config (an object with an annotations object)" % path)
@@ -190,7 +190,7 @@ def read_gpus(pynvml):
             gpus.append({"index": index, "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
                          "total": memory.total, "used": memory.used, "processes": procs})
     except pynvml.NVMLError as exc:
-        raise InventoryError("NVML query failed: %s" % exc, "nvml")
+        raise InventoryError("NVML query failed: %s" % exc, "nvml") from exc
     finally:
         inventory.nvml_shutdown(pynvml)
     return gpus

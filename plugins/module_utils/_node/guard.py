@@ -336,7 +336,7 @@ def install_spec(spec_path, spec_sha256):
     try:
         spec = json.loads(raw.decode("utf-8"))
     except ValueError as exc:
-        raise GpuopsError("%s is not JSON: %s" % (spec_path, exc))
+        raise GpuopsError("%s is not JSON: %s" % (spec_path, exc)) from exc
     if not isinstance(spec, dict) or not isinstance(spec.get("code"), dict):
         raise GpuopsError("%s: expected an object with code, directories, files, links, absent" % spec_path)
     install.check_entries(spec)

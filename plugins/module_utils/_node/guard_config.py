@@ -55,7 +55,7 @@ INT_FIELDS = tuple(sorted(k for k, kind in _TYPES.items() if kind == "int"))
 BOOL_FIELDS = tuple(sorted(k for k, kind in _TYPES.items() if kind == "bool"))
 OPTIONAL_PATHS = ("nvidia_smi", "driver_root", "driver_ready_file")
 
-_CONTROL = re.compile(u"[\x00-\x1f\x7f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def _check_field(name, value):
@@ -112,7 +112,7 @@ def validate(doc, source):
     try:
         config["options"] = rec.validate_options(unknown_inventory="skip", **dict((k, config[k]) for k in RECONCILE_KEYS))
     except ParameterError as exc:
-        raise ParameterError("%s: %s" % (source, exc.field), exc.reason)
+        raise ParameterError("%s: %s" % (source, exc.field), exc.reason) from exc
     return config
 
 
@@ -121,7 +121,7 @@ def parse_config(text, source):
     try:
         doc = json.loads(text, object_pairs_hook=_no_duplicates(source)) if text.strip() else {}
     except ValueError as exc:
-        raise ParameterError(source, "not valid JSON (%s)" % exc)
+        raise ParameterError(source, "not valid JSON (%s)" % exc) from exc
     return validate(doc, source)
 
 
@@ -130,14 +130,14 @@ def load_config(path, explicit):
     try:
         with open(path, "rb") as handle:
             raw = handle.read()
-    except (IOError, OSError) as exc:
+    except OSError as exc:
         if not explicit and getattr(exc, "errno", None) == 2:
             return parse_config("", path)
-        raise ParameterError("--config", "cannot read %s: %s" % (path, exc.strerror or exc))
+        raise ParameterError("--config", "cannot read %s: %s" % (path, exc.strerror or exc)) from exc
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ParameterError(path, "is not valid UTF-8 (byte 0x%02x at offset %d); write the file as UTF-8 JSON" % (raw[exc.start], exc.start))
+        raise ParameterError(path, "is not valid UTF-8 (byte 0x%02x at offset %d); write the file as UTF-8 JSON" % (raw[exc.start], exc.start)) from exc
     return parse_config(text, path)
 
 
@@ -205,7 +205,7 @@ def role_settings(raw):
     try:
         config = validate(doc, "checkpoint_guard")
     except ParameterError as exc:
-        raise ParameterError(exc.field.replace("checkpoint_guard: ", prefix), exc.reason)
+        raise ParameterError(exc.field.replace("checkpoint_guard: ", prefix), exc.reason) from exc
     del config["options"]
     # the role's settings that are not gpuops.json keys (unknown_inventory): checked here too, so the
     # repair step's arguments come whole from this one checked result (options.module_args)

@@ -98,7 +98,7 @@ def local(path, base=None):
         return resolve(base, path, last=False)
     except OSError as exc:
         # never the unresolved path: the kernel would follow its links in the pod, and a loop would look like a missing file
-        raise UnsafeFileError("%s: %s inside the host's root (%s); fix the link on the host" % (path, exc.strerror or exc, base))
+        raise UnsafeFileError("%s: %s inside the host's root (%s); fix the link on the host" % (path, exc.strerror or exc, base)) from exc
 
 
 def readable(path, base=None):
@@ -158,7 +158,7 @@ def hostname(base=None):
                 name = handle.read(256).strip()
             if name:
                 return name
-        except (IOError, OSError):
+        except OSError:
             pass
     return socket.gethostname()
 

@@ -69,7 +69,7 @@ class InstallError(GpuopsError):
 
     def __init__(self, message, result=None):
         self.result = result
-        super(InstallError, self).__init__(message)
+        super().__init__(message)
 
 
 def check_entries(spec):
@@ -117,7 +117,7 @@ def check_filesystems(entries, require_persistent, mountinfo=mounts.MOUNTINFO):
     return seen
 
 
-class Manifest(object):
+class Manifest:
     """The guard's record of its own install (``gpuops-install.json`` beside the code), read once, written when it changes."""
 
     def __init__(self, path, check_mode):
@@ -165,7 +165,7 @@ def _link(entry, check_mode, before_change):
         st = os.lstat(path)
     except OSError as exc:
         if exc.errno != errno.ENOENT:
-            raise NodeFileError("checking", path, exc)
+            raise NodeFileError("checking", path, exc) from exc
         st = None
     if st is not None:
         if not stat.S_ISLNK(st.st_mode):
@@ -186,13 +186,13 @@ def _directory(entry, check_mode, manifest):
         st = os.lstat(path)
     except OSError as exc:
         if exc.errno != errno.ENOENT:
-            raise NodeFileError("checking", path, exc)
+            raise NodeFileError("checking", path, exc) from exc
         if not check_mode:
             try:
                 os.makedirs(path, mode)
                 os.chmod(path, mode)
             except OSError as exc2:
-                raise NodeFileError("creating directory", path, exc2)
+                raise NodeFileError("creating directory", path, exc2) from exc2
         manifest.created(path)
         return {"path": path, "action": "created"}
     if not stat.S_ISDIR(st.st_mode):
@@ -206,7 +206,7 @@ def _directory(entry, check_mode, manifest):
             try:
                 os.chmod(path, mode)
             except OSError as exc:
-                raise NodeFileError("changing the mode of", path, exc)
+                raise NodeFileError("changing the mode of", path, exc) from exc
         return {"path": path, "action": "mode"}
     return None
 
@@ -284,7 +284,7 @@ def _absent(entry, check_mode, systemd, run, before_change):
             else:
                 os.unlink(path)
         except OSError as exc:
-            raise NodeFileError("removing", path, exc)
+            raise NodeFileError("removing", path, exc) from exc
     return {"path": path, "action": "removed", "unit_disabled": unit if disabled else None}
 
 
@@ -414,7 +414,7 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
                     tool, links = devchar.ensure_links(lambda argv: run(argv, None), dev_root, dry_run=check_mode,
                                                        ctk=shutil.which("nvidia-ctk"))
                 except devchar.DevCharError as exc:
-                    raise InstallError("the /dev/char links were not made, so systemd was not reloaded: %s" % exc)
+                    raise InstallError("the /dev/char links were not made, so systemd was not reloaded: %s" % exc) from exc
                 result["dev_char_symlinks"] = dict(links, tool=tool)
             if units_changed:
                 result["daemon_reload"] = True
@@ -430,7 +430,7 @@ def install(spec, run, check_mode=False, diff=False, dev_root="/dev", mountinfo=
         exc.result = _done(result, diffs)
         raise
     except GpuopsError as exc:
-        raise InstallError(str(exc), _done(result, diffs))
+        raise InstallError(str(exc), _done(result, diffs)) from exc
     return _done(result, diffs)
 
 

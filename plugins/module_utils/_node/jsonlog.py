@@ -34,7 +34,7 @@ def rfc3339(now):
     )
 
 
-class JsonLog(object):
+class JsonLog:
     """One JSON object per line: level, msg, time, event, then structured fields."""
 
     def __init__(self, stream, clock=time.time):

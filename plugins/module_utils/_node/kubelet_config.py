@@ -72,7 +72,7 @@ def _within(root, path):
     try:
         return hostroot.readable(path, root)
     except OSError as exc:
-        raise KubeletConfigError("%s: %s" % (path, exc.strerror or exc))
+        raise KubeletConfigError("%s: %s" % (path, exc.strerror or exc)) from exc
 
 
 def _read_text(path, limit=MAX_CONFIG_BYTES):
@@ -155,9 +155,9 @@ def config_file_policy(path):
     except ValueError as exc:
         if not HAS_YAML:
             return _scan_top_level(text, "cpuManagerPolicy")
-        raise KubeletConfigError("%s is not valid YAML/JSON: %s" % (path, exc))
+        raise KubeletConfigError("%s is not valid YAML/JSON: %s" % (path, exc)) from exc
     except Exception as exc:  # yaml.YAMLError; yaml may be absent, so no name to catch
-        raise KubeletConfigError("%s is not valid YAML/JSON: %s" % (path, str(exc).splitlines()[0]))
+        raise KubeletConfigError("%s is not valid YAML/JSON: %s" % (path, str(exc).splitlines()[0])) from exc
     if data is None:
         return None
     if not isinstance(data, dict):

@@ -25,7 +25,7 @@ VOLATILE = frozenset(("tmpfs", "ramfs"))
 _ESCAPE = re.compile(br"\\([0-7]{3})")
 
 
-class Mount(object):
+class Mount:
     """One mountinfo line: where, what filesystem, read-only or not."""
 
     __slots__ = ("point", "fstype", "source", "read_only")
@@ -88,5 +88,5 @@ def read(mountinfo=MOUNTINFO):
     try:
         with open(mountinfo, "rb") as handle:
             return parse(handle.read())
-    except (IOError, OSError):
+    except OSError:
         return []

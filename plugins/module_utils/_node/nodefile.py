@@ -69,7 +69,7 @@ _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _NO_HARDLINKS = (errno.EPERM, errno.EXDEV, errno.EMLINK, getattr(errno, "ENOTSUP", errno.EOPNOTSUPP), errno.EOPNOTSUPP)
 
 
-class NodeFile(object):
+class NodeFile:
     """Bytes of a regular file plus the stat taken from the same open descriptor."""
 
     __slots__ = ("path", "data", "st")
@@ -104,8 +104,8 @@ def read(path, max_bytes=DEFAULT_MAX_BYTES):
         if exc.errno == errno.ENOENT:
             return None
         if exc.errno == errno.ELOOP:
-            raise UnsafeFileError("%s is a symlink; refusing to follow it (point path at the real file)" % path)
-        raise NodeFileError("opening", path, exc)
+            raise UnsafeFileError("%s is a symlink; refusing to follow it (point path at the real file)" % path) from exc
+        raise NodeFileError("opening", path, exc) from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -114,7 +114,7 @@ def read(path, max_bytes=DEFAULT_MAX_BYTES):
             raise UnsafeFileError("%s is %d bytes, over the %d-byte limit (max_bytes); refusing to load it" % (path, st.st_size, max_bytes))
         return NodeFile(path, _read_fd(fd, path, max_bytes), st)
     except OSError as exc:
-        raise NodeFileError("reading", path, exc)
+        raise NodeFileError("reading", path, exc) from exc
     finally:
         os.close(fd)
 
@@ -180,7 +180,7 @@ def write_file(path, data, mode):
         st = os.lstat(path)
     except OSError as exc:
         if exc.errno != errno.ENOENT:
-            raise NodeFileError("checking", path, exc)
+            raise NodeFileError("checking", path, exc) from exc
     else:
         if not stat.S_ISREG(st.st_mode):
             raise UnsafeFileError("%s is not a regular file (a symlink or a directory): remove it or change the path" % path)
@@ -212,7 +212,7 @@ def _swap_in(path, tag, make, verb):
         _fsync_dir(directory)
     except OSError as exc:
         _unlink_quietly(temp)
-        raise NodeFileError(verb, path, exc)
+        raise NodeFileError(verb, path, exc) from exc
 
 
 # ---------------------------------------------------------------------------
@@ -235,7 +235,7 @@ def run_lock(lock_dir, checkpoint_path, timeout=DEFAULT_LOCK_TIMEOUT, sleep=time
         os.makedirs(lock_dir, 0o755, exist_ok=True)  # two first runs may both create it
         fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
     except OSError as exc:
-        raise NodeFileError("opening lock", path, exc)
+        raise NodeFileError("opening lock", path, exc) from exc
     try:
         deadline = clock() + timeout
         while True:
@@ -244,7 +244,7 @@ def run_lock(lock_dir, checkpoint_path, timeout=DEFAULT_LOCK_TIMEOUT, sleep=time
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise NodeFileError("locking", path, exc)
+                    raise NodeFileError("locking", path, exc) from exc
             if clock() >= deadline:
                 raise LockBusyError(
                     "another run holds the lock %s for %s (waited %ds); nothing was changed, run again later" % (path, checkpoint_path, timeout)
@@ -278,9 +278,9 @@ def check_backup_dir(backup_dir):
             if os.path.islink(backup_dir):
                 raise UnsafeFileError(
                     "backup_dir %s is a dangling symlink (to %s); point backup_dir at a real directory" % (backup_dir, os.readlink(backup_dir))
-                )
+                ) from exc
             return False
-        raise NodeFileError("checking backup_dir", backup_dir, exc)
+        raise NodeFileError("checking backup_dir", backup_dir, exc) from exc
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeFileError("backup_dir %s is not a directory" % backup_dir)
     mode = stat.S_IMODE(st.st_mode)
@@ -304,7 +304,7 @@ def write_backup(original, backup_dir, now=None):
         if not check_backup_dir(backup_dir):
             os.makedirs(backup_dir, 0o700)
     except OSError as exc:
-        raise NodeFileError("creating backup_dir", backup_dir, exc)
+        raise NodeFileError("creating backup_dir", backup_dir, exc) from exc
     tmp = _temp_name(backup_dir, os.path.basename(original.path), "backup")
     try:
         _write_new(tmp, original.data, mode=0o600)
@@ -318,7 +318,7 @@ def write_backup(original, backup_dir, now=None):
         _fsync_dir(backup_dir)
     except OSError as exc:
         _unlink_quietly(tmp)
-        raise NodeFileError("writing backup", target, exc)
+        raise NodeFileError("writing backup", target, exc) from exc
     except BaseException:
         _unlink_quietly(tmp)
         raise
@@ -337,7 +337,7 @@ def rotate_backups(backup_dir, path, keep):
     try:
         names = os.listdir(backup_dir)
     except OSError as exc:
-        raise NodeFileError("listing backups in", backup_dir, exc)
+        raise NodeFileError("listing backups in", backup_dir, exc) from exc
     found = []
     for name in names:
         match = pattern.match(name)
@@ -350,7 +350,7 @@ def rotate_backups(backup_dir, path, keep):
         try:
             os.unlink(victim)
         except OSError as exc:
-            raise NodeFileError("removing old backup", victim, exc)
+            raise NodeFileError("removing old backup", victim, exc) from exc
         removed.append(victim)
     return removed
 
@@ -470,9 +470,9 @@ def _claim_link(original, backup):
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             _drop_backup(backup)
-            raise ChangedWhileWorkingError("%s disappeared while we worked (kubelet removed or replaced it); nothing was changed, run again" % path)
+            raise ChangedWhileWorkingError("%s disappeared while we worked (kubelet removed or replaced it); nothing was changed, run again" % path) from exc
         if exc.errno not in _NO_HARDLINKS:
-            raise NodeFileError("linking", path, exc)
+            raise NodeFileError("linking", path, exc) from exc
         return None, None  # no hard links here: compare the path itself, then rename over it
     if not _holds(claim, original):
         _unlink_quietly(claim)
@@ -488,7 +488,7 @@ def _put_back(claimed, path):
             os.unlink(claimed)  # superseded by kubelet's newer write
         _fsync_dir(os.path.dirname(path) or ".")
     except OSError as exc:
-        raise NodeFileError("putting back (the file is at %s)" % claimed, path, exc)
+        raise NodeFileError("putting back (the file is at %s)" % claimed, path, exc) from exc
 
 
 def remove(original, backup_dir, now=None):
@@ -506,8 +506,8 @@ def remove(original, backup_dir, now=None):
     except OSError as exc:
         _drop_backup(backup)
         if exc.errno == errno.ENOENT:
-            raise ChangedWhileWorkingError("%s disappeared while we worked (kubelet removed or replaced it); nothing was changed, run again" % path)
-        raise NodeFileError("moving aside", path, exc)
+            raise ChangedWhileWorkingError("%s disappeared while we worked (kubelet removed or replaced it); nothing was changed, run again" % path) from exc
+        raise NodeFileError("moving aside", path, exc) from exc
     if not _holds(claimed, original):
         _drop_backup(backup)
         _put_back(claimed, path)
@@ -517,7 +517,7 @@ def remove(original, backup_dir, now=None):
         os.unlink(claimed)
         _fsync_dir(os.path.dirname(path) or ".")
     except OSError as exc:
-        raise NodeFileError("removing", claimed, exc)
+        raise NodeFileError("removing", claimed, exc) from exc
     failpoint("removed")
     return backup
 
@@ -540,7 +540,7 @@ def replace(original, data, backup_dir, now=None):
             ours = os.lstat(new)
         except OSError as exc:
             _drop_backup(backup)
-            raise NodeFileError("writing new checkpoint", new, exc)
+            raise NodeFileError("writing new checkpoint", new, exc) from exc
         failpoint("new_written")
         claim, claimed = _claim_link(original, backup)
         failpoint("claimed")
@@ -559,7 +559,7 @@ def replace(original, data, backup_dir, now=None):
                 failpoint("swapped")
             _fsync_dir(directory)
         except OSError as exc:
-            raise NodeFileError("swapping the new checkpoint into place at", path, exc)
+            raise NodeFileError("swapping the new checkpoint into place at", path, exc) from exc
     finally:
         _unlink_quietly(new)
         if claim is not None:
@@ -593,7 +593,7 @@ def _listdir(directory):
     except OSError as exc:
         if exc.errno == errno.ENOENT:
             return []
-        raise NodeFileError("listing", directory, exc)
+        raise NodeFileError("listing", directory, exc) from exc
 
 
 def _in_a_backup(data, path, backup_dir):
@@ -658,5 +658,5 @@ def recover(path, backup_dir, dry_run=False, max_bytes=DEFAULT_MAX_BYTES, now=No
         if steps and not dry_run:
             _fsync_dir(directory)
     except OSError as exc:
-        raise NodeFileError("recovering leftovers of a killed run beside", path, exc)
+        raise NodeFileError("recovering leftovers of a killed run beside", path, exc) from exc
     return steps, restore_from

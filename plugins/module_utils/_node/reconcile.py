@@ -110,7 +110,7 @@ def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
     return result
 
 
-class Plan(object):
+class Plan:
     """What is stale in a checkpoint, per GPU resource."""
 
     __slots__ = ("stale", "stale_registered", "affected", "unrecognized", "gpu_ids_listed", "registered_ids", "pod_ids")
@@ -244,7 +244,7 @@ def render(cp):
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
-class Options(object):
+class Options:
     """The validated settings of one reconcile run, shared by the module and the guard.
 
     Built once by validate_options(); the field names are the module's options and

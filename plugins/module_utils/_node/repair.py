@@ -53,7 +53,7 @@ DEFAULT_RESCUE_SECONDS, RESCUE_SECONDS_RANGE = options_table.DEFAULT_RESCUE_SECO
 ACTIONS = ("removed", "pruned")
 
 
-class Kubelet(object):
+class Kubelet:
     """How to handle the kubelet unit around a repair.
 
     ``restart``: whether a running kubelet may be stopped and started again (else the
@@ -167,7 +167,7 @@ def _read_mark(path):
     try:
         with open(path, "rb") as handle:
             raw = handle.read(4096)
-    except (IOError, OSError):
+    except OSError:
         return None
     try:
         return json.loads(raw.decode("utf-8"))
@@ -185,7 +185,7 @@ def _write_mark(path, unit):
             os.fsync(handle.fileno())
         os.rename(tmp, path)
     except OSError as exc:
-        raise KubeletControlError("writing %s failed (%s): kubelet was not stopped and the checkpoint was left alone" % (path, exc))
+        raise KubeletControlError("writing %s failed (%s): kubelet was not stopped and the checkpoint was left alone" % (path, exc)) from exc
 
 
 def _clear_mark(path):
@@ -292,7 +292,7 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
         info["started"] = ok
         notify("kubelet_started" if ok else "kubelet_start_failed", unit=unit, error=err or None)
         if not ok:
-            raise KubeletControlError("%s; and starting %s again failed (%s): start it by hand" % (exc, unit, err or "no message"), None)
+            raise KubeletControlError("%s; and starting %s again failed (%s): start it by hand" % (exc, unit, err or "no message"), None) from exc
         _disarm(kubelet, mark)
         raise
     result["kubelet"] = info

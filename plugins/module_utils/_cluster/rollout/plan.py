@@ -70,7 +70,7 @@ def check_pattern(field, pattern, expect=None):
     try:
         compiled = re.compile(pattern, re.MULTILINE)
     except re.error as exc:
-        raise ParameterError(field, "%r is not a regular expression: %s" % (pattern, exc))
+        raise ParameterError(field, "%r is not a regular expression: %s" % (pattern, exc)) from exc
     missing = sorted(set(expect or {}) - set(compiled.groupindex))
     if missing:
         raise ParameterError(field.rsplit(".", 1)[0] + ".expect", "names %s, which %r has no named group for (use (?P<name>...))"

@@ -26,7 +26,7 @@ except ImportError:
     pass
 
 
-class DaemonSetApi(object):
+class DaemonSetApi:
     """The cluster side: reads, deletes, and the watches the waits ride on."""
 
     def __init__(self, client, params, check_mode, core=None, apps=None):

@@ -40,7 +40,7 @@ def playbook(tmp_path):
             "-e", json.dumps(extra_vars),
             os.path.join(PLAYBOOKS, name),
         ]
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
         recap = RECAP.search(proc.stdout)
         assert proc.returncode == 0 and recap, proc.stdout[-6000:]
         ok, changed, unreachable, failed = (int(x) for x in recap.groups())

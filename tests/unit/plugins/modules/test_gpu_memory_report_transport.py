@@ -20,7 +20,7 @@ TOKEN = "s3cr3t-token-value"
 EMPTY = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
 
 
-class Server(object):
+class Server:
     """A loopback HTTP server whose handler is a function of the request path; it records every request."""
 
     def __init__(self, answer):

@@ -44,7 +44,7 @@ def test_the_plan_refuses_naming_node_pod_and_reason_and_evicts_the_rest():
     assert "ml/dcgm belongs to DaemonSet" in refusals[0] and "ml/notebook has no controller" in refusals[1]
 
 
-class FakeApi(object):
+class FakeApi:
     def __init__(self, nodes):
         self.nodes = nodes
         self.calls = []

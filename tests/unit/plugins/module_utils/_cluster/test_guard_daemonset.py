@@ -159,7 +159,7 @@ def _catches_sigterm(pid):
 
 
 def _run(argv):
-    done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env={"PATH": os.environ["PATH"]}, check=False)
+    done = subprocess.run(argv, capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, check=False)
     return done.returncode, [json.loads(line) for line in done.stdout.splitlines()], done.stderr
 
 
@@ -186,7 +186,7 @@ def test_the_pods_command_installs_from_its_configmap_then_a_second_start_change
     assert oct(os.stat(str(host / "var/lib/gpuops/backups")).st_mode & 0o777) == "0o700"
     # the installed command runs (its wrapper names the host's paths: run the code as the wrapper would)
     version = subprocess.run([sys.executable, str(host / "usr/local/lib/gpuops/gpuops.pyz"), "--version"], stdout=subprocess.PIPE,
-                             universal_newlines=True, check=True)
+                             text=True, check=True)
     assert version.stdout.startswith("gpuops ")
     # the pod restarted (a node reboot, a deleted pod): nothing written again
     rc, lines, err = _run(argv)

@@ -19,7 +19,7 @@ def obj(name, version, ready=False):
     return {"metadata": {"namespace": "ns", "name": name, "resourceVersion": str(version)}, "status": {"ready": ready}}
 
 
-class Lister(object):
+class Lister:
     """list_fn: returns the current objects; remembers the calls."""
 
     def __init__(self, objects, version):
@@ -30,7 +30,7 @@ class Lister(object):
         return types.SimpleNamespace(items=list(self.objects), metadata=types.SimpleNamespace(resource_version=str(self.version)))
 
 
-class Client(object):
+class Client:
     @staticmethod
     def sanitize_for_serialization(item):
         return item
@@ -39,7 +39,7 @@ class Client(object):
 def scripted(streams, seen):
     """A Watch class whose successive stream() calls play ``streams`` (a list of event lists, or an exception)."""
 
-    class FakeWatch(object):
+    class FakeWatch:
         def stream(self, func, *args, **kwargs):
             seen.append(kwargs)
             script = streams.pop(0)

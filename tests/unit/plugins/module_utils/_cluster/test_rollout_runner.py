@@ -33,7 +33,7 @@ def pod(name, node, rev, ready=True):
             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-class FakeCluster(object):
+class FakeCluster:
     """One DaemonSet (revision ``new``), its pods, the nodes; a delete brings the node's new pod."""
 
     def __init__(self, pods, nodes, strategy="OnDelete", new_pod_ready=True):
@@ -72,7 +72,7 @@ class FakeCluster(object):
     def watch_class(self):
         cluster = self
 
-        class ScriptedWatch(object):
+        class ScriptedWatch:
             def stream(self, func, *args, **kwargs):
                 for old in cluster.gone:
                     yield {"type": "DELETED", "raw_object": old}

@@ -26,7 +26,7 @@ def gpu_pod(name, on):
             "status": {"phase": "Running"}}
 
 
-class FakeApi(object):
+class FakeApi:
     def __init__(self, nodes, pods=()):
         self.nodes, self.pods, self.patches = nodes, list(pods), []
 

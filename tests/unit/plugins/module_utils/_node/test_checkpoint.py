@@ -208,14 +208,14 @@ def test_list_device_ids_error_reported_against_v1_struct():
 
 
 def test_lone_surrogate_becomes_replacement_character_like_go():
-    entries = [codec.PodDevicesEntry(u"\ufffd", "c", "r", None, None)]
+    entries = [codec.PodDevicesEntry("\ufffd", "c", "r", None, None)]
     value = codec.checksum("v2", entries, {})
     raw = ('{"Data":{"PodDeviceEntries":[{"PodUID":"\\ud800","ContainerName":"c","ResourceName":"r"}]},"Checksum":%d}' % value).encode()
     assert codec.decode(raw).valid
 
 
 def test_encode_escapes_like_go():
-    data, dummy = codec.encode(codec.Checkpoint("v2", None, {"a<b>&": [u"\u2028"]}))
+    data, dummy = codec.encode(codec.Checkpoint("v2", None, {"a<b>&": ["\u2028"]}))
     assert b'"a\\u003cb\\u003e\\u0026":["\\u2028"]' in data
     assert codec.decode(data).valid
 
@@ -324,7 +324,7 @@ def test_numa_key_with_thousands_of_leading_zeros_is_numa_node_one_like_parseint
         ("QR==", b"A"),
         ("", b""),
         ("QU JD", "illegal base64 data at input byte 2"),
-        (u"QUJ\u00e9", "illegal base64 data at input byte 3"),
+        ("QUJ\u00e9", "illegal base64 data at input byte 3"),
     ],
 )
 def test_base64_is_as_strict_as_go(text, expected):
@@ -357,11 +357,11 @@ def test_nesting_up_to_go_max_depth_is_accepted_one_more_is_not():
 @pytest.mark.parametrize(
     "raw_uid, go_uid",
     [
-        (b"\xff", u"\ufffd"),
-        (b"a\xe2\x82b", u"a\ufffd\ufffdb"),
-        (b"\xed\xa0\x80", u"\ufffd\ufffd\ufffd"),
-        (b"\xf0\x9f\x98", u"\ufffd\ufffd\ufffd"),
-        (b"\xc0\xaf", u"\ufffd\ufffd"),
+        (b"\xff", "\ufffd"),
+        (b"a\xe2\x82b", "a\ufffd\ufffdb"),
+        (b"\xed\xa0\x80", "\ufffd\ufffd\ufffd"),
+        (b"\xf0\x9f\x98", "\ufffd\ufffd\ufffd"),
+        (b"\xc0\xaf", "\ufffd\ufffd"),
     ],
 )
 def test_invalid_utf8_becomes_one_replacement_per_byte_like_go(raw_uid, go_uid):

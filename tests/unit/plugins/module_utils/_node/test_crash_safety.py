@@ -86,7 +86,7 @@ def killed_node(tmp_path, fake_node):
     return make
 
 
-class Node(object):
+class Node:
     def __init__(self, strategy, path, data, systemd, env, settings, config, tmp):
         self.strategy, self.path, self.data, self.systemd, self.env = strategy, path, data, systemd, env
         self.settings, self.config, self.tmp = settings, config, tmp

@@ -48,7 +48,7 @@ def gather(env, backend, smi=True, extra_path=None, driver_root=None):
         env["LD_LIBRARY_PATH"] = extra_path
     out = subprocess.run(
         [sys.executable, "-c", GATHER, backend, smi_path] + ([driver_root] if driver_root else []),
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=True,
+        env=env, capture_output=True, text=True, check=True,
     )
     return json.loads(out.stdout)
 

@@ -16,7 +16,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._node import install 
 CODE = b"PK\x05\x06" + b"\x00" * 18  # an empty zip: bytes, not text
 
 
-class Systemctl(object):
+class Systemctl:
     """Scripted systemctl: unit enablement in a dict, every call recorded in order."""
 
     def __init__(self, enabled=None, fail=()):

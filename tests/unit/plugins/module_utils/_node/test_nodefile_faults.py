@@ -185,7 +185,7 @@ def test_backups_are_private_whatever_the_checkpoint_mode(node):
 
 def test_backups_are_rotated_to_the_newest_n(node):
     paths = []
-    for i in range(5):
+    for _ in range(5):
         with open(node["path"], "wb") as handle:
             handle.write(node["data"])
         paths.append(run(node, backup_keep=3)["backup_path"])
@@ -198,9 +198,8 @@ def test_backups_are_rotated_to_the_newest_n(node):
 
 
 def test_a_held_lock_makes_the_second_run_wait_then_give_up(node):
-    with nodefile.run_lock(node["lock_dir"], node["path"]):
-        with pytest.raises(LockBusyError, match="another run holds the lock"):
-            run(node, lock_timeout=1)
+    with nodefile.run_lock(node["lock_dir"], node["path"]), pytest.raises(LockBusyError, match="another run holds the lock"):
+        run(node, lock_timeout=1)
     assert checkpoint_bytes(node) == node["data"]
     assert run(node)["changed"]
 
@@ -215,7 +214,7 @@ def test_two_runs_at_once_thirty_times_one_winner_one_backup(node, strategy):
         barrier = threading.Barrier(2)
         results, errors = [], []
 
-        def one():
+        def one(barrier=barrier, results=results, errors=errors):
             barrier.wait()
             try:
                 results.append(run(node, strategy))

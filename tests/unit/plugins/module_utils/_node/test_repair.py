@@ -39,7 +39,7 @@ MIXED = codec.Checkpoint(
 UP_TO_DATE = codec.Checkpoint("v2", [E("valid-pod", "c", "nvidia.com/gpu", {0: [NEW]}, b"keep-env")], {"nvidia.com/gpu": [NEW]})
 
 
-class FakeKubelet(object):
+class FakeKubelet:
     """systemctl for one kubelet unit; a running kubelet writes its memory over the file at every call."""
 
     def __init__(self, path, state="active", fail=()):
