@@ -11,10 +11,10 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # ResourceWarning our warnings-as-errors turn into a failed run after every test passed.
 BASETEMP = --basetemp=$(CURDIR)/build/pytest/$@
 
-.PHONY: test deps unit lab-test matrix sanity lint bench demo fakes clean venv collection-link molecule kube kube-build kube-node prom lab fleet-bench ee ee-context
+.PHONY: test deps unit lab-test matrix sanity lint nox docs-site bench demo fakes clean venv collection-link molecule kube kube-build kube-node prom lab fleet-bench ee ee-context
 
 # Every stage in CI's order, each timed into out/stages.tsv (.ci/run prints the table at the end).
-STAGES := deps venv unit lab-test matrix sanity lint kube-build kube kube-node prom molecule
+STAGES := deps venv unit lab-test matrix sanity lint nox kube-build kube kube-node prom molecule
 test: ## everything CI runs, stage by stage (times in out/stages.tsv; `hack/stage.sh --table`)
 	@mkdir -p out && rm -f out/stages.tsv
 	@set -e; for stage in $(STAGES); do hack/stage.sh $$stage $(MAKE) --no-print-directory $$stage; done
@@ -60,6 +60,17 @@ sanity: venv ## ansible-test sanity: all on ansible-core 2.21, what can differ o
 lint: venv collection-link ## ansible-lint (production profile) and the changelog fragments
 	$(BIN)/ansible-lint --offline
 	$(BIN)/antsibull-changelog lint
+
+# antsibull-nox (noxfile.py, antsibull-nox.toml): ruff and yamllint, antsibull-docs' docs lint,
+# no-unwanted-files and the action groups, the build and galaxy-importer's import of the tarball.
+# Its session venvs are cached in NOX_ENVDIR; kubernetes.core (docs refs) comes from the main venv.
+# antsibull-nox only warns on an importer ERROR line: here it fails the stage.
+NOX_ENVDIR ?= $(HOME)/.cache/gpuops/nox
+nox: venv collection-link ## the Ansible ecosystem's collection checks (antsibull-nox): lint, docs, build and import
+	@mkdir -p out
+	set -o pipefail; ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/collections:$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/nox --envdir $(NOX_ENVDIR) --reuse-venv=yes 2>&1 | tee out/nox.log
+	@if grep -q 'Galaxy importer emitted' out/nox.log; then echo "galaxy-importer logged ERROR lines (out/nox.log)"; exit 1; fi
 
 # A real kube-apiserver/controller-manager/scheduler, with kubelet and kubectl (built once from
 # Debian's kubernetes source in one make call, cached in ~/.cache/gpuops) with SIMULATED nodes: the
