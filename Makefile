@@ -72,6 +72,10 @@ nox: venv collection-link ## the Ansible ecosystem's collection checks (antsibul
 	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/nox --envdir $(NOX_ENVDIR) --reuse-venv=yes 2>&1 | tee out/nox.log
 	@if grep -q 'Galaxy importer emitted' out/nox.log; then echo "galaxy-importer logged ERROR lines (out/nox.log)"; exit 1; fi
 
+docs-site: venv collection-link ## the docs site (antsibull-docs, Sphinx) in build/docsite/html (make nox builds it too)
+	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/collections:$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/nox --envdir $(NOX_ENVDIR) --reuse-venv=yes -s docs-site
+
 # A real kube-apiserver/controller-manager/scheduler, with kubelet and kubectl (built once from
 # Debian's kubernetes source in one make call, cached in ~/.cache/gpuops) with SIMULATED nodes: the
 # roles' integration tests.

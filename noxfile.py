@@ -51,7 +51,7 @@ def docs_site(session: nox.Session) -> None:
                 "--cleanup", "everything", "--fail-on-error", "--use-current", "--squash-hierarchy",
                 "--dest-dir", rst, "gpuops.fleet")
     warnings = os.path.join(dest, "warnings.txt")
-    session.run("sphinx-build", "-M", "html", rst, os.path.join(dest, "build"), "-c", dest, "-q", "-w", warnings)
+    session.run("sphinx-build", "-M", "html", rst, os.path.join(dest, "build"), "-c", dest, "-q", "-w", warnings, silent=True)
     with open(warnings, encoding="utf-8") as handle:
         ours = [line for line in handle.read().splitlines() if "WARNING" in line and not _OFFLINE_ONLY.search(line)]
     if ours:
