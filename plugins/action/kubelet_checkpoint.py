@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin for gpuops.fleet.kubelet_checkpoint: ``settings`` (a mapping of the module's own options,
-e.g. ``module_args`` of the ``gpuops.fleet.checkpoint_guard_settings`` filter) is merged under the task's
+e.g. ``module_args`` of the ``gpuops.fleet._checkpoint_guard_settings`` filter) is merged under the task's
 other options on the controller, and the module is called once with the result.
 
 This is what lets the checkpoint_guard role pass the one option table's checked settings without a
@@ -30,7 +30,7 @@ def merged_args(args):
         return args, None
     if not isinstance(settings, Mapping):
         return None, ("settings: give a mapping of this module's options (e.g. the module_args of "
-                      "gpuops.fleet.checkpoint_guard_settings), not %s" % type(settings).__name__)
+                      "gpuops.fleet._checkpoint_guard_settings), not %s" % type(settings).__name__)
     for key in settings:
         if not isinstance(key, str) or not key or key.startswith("_") or key == "settings":
             return None, "settings: %r is not an option of %s" % (key, MODULE)

@@ -22,11 +22,11 @@ def checked_values(checks):
     "off") to a mapping of variable names to values.
     """
     if not isinstance(checks, dict):
-        raise AnsibleFilterError("gpuops.fleet.checked_values: expected a mapping of kinds to {variable: value}")
+        raise AnsibleFilterError("gpuops.fleet._checked_values: expected a mapping of kinds to {variable: value}")
     for kind in sorted(checks):
         base = kind[: -len(_OR_EMPTY)] if kind.endswith(_OR_EMPTY) else kind
         if base not in CHECKS or not isinstance(checks[kind], dict):
-            raise AnsibleFilterError("gpuops.fleet.checked_values: unknown kind %r (known: %s)" % (kind, ", ".join(sorted(CHECKS))))
+            raise AnsibleFilterError("gpuops.fleet._checked_values: unknown kind %r (known: %s)" % (kind, ", ".join(sorted(CHECKS))))
         for field in sorted(checks[kind]):
             try:
                 check_value(field, checks[kind][field], base, empty_ok=base != kind)
@@ -45,4 +45,4 @@ def unit_environment(environment, field):
 
 class FilterModule:
     def filters(self):
-        return {"checked_values": checked_values, "unit_environment": unit_environment}
+        return {"_checked_values": checked_values, "_unit_environment": unit_environment}

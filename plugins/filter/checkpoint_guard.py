@@ -27,7 +27,7 @@ def checkpoint_guard_settings(raw):
 def _checked(settings, root, unit_dir):
     """(root, unit_dir) of a filter's input, checked as every path the role writes into a unit (role_settings)."""
     if not isinstance(settings, dict) or not {"config", "unit"} <= set(settings):
-        raise ParameterError("_input", "expected the result of gpuops.fleet.checkpoint_guard_settings")
+        raise ParameterError("_input", "expected the result of gpuops.fleet._checkpoint_guard_settings")
     if root not in ("", None) and not UNIT_PATH.match(str(root)):
         raise ParameterError("checkpoint_guard_sysroot", "%r must be / or an absolute path of letters, digits and ._@+:,=/-" % (root,))
     if not isinstance(unit_dir, str) or not UNIT_PATH.match(unit_dir):
@@ -74,5 +74,5 @@ def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="
 
 class FilterModule:
     def filters(self):
-        return {"checkpoint_guard_settings": checkpoint_guard_settings, "checkpoint_guard_files": checkpoint_guard_files,
-                "checkpoint_guard_layout": checkpoint_guard_layout, "checkpoint_guard_daemonset": checkpoint_guard_daemonset}
+        return {"_checkpoint_guard_settings": checkpoint_guard_settings, "_checkpoint_guard_files": checkpoint_guard_files,
+                "_checkpoint_guard_layout": checkpoint_guard_layout, "_checkpoint_guard_daemonset": checkpoint_guard_daemonset}

@@ -61,7 +61,7 @@ options:
   settings:
     description:
       - Options of this module as one mapping, merged under the options the task names (those win) by the module's
-        action plugin on the controller. Give it the C(module_args) of the P(gpuops.fleet.checkpoint_guard_settings#filter)
+        action plugin on the controller. Give it the C(module_args) of the P(gpuops.fleet._checkpoint_guard_settings#filter)
         filter, so a play passes the checked repair settings without a templated argument dict, which ansible-core
         2.19 and later warn is unsafe.
       - Keys must be options of this module; a key starting with C(_) or V(settings) itself is refused.

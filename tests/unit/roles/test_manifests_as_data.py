@@ -99,7 +99,7 @@ def _unit_structure(text):
 
 
 def refused(role, var, value):
-    """Whether the role's preflight (gpuops.fleet.checked_values over its __<role>_checks) refuses ``value`` for ``var``."""
+    """Whether the role's preflight (gpuops.fleet._checked_values over its __<role>_checks) refuses ``value`` for ``var``."""
     internal = role_checks.load(role, "vars", "main.yml") or {}
     for name in ("__%s_checks" % role, "__%s_node_checks" % role):
         for kind, fields in (internal.get(name) or {}).items():

@@ -124,7 +124,7 @@ def test_the_late_unit_comes_with_the_late_check_and_hardening_can_be_off():
 def test_a_bad_location_or_switch_is_refused_by_name(kw, message):
     with pytest.raises(AnsibleFilterError, match=message.replace("\n", ".")):
         checkpoint_guard_files(settings(), **kw)
-    with pytest.raises(AnsibleFilterError, match="expected the result of gpuops.fleet.checkpoint_guard_settings"):
+    with pytest.raises(AnsibleFilterError, match="expected the result of gpuops.fleet._checkpoint_guard_settings"):
         checkpoint_guard_files({"config": {}})
 
 
