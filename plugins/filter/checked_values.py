@@ -10,7 +10,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import CHECKS, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import environment_lines
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_settings import environment_lines
 
 _OR_EMPTY = "_or_empty"
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import guard_daemonset
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import guard_layout
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_daemonset as guard_daemonset
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_layout as guard_layout
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import role_settings
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_settings import role_settings
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code, _guard_files
 
 

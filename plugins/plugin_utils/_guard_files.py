@@ -6,7 +6,7 @@
 
 The ``checkpoint_guard`` role's wrapper (``/usr/local/bin/gpuops``), configuration (``gpuops.json``) and
 units (``gpuops.service``, ``gpuops-late.service``) from the checked settings of
-``_node/guard_config.role_settings``: every value in them was checked there (paths, unit names,
+``_guard_settings.role_settings``: every value in them was checked there (paths, unit names,
 ``Environment=`` lines), and each line is built here from one value, so no value can add a line.
 Python string literals in the wrapper are ``repr()``s. One call per host renders all of them (the
 role's templates were one lookup and one settings evaluation each).
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import posixpath
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import guard_layout
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_layout as guard_layout
 
 HEADER = "# Managed by the gpuops.fleet.checkpoint_guard role: local changes are overwritten at its next run."
 HARDENING = ["NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectHome=read-only", "ProtectSystem=full"]

@@ -19,7 +19,7 @@ import pytest
 
 import role_checks  # tests/unit/roles/role_checks.py  # pylint: disable=import-error
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import main as guard
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code as guard_code
 
 ROOT = role_checks.ROOT
@@ -48,7 +48,7 @@ def test_the_guard_is_one_file_that_imports_alone_on_the_oldest_python(tmp_path)
     pyz = tmp_path / "gpuops.pyz"
     pyz.write_bytes(data)
     modules = [n[:-3].replace("/", ".") for n in names if n.startswith("ansible_collections/") and not n.endswith("__init__.py")]
-    assert "ansible_collections.gpuops.fleet.plugins.module_utils._node.guard" in modules and "gpuops_main.py" in names
+    assert "ansible_collections.gpuops.fleet.plugins.module_utils._node.guard.main" in modules and "gpuops_main.py" in names
     script = ("import importlib, sys; sys.path.insert(0, %r)\nfor name in %r: importlib.import_module(name)\n"
               "from gpuops_main import entry; sys.exit(entry(argv=['--version']))" % (str(pyz), modules))
     pythons = [sys.executable] + sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.8.*/bin/python3")))[-1:]
@@ -73,13 +73,15 @@ def test_the_guard_file_is_reproducible_and_holds_the_node_and_common_packages(t
     assert "ansible_collections/gpuops/fleet/plugins/module_utils/_node/new_helper.py" in guard_code.build(str(root))[1]
     base = "ansible_collections/gpuops/fleet/plugins/module_utils/"
     shipped = sorted(n[len(base):] for n in names if n.startswith(base))
+    utils = os.path.join(ROOT, "plugins", "module_utils")
     expected = sorted(
-        "%s/%s" % (package, name)
+        os.path.relpath(os.path.join(top, name), utils).replace(os.sep, "/")
         for package in ("_node", "_common")
-        for name in os.listdir(os.path.join(ROOT, "plugins", "module_utils", package)) if name.endswith(".py")
+        for top, _dirs, files in os.walk(os.path.join(utils, package)) if "__pycache__" not in top
+        for name in files if name.endswith(".py")
     ) + ["__init__.py"]
     assert shipped == sorted(expected)
-    assert not [n for n in names if "/_cluster/" in n]
+    assert not [n for n in names if "/_cluster/" in n or "/plugin_utils/" in n]
     with zipfile.ZipFile(io.BytesIO(first)) as archive:
         for name in shipped:
             if name != "__init__.py":

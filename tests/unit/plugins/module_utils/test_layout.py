@@ -4,7 +4,12 @@
 * ``_node``: what the ``gpuops`` command (plugins/plugin_utils/_guard_code.py) and the node modules
   run on a GPU node, as root, before kubelet; shipped to every node whole.
 * ``_cluster``: controller code that talks to the API server; never shipped to a node.
-* ``_common``: leaves both use.
+* ``_common``: leaves both use; each is imported on the node side, or it is controller code.
+* ``plugin_utils``: the controller's side of the plugins (the guard's settings, file list, layout and
+  DaemonSet form, the zip builder); module_utils never import it.
+* Filters and action plugins (and the connection, inventory and lookup plugins) never import ``_node``:
+  they reach node code only through plugin_utils, which builds what the node reads.
+* Of the node code only the guard's entry point starts processes; no module imports it.
 
 The rules read each file's ``import`` statements with ``ast`` (a string in a comment or a docstring
 cannot satisfy or break them), including imports inside functions.
@@ -103,3 +108,42 @@ def test_the_rules_catch_a_wrong_import(tmp_path):
     names = imported(str(bad))
     assert names == ["ansible_collections.gpuops.fleet.plugins.module_utils._cluster.drain"]
     assert _our_package(names[0]) == "_cluster" and "_cluster" not in ALLOWED["_node"]
+
+
+CONTROLLER_PLUGINS = ("filter", "action", "connection", "inventory", "lookup")
+
+
+def _plugin_files(kind):
+    directory = os.path.join(ROOT, "plugins", kind)
+    return [os.path.join(directory, n) for n in sorted(os.listdir(directory)) if n.endswith(".py") and n != "__init__.py"]
+
+
+@pytest.mark.parametrize("kind", CONTROLLER_PLUGINS)
+def test_controller_plugins_never_import_node_code(kind):
+    wrong = ["%s imports %s" % (os.path.relpath(path, ROOT), name)
+             for path in _plugin_files(kind) for name in imported(path) if _our_package(name) == "_node"]
+    assert wrong == []
+
+
+def test_each_common_leaf_is_used_on_the_node():
+    """A ``_common`` file that no node code imports is controller code shipped to every node for nothing."""
+    node_side = list(_files("_node")) + [p for p in _plugin_files("modules") if any(_our_package(n) == "_node" for n in imported(p))]
+    used = set()
+    for path in node_side:
+        for name in imported(path):
+            if _our_package(name) == "_common":
+                used.add(name[len(OURS + ".module_utils._common."):].split(".")[0])
+    leaves = set(os.path.basename(p)[:-3] for p in _files("_common")) - {"__init__"}
+    assert leaves - used == set()
+
+
+def test_only_the_guard_entry_point_starts_processes_and_no_module_imports_it():
+    entry = os.path.join(UTILS, "_node", "guard", "entry.py")
+    starting = sorted(os.path.relpath(path, ROOT) for package in PACKAGES for path in _files(package)
+                      if any(n.split(".")[0] in ("subprocess", "multiprocessing") for n in imported(path)))
+    assert starting == [os.path.relpath(entry, ROOT)]
+    entry_module = OURS + ".module_utils._node.guard.entry"
+    importers = [path for kind in ("modules", "action", "filter") for path in _plugin_files(kind)
+                 if any(n.startswith(entry_module) for n in imported(path))]
+    importers += [path for package in PACKAGES for path in _files(package) if any(n.startswith(entry_module) for n in imported(path))]
+    assert importers == []

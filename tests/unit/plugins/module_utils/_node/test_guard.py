@@ -19,7 +19,7 @@ import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import main as guard
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import jsonlog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 

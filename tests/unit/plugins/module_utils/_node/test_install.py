@@ -402,7 +402,7 @@ def test_an_older_layout_s_directory_holding_anything_else_is_left_alone_and_nam
     shutil.rmtree(str(lib / "ansible_collections" / "community"))
     (lib / "ansible_collections" / "gpuops" / "fleet" / "plugins").mkdir()
     (lib / "ansible_collections" / "gpuops" / "__init__.py").write_text("")
-    (lib / "gpuops_main.py").write_text("from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import main\n")
+    (lib / "gpuops_main.py").write_text("from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard.main import main\n")
     result = inst.install(s, Systemctl(enabled={"gpuops.service": True}), dev_root=str(tmp_path / "nodev"))
     assert sorted(r["path"] for r in result["removed"]) == [str(lib / "ansible_collections"), str(lib / "gpuops_main.py")]
     assert result["left_alone"] == [] and not (lib / "ansible_collections").exists()

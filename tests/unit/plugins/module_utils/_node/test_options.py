@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard_config, options, reconcile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import config as guard_config
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_settings import role_settings
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options, reconcile
 from ansible_collections.gpuops.fleet.plugins.modules import kubelet_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
@@ -78,7 +80,7 @@ def test_the_role_passes_every_table_setting_from_one_checked_result():
                   driver_root="", driver_ready_file="", late_check="false", late_wait_seconds="600", config_path="/etc/gpuops/gpuops.json",
                   bin="/usr/local/bin/gpuops", python="/usr/bin/python3", lib_dir="/usr/local/lib/gpuops", after_units=[],
                   timeout_seconds="120", environment={})
-    args = guard_config.role_settings(values)["module_args"]
+    args = role_settings(values)["module_args"]
     assert set(args) == set(r["name"] for r in options.TABLE if r["role"])
     assert (args["backup_keep"], args["restart_kubelet"], args["strategy"], args["unknown_inventory"]) == (3, True, "prune", "skip")
     # the tasks pass that result as the module's settings (literal keys, no templated argument dict), and name no
@@ -99,4 +101,4 @@ def test_a_role_only_setting_out_of_its_choices_is_refused_by_name():
                 "lock_timeout", "restart_kubelet", "kubelet_rescue_seconds", "driver_wait_seconds", "late_check", "late_wait_seconds"):
         values.pop(key)
     with pytest.raises(ParameterError, match="checkpoint_guard_unknown_inventory"):
-        guard_config.role_settings(values)
+        role_settings(values)

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import guard
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import main as guard
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rc
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair

@@ -45,7 +45,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
     LockBusyError,
     UnsafeFileError,
 )
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard_config import DEFAULT_CONFIG, load_config, parse_config
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard.config import DEFAULT_CONFIG, load_config, parse_config
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.jsonlog import JsonLog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import SHA256
 

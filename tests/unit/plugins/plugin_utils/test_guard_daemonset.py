@@ -22,7 +22,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.filter.checkpoint_guard import checkpoint_guard_daemonset, checkpoint_guard_settings
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import guard_daemonset as gd
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_daemonset as gd
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import mounts
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code
 

@@ -40,7 +40,7 @@ import hashlib
 import json
 import posixpath
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import guard_layout
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_layout as guard_layout
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, check_pinned_image, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 

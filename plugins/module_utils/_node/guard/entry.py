@@ -4,10 +4,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The node-side ``gpuops`` command's entry point (boot guard, ``gpuops metrics``).
 
-The command's code is the collection's module_utils, which start no process themselves (a module
-runs commands through ``AnsibleModule.run_command``); this entry point, outside module_utils, is
-the one place where the command starts the few it needs (systemctl, systemd-run, nvidia-smi,
-nvidia-ctk). The checkpoint_guard role installs it beside the code; ``/usr/local/bin/gpuops``
+The command's code is the collection's node module_utils, which start no process themselves (a
+module runs commands through ``AnsibleModule.run_command``); this entry point is the one file of
+them that starts the few the command needs (systemctl, systemd-run, nvidia-smi, nvidia-ctk), and
+no module imports it (tests/unit/plugins/module_utils/test_layout.py holds both rules). The guard's
+file puts it at its top as ``gpuops_main`` (plugin_utils/_guard_code.py); ``/usr/local/bin/gpuops``
 calls ``entry``.
 """
 
@@ -26,6 +27,6 @@ def run(argv):
 
 def entry(default_config="/etc/gpuops/gpuops.json", argv=None):
     """Run ``gpuops`` with ``argv`` (the command line by default); returns its exit code."""
-    from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import main  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard.main import main  # pylint: disable=import-outside-toplevel
 
     return main(sys.argv[1:] if argv is None else argv, default_config=default_config, run=run)
