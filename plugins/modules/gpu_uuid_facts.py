@@ -160,8 +160,7 @@ ansible_facts:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather_on_node
 
 
@@ -174,12 +173,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        # on the host, or beside it from the node pod (hostroot: the host's nvidia-smi, NVML under the host's root)
-        facts = gather_on_node(module.run_command, module.params["backend"], module.params["nvidia_smi_path"], module.params["driver_root"],
-                               get_bin_path=module.get_bin_path)
-    except GpuopsError as exc:
-        module.fail_json(msg=str(exc))
+    # on the host, or beside it from the node pod (hostroot: the host's nvidia-smi, NVML under the host's root)
+    facts = edge.run(module, lambda: gather_on_node(module.run_command, module.params["backend"], module.params["nvidia_smi_path"],
+                                               module.params["driver_root"], get_bin_path=module.get_bin_path))
     facts = hostroot.to_host(facts)
     if not facts["available"] and module.params["fail_on_unavailable"]:
         module.fail_json(msg="cannot read the GPUs: %s" % facts["reason"], ansible_facts={"gpuops_gpus": facts})

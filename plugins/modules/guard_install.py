@@ -289,7 +289,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME, SHA256
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import MODE, check_entries, install
 
 ARGUMENT_SPEC = dict(
@@ -345,12 +346,8 @@ def main():
     def run(argv, env):
         return module.run_command(argv, environ_update=env or {})
 
-    try:
-        spec = checked(module.params)
-        result = install(spec, run, check_mode=module.check_mode, diff=module._diff)
-    except GpuopsError as exc:
-        # an install step that failed says what was done before it (InstallError.result)
-        module.fail_json(msg=str(exc), **(getattr(exc, "result", None) or {}))
+    # an install step that failed says what was done before it (InstallError.result, merged by edge.run)
+    result = edge.run(module, lambda: install(checked(module.params), run, check_mode=module.check_mode, diff=module._diff))
     for row in result["left_alone"]:
         module.warn("left alone, not the guard's to remove: %s" % row["reason"])
     module.exit_json(**result)

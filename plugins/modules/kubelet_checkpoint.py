@@ -398,8 +398,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, argument_spec as table_argument_spec
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, KubeletControlError, KubeletRunningError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather_on_node
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.kubelet_config import find_kubelet_process
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, PATH_OPTIONS, validate_options
@@ -433,24 +432,22 @@ def main():
     if params["settings"]:  # the action plugin merges them on the controller; here they would be ignored
         module.fail_json(msg="settings: merged by the action plugin of gpuops.fleet.kubelet_checkpoint on the controller; "
                          "run the module as a task (not through another action), or give the options themselves")
-    facts = params["gpus"]
-    # GPUs read here (no gpus given) go back as facts: one round trip per node reads the
-    # GPUs and plans (or repairs); gpu_uuid_facts is then not needed beforehand
-    gathered = {}
-    try:
+    # what a failure reports besides its message: the GPUs in hand and, when read here, the facts
+    # (a kubelet stop/start that failed adds its own result: edge.run merges KubeletControlError.result)
+    context = {"checkpoint_path": params["checkpoint_path"], "gpus": params["gpus"], "ansible_facts": {}}
+
+    def work():
         options = validate_options(**dict((name, params[name]) for name in OPTION_DEFAULTS))
         hostroot.localize(options, PATH_OPTIONS)  # host paths, reached under the host's root beside it
-        if facts is None:
-            facts = gather_on_node(module.run_command, params["backend"], driver_root=params["driver_root"], get_bin_path=module.get_bin_path)
-            gathered = {"gpuops_gpus": facts}
-        result = repair(facts, options, _kubelet(module), check_mode=module.check_mode, diff=module._diff)
-    except (KubeletRunningError, KubeletControlError) as exc:
-        done = dict(exc.result or {}, msg=str(exc), gpus=facts, ansible_facts=gathered)
-        done.pop("diff", None)
-        done.setdefault("checkpoint_path", params["checkpoint_path"])
-        module.fail_json(**hostroot.to_host(done))
-    except GpuopsError as exc:
-        module.fail_json(**hostroot.to_host(dict(msg=str(exc), checkpoint_path=params["checkpoint_path"], gpus=facts, ansible_facts=gathered)))
+        if context["gpus"] is None:
+            # GPUs read here (no gpus given) go back as facts: one round trip per node reads the
+            # GPUs and plans (or repairs); gpu_uuid_facts is then not needed beforehand
+            context["gpus"] = gather_on_node(module.run_command, params["backend"], driver_root=params["driver_root"], get_bin_path=module.get_bin_path)
+            context["ansible_facts"] = {"gpuops_gpus": context["gpus"]}
+        return repair(context["gpus"], options, _kubelet(module), check_mode=module.check_mode, diff=module._diff)
+
+    result = edge.run(module, work, context)
+    facts, gathered = context["gpus"], context["ansible_facts"]
     if result["status"] == "corrupt" and result["action"] == "none":
         module.warn(hostroot.to_host(result["msg"]))
     # the report names host paths, whichever side of the host the module ran on

@@ -130,19 +130,15 @@ error:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import CHECKPOINT_ARGS
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import describe
 
 
 def main():
     module = AnsibleModule(argument_spec=dict(CHECKPOINT_ARGS), supports_check_mode=True)
     path = module.params["checkpoint_path"]
-    try:
-        # a host path, reached under the host's root where the module runs beside it (hostroot)
-        result = describe(hostroot.local(path), module.params["max_bytes"])
-    except GpuopsError as exc:
-        module.fail_json(msg=hostroot.to_host(str(exc)), checkpoint_path=path)
+    # a host path, reached under the host's root where the module runs beside it (hostroot)
+    result = edge.run(module, lambda: describe(hostroot.local(path), module.params["max_bytes"]), {"checkpoint_path": path})
     module.exit_json(changed=False, **hostroot.to_host(result))
 
 

@@ -104,8 +104,7 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot, kubelet_config
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot, kubelet_config
 
 
 def main():
@@ -119,12 +118,9 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    try:
-        # root is a host path, also from the node pod beside a host without python3 (hostroot)
-        result = kubelet_config.read_on_node(root=params["root"], cmdline=params["cmdline"], config_path=params["config_path"],
-                                             hostname=params["hostname"])
-    except GpuopsError as exc:
-        module.fail_json(msg=hostroot.to_host(str(exc)))
+    # root is a host path, also from the node pod beside a host without python3 (hostroot)
+    result = edge.run(module, lambda: kubelet_config.read_on_node(root=params["root"], cmdline=params["cmdline"], config_path=params["config_path"],
+                                                             hostname=params["hostname"]))
     module.exit_json(changed=False, **hostroot.to_host(result))
 
 
