@@ -93,7 +93,7 @@ one() {
   if [ "$major" != "${majors[0]}" ] && [ "$major" != "${majors[${#majors[@]} - 1]}" ]; then
     select=(--deselect tests/lab/test_lab.py::test_a_failed_batch_stops_the_run_before_the_next_batch --deselect tests/lab/test_fleet_lab.py)
   fi
-  if "$python" -m pytest -p no:randomly -p no:cacheprovider -q --basetemp="$tmp/ansible-$major" "${select[@]}" tests/unit/plugins/modules tests/lab; then
+  if "$python" -m pytest -p no:randomly -p no:cacheprovider -q --basetemp="$tmp/ansible-$major" "${select[@]}" tests/unit/plugins/modules tests/unit/plugins/connection/test_k8s_node_argv.py tests/lab; then
     echo "ansible-core $core (Python $pyver): passed ($((SECONDS - start)) s)" > "$tmp/result-$major"
   else
     echo "ansible-core $core (Python $pyver): FAILED ($((SECONDS - start)) s)" > "$tmp/result-$major"

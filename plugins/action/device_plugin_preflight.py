@@ -9,7 +9,7 @@ the role passes no hostvars through a filter."""
 from __future__ import annotations
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.device_plugin import kubelet_facts_by_node
-from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction, host_variables
 
 
 class ActionModule(HostFactsAction):
@@ -18,15 +18,10 @@ class ActionModule(HostFactsAction):
     def fill(self, args, task_vars):
         if args.get("kubelet_facts") is None:
             group = args.get("hosts_group") or "gpu_nodes"
-            hostvars = task_vars.get("hostvars") or {}
             hosts = (task_vars.get("groups") or {}).get(group) or []
             # only what the check reads, never the hosts' other variables
-            wanted = ("device_plugin_kubelet", "device_plugin_node_name", "ansible_facts", "inventory_hostname")
             host_vars = []
-            for host in hosts:
-                found = hostvars.get(host) or {}
-                entry = dict((key, found.get(key)) for key in wanted if key in found)
-                facts = (entry.get("ansible_facts") or {}).get("gpuops_gpus")
-                entry["ansible_facts"] = {"gpuops_gpus": facts} if facts else {}
-                host_vars.append(entry)
+            for host, found in host_variables(task_vars.get("hostvars") or {}, hosts, ("device_plugin_kubelet", "device_plugin_node_name")):
+                gpus = found.pop("gpus")
+                host_vars.append(dict(found, inventory_hostname=host, ansible_facts={"gpuops_gpus": gpus} if gpus else {}))
             args["kubelet_facts"] = kubelet_facts_by_node(host_vars)

@@ -8,20 +8,19 @@ variables on the controller), so the role passes no hostvars through a filter.""
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction, host_variables
 
 
 def node_truth(hostvars, hosts):
     """``[{node, gpus, pod_device_entries}]`` of the hosts that read both their GPUs and their checkpoint."""
     out = []
-    for host in hosts:
-        found = hostvars.get(host) or {}
-        gpus = ((found.get("ansible_facts") or {}).get("gpuops_gpus") or {})
+    for host, found in host_variables(hostvars, hosts, ("gpu_sharing_checkpoint_info", "gpuops_node_name")):
+        gpus = found["gpus"]
         info = found.get("gpu_sharing_checkpoint_info") or {}
         # a node whose GPUs could not be read, or whose checkpoint did not decode, is not compared
         if gpus.get("available") is False or not gpus.get("gpus") or info.get("error") or not info.get("exists"):
             continue
-        out.append({"node": found.get("gpuops_node_name") or found.get("inventory_hostname") or host,
+        out.append({"node": found.get("gpuops_node_name") or host,
                     "gpus": [{"index": g.get("index"), "uuid": g.get("uuid")} for g in gpus["gpus"]],
                     "pod_device_entries": info.get("pod_device_entries") or []})
     return out

@@ -8,15 +8,14 @@ switched node's inventory host in the result, so the next play can repair its ch
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction, host_variables
 
 
 def desired_modes(hostvars, groups, hosts_group, sharing_group):
     """``({node: sharing}, {node: host})`` from the inventory; the value is left for the module to check."""
     nodes, hosts = {}, {}
     sharing = set(groups.get(sharing_group) or ())
-    for host in groups.get(hosts_group) or ():
-        found = hostvars.get(host) or {}
+    for host, found in host_variables(hostvars, groups.get(hosts_group), ("gpuops_node_name", "gpu_sharing_enabled")):
         node = found.get("gpuops_node_name") or host
         value = found.get("gpu_sharing_enabled")
         nodes[node] = (host in sharing) if value is None else value

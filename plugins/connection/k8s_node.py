@@ -336,10 +336,19 @@ class Connection(KubectlConnection):
         self._node_pod = None
 
     def _kubectl(self):
-        """kubectl with the auth options (kubernetes.core's own argument builder) and the namespace."""
+        """kubectl with the auth options (kubernetes.core's own argument builder) and the namespace.
+
+        kubernetes.core's ``_build_exec_cmd`` is private: it ends its argv with ``exec -i POD [-c C] --``
+        and the command. That tail is checked, not counted blind, so a kubernetes.core that builds it
+        otherwise fails here by name instead of running kubectl with a wrong argv
+        (tests/unit/plugins/connection/test_k8s_node_argv.py, on every kubernetes.core ``make matrix`` holds)."""
         argv, censored = super()._build_exec_cmd([])
-        tail = 3 + (2 if self.get_option("kubectl_container") else 0) + 1  # exec -i POD [-c C] --
-        return argv[:-tail], censored[:-tail]
+        container = self.get_option("kubectl_container")
+        tail = ["exec", "-i", self.get_option("kubectl_pod")] + (["-c", container] if container else []) + ["--"]
+        if argv[-len(tail):] != tail or censored[-len(tail):] != tail:
+            raise AnsibleConnectionFailure("kubernetes.core's kubectl connection built %r, not ending in %r: this kubernetes.core "
+                                           "is not one gpuops.fleet.k8s_node supports" % (censored[-len(tail):], tail))
+        return argv[:-len(tail)], censored[:-len(tail)]
 
     def _call(self, argv, data, timeout):
         """Run kubectl: (rc, stdout, stderr) as bytes, rc None when it gave no answer in ``timeout`` seconds."""

@@ -41,10 +41,11 @@ import json
 import posixpath
 
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_layout as guard_layout
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.beside_host import HOST_ROOT
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, check_pinned_image, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
-HOST = "/host"
+HOST = HOST_ROOT
 CONFIG_DIR = "/gpuops"
 CODE_KEY = "gpuops.pyz"
 SPEC_KEY = "install.json"

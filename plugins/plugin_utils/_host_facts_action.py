@@ -10,6 +10,31 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
+# Every variable an action plugin reads from the GPU hosts, and who sets it: a role's ``register:`` on
+# the node (tests/unit/roles/test_entry_points.py finds each in its task file) or the user's inventory.
+HOST_VARIABLES = {
+    "device_plugin_kubelet": "register: roles/device_plugin/tasks/node_facts.yml",
+    "gpu_sharing_checkpoint_info": "register: roles/gpu_sharing/tasks/node_truth.yml",
+    "device_plugin_node_name": "inventory",
+    "gpuops_node_name": "inventory",
+    "gpu_sharing_enabled": "inventory",
+}
+
+
+def host_variables(hostvars, hosts, names):
+    """``[(host, {name: value, "gpus": its gpuops_gpus fact or {}})]`` for ``hosts``, in order: only the
+    ``names`` (of HOST_VARIABLES) a host has, never its other variables."""
+    unknown = sorted(set(names) - set(HOST_VARIABLES))
+    if unknown:
+        raise ValueError("not a declared host variable (HOST_VARIABLES): %s" % ", ".join(unknown))
+    rows = []
+    for host in hosts or ():
+        found = hostvars.get(host) or {}
+        values = dict((name, found.get(name)) for name in names if name in found)
+        values["gpus"] = (found.get("ansible_facts") or {}).get("gpuops_gpus") or {}
+        rows.append((host, values))
+    return rows
+
 
 class HostFactsAction(ActionBase):
     """Runs ``MODULE`` with its arguments completed by ``fill`` and its result finished by ``finish``."""

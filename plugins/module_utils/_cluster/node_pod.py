@@ -45,6 +45,7 @@ import hashlib
 import re
 import secrets
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.beside_host import HOST_ROOT, HOST_ROOT_ENV
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, check_pinned_image, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
@@ -61,7 +62,6 @@ GPU_ACCESS = ("nvidia-runtime", "privileged", "none")
 # where the modules run: chrooted into the host (its python3), beside it (the image's python3, the host's / at HOST_ROOT),
 # or auto: on the host where it has python3, else beside it (decided once per pod, by the first command)
 EXEC_ON = ("auto", "host", "pod")
-HOST_ROOT = "/host"
 EXEC_ON_ENV = "GPUOPS_NODE_EXEC_ON"
 EXEC_ON_FILE = "/tmp/gpuops-exec-on"
 # busybox 1.36 (Docker Hub's docker.io/library/busybox:1.36 manifest list), pinned: a tag can be moved to other code
@@ -188,8 +188,8 @@ _PROLOGUE = ('touch %(hb)s; HOME=/root; export HOME; cd /; '
              'if [ ! -s %(file)s ]; then case "$%(env)s" in host|pod) on=$%(env)s;; '
              '*) if chroot %(root)s /bin/sh -c "command -v python3" > /dev/null 2>&1; then on=host; else on=pod; fi;; esac; '
              'echo "$on" > %(file)s.$$ && mv %(file)s.$$ %(file)s; fi; read on < %(file)s; '
-             'if [ "$on" = pod ]; then GPUOPS_HOST_ROOT=%(root)s; export GPUOPS_HOST_ROOT; else set -- chroot %(root)s "$@"; fi; '
-             % {"hb": HEARTBEAT, "file": EXEC_ON_FILE, "env": EXEC_ON_ENV, "root": HOST_ROOT})
+             'if [ "$on" = pod ]; then %(root_env)s=%(root)s; export %(root_env)s; else set -- chroot %(root)s "$@"; fi; '
+             % {"hb": HEARTBEAT, "file": EXEC_ON_FILE, "env": EXEC_ON_ENV, "root": HOST_ROOT, "root_env": HOST_ROOT_ENV})
 
 
 def ready(pod):

@@ -32,9 +32,10 @@ import shutil
 import socket
 import sys
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.beside_host import HOST_ROOT_ENV
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, UnsafeFileError
 
-ENV = "GPUOPS_HOST_ROOT"
+ENV = HOST_ROOT_ENV
 # where a host's programs are when PATH does not say (systemd's default PATH)
 HOST_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _MAX_LINKS = 40

@@ -81,3 +81,32 @@ def test_no_role_call_sets_a_private_variable_of_a_role():
             if any(name.startswith("__%s_" % r) for r in ROLES):
                 wrong.append("%s: sets %s for %s:%s" % (path, name, role, entry))
     assert wrong == []
+
+
+def test_every_host_variable_the_action_plugins_read_is_declared_and_registered_where_it_says():
+    """The action plugins read the GPU hosts' variables through one reader (plugin_utils/_host_facts_action.py,
+    HOST_VARIABLES): each role-set name is a ``register:`` of the task file it names, and no plugin reads a host
+    variable past that reader."""
+    import ast  # pylint: disable=import-outside-toplevel
+
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HOST_VARIABLES
+
+    for name, source in HOST_VARIABLES.items():
+        if source == "inventory":
+            continue
+        kind, path = source.split(": ")
+        assert kind == "register", (name, source)
+        with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
+            tasks = yaml.safe_load(handle)
+        assert name in [t.get("register") for t in _walk(tasks)], (name, path)
+    action_dir = os.path.join(ROOT, "plugins", "action")
+    for plugin in sorted(os.listdir(action_dir)):
+        if not plugin.endswith(".py"):
+            continue
+        with open(os.path.join(action_dir, plugin), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        # hostvars are reached only by handing them to host_variables, never indexed or .get() here
+        reads = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get"
+                 and isinstance(n.func.value, ast.Name) and n.func.value.id in ("found", "hostvars", "hv")
+                 and isinstance(n.args[0], ast.Constant) and n.args[0].value not in HOST_VARIABLES and n.args[0].value != "gpus"]
+        assert reads == [], (plugin, [ast.unparse(r) for r in reads])

@@ -147,3 +147,33 @@ def test_only_the_guard_entry_point_starts_processes_and_no_module_imports_it():
                  if any(n.startswith(entry_module) for n in imported(path))]
     importers += [path for package in PACKAGES for path in _files(package) if any(n.startswith(entry_module) for n in imported(path))]
     assert importers == []
+
+
+def _code_strings(path):
+    """The string constants of a file that are code, not docstrings or plugin docs."""
+    with open(path, "rb") as handle:
+        tree = ast.parse(handle.read(), path)
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docs.add(id(first.value))
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("DOCUMENTATION", "EXAMPLES", "RETURN") for t in node.targets):
+            docs.add(id(node.value))
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_where_a_pod_sees_the_host_is_spelled_once():
+    """The host's / in our pods (/host) and the variable that says so (GPUOPS_HOST_ROOT): _common/beside_host.py only."""
+    home = os.path.join(UTILS, "_common", "beside_host.py")
+    spelled = []
+    for top, dirs, files in os.walk(os.path.join(ROOT, "plugins")):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            path = os.path.join(top, name)
+            if name.endswith(".py") and path != home and "doc_fragments" not in path:
+                for value in _code_strings(path):
+                    if value in ("/host", "GPUOPS_HOST_ROOT") or "GPUOPS_HOST_ROOT=" in value or "chroot /host" in value:
+                        spelled.append((os.path.relpath(path, ROOT), value[:60]))
+    assert spelled == []
