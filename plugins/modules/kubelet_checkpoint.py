@@ -396,29 +396,26 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, argument_spec as table_argument_spec
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather_on_node
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.kubelet_config import find_kubelet_process
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, PATH_OPTIONS, validate_options
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import RESCUE_SECONDS_RANGE, Kubelet, repair
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import Kubelet, repair
 
 
 def _kubelet(module):
-    unit = module.params["kubelet_unit"]
+    # the table's checks (a ParameterError fails the module through edge.run)
+    unit = options_table.check("kubelet_unit", module.params["kubelet_unit"])
+    seconds = options_table.check("kubelet_rescue_seconds", module.params["kubelet_rescue_seconds"])
     if not unit:
         return None
-    if not UNIT_NAME.match(unit):
-        module.fail_json(msg="kubelet_unit: %r is not a systemd unit name; use e.g. kubelet.service, or an empty string to leave kubelet alone" % unit)
     # the host's systemctl, also from the node pod beside the host (hostroot: run chrooted into it, host paths)
     if hostroot.which("systemctl") is None:
         # no systemd to stop kubelet with (Talos): a running kubelet is never repaired under (hostPID beside the host)
         found = find_kubelet_process()
         return Kubelet.unmanaged(unit, found[0]) if found else None
-    seconds = module.params["kubelet_rescue_seconds"]
-    if not RESCUE_SECONDS_RANGE[0] <= seconds <= RESCUE_SECONDS_RANGE[1]:
-        module.fail_json(msg="kubelet_rescue_seconds: %d must be from %d to %d seconds" % ((seconds,) + RESCUE_SECONDS_RANGE))
     return Kubelet(unit, restart=module.params["restart_kubelet"], run=hostroot.runner(module.run_command), rescue_seconds=seconds,
                    which=hostroot.which)
 

@@ -4,8 +4,9 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE to the gpuops.fleet collection: one owner for the checkpoint repair's settings.
 
-``TABLE`` is the one place a setting of a repair is declared: its type, default and choices.
-Everything else derives from it, as community.crypto's ``get_privatekey_argument_spec()`` serves
+``TABLE`` is the one place a setting of a repair is declared: its type, default, choices and check
+(``check``: the one rule a value must meet, wherever it comes from: module option, gpuops.json key,
+role variable). Everything else derives from it, as community.crypto's ``get_privatekey_argument_spec()`` serves
 its module and its action plugin alike:
 
 * the modules' argument specs (``argument_spec``; ``CHECKPOINT_ARGS`` and ``BACKEND_ARGS`` pair
@@ -14,16 +15,23 @@ its module and its action plugin alike:
 * the boot guard's ``gpuops.json`` keys (``guard_config.CONFIG_FIELDS``: the rows marked ``guard``);
 * the ``checkpoint_guard`` role: its ``checkpoint_guard_<name>`` variables (a test proves its
   defaults and argument specs agree with this table, or differ where ``role_default`` says so),
-  and the module arguments its repair step passes (``module_args``, from the checked settings).
+  and the module arguments its repair step passes (``module_args``, from the checked settings);
+* every check of one value (``check``): ``reconcile.validate_options`` (the module and the guard),
+  the guard's ``gpuops.json`` (``guard/config.py``) and the module's kubelet settings call it; only
+  checks across settings (a backup directory inside the checkpoint's) stay with their callers.
 
 Adding a setting is one row here plus its documentation (module, role spec, role README).
 """
 
 from __future__ import annotations
 
+import os
+
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_ids as ids
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import BACKENDS
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME, is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 DEFAULT_PATH = "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
 # Not inside device-plugins/: kubelets up to 1.2x delete every file there but the checkpoint.
@@ -37,33 +45,101 @@ DEFAULT_RESCUE_SECONDS = 60
 RESCUE_SECONDS_RANGE = (1, 3600)
 
 
-def _row(name, kind, default, choices=None, elements=None, aliases=None, reconcile=True, guard=True, role=True, role_default=None):
+def is_absolute_path(value):
+    """An absolute path the kernel can take: a string, absolute, and without a NUL byte (which no file name holds)."""
+    return isinstance(value, str) and os.path.isabs(value) and "\x00" not in value
+
+
+# The checks a row names: each takes the value and returns None, or why it is refused (the field is the row's name).
+def _absolute_path(value):
+    return None if is_absolute_path(value) else "%r must be an absolute path" % (value,)
+
+
+def _checkpoint_path(value):
+    reason = _absolute_path(value)
+    return reason and "%s, e.g. %s" % (reason, DEFAULT_PATH)
+
+
+def _positive_int(value):
+    return None if is_int(value) and value > 0 else "%r must be a positive whole number" % (value,)
+
+
+def _backups_to_keep(value):
+    return None if is_int(value) and value >= 0 else "%r must be a whole number of backups to keep (0 keeps all)" % (value,)
+
+
+def _rescue_seconds(value):
+    low, high = RESCUE_SECONDS_RANGE
+    return None if is_int(value) and low <= value <= high else "%r must be a whole number of seconds from %d to %d" % (value, low, high)
+
+
+def _unit_name_or_empty(value):
+    if isinstance(value, str) and (value == "" or UNIT_NAME.match(value)):
+        return None
+    return "%r is not a unit name; use the kubelet's unit, e.g. kubelet.service (an empty string leaves kubelet alone)" % (value,)
+
+
+def _bool(value):
+    return None if isinstance(value, bool) else "must be true or false"
+
+
+def _resource_names(value):
+    if isinstance(value, (list, tuple)) and all(isinstance(r, str) and "/" in r and not set("*?[") & set(r) for r in value):
+        return None
+    return "expected a list of resource names such as nvidia.com/gpu (no patterns), got %r" % (value,)
+
+
+def _resource_patterns(value):
+    try:
+        ids.validate_resource_patterns(value)
+    except ParameterError as exc:
+        return exc.reason
+    return None
+
+
+def _row(name, kind, default, choices=None, elements=None, aliases=None, reconcile=True, guard=True, role=True, role_default=None, check=None):
     return {"name": name, "type": kind, "default": default, "choices": choices, "elements": elements, "aliases": aliases,
-            "reconcile": reconcile, "guard": guard, "role": role, "role_default": role_default}
+            "reconcile": reconcile, "guard": guard, "role": role, "role_default": role_default, "check": check}
 
 
 # reconcile: a setting of the reconcile run (reconcile.Options); guard: a key of gpuops.json;
 # role: a checkpoint_guard_<name> variable; role_default: the role's default where it differs, and why
 TABLE = (
-    _row("checkpoint_path", "path", DEFAULT_PATH, aliases=["path"]),
+    _row("checkpoint_path", "path", DEFAULT_PATH, aliases=["path"], check=_checkpoint_path),
     _row("strategy", "str", "auto", choices=STRATEGIES),
     _row("on_corrupt", "str", "report", choices=ON_CORRUPT),
     # the role skips a node whose GPUs cannot be read (a fleet run goes on, the summary names it);
     # the module fails: one node, one answer. The guard never reads it (boot: no inventory, no repair)
     _row("unknown_inventory", "str", "fail", choices=ON_UNKNOWN_INVENTORY, guard=False, role_default="skip"),
-    _row("backup_dir", "path", DEFAULT_BACKUP_DIR),
-    _row("backup_keep", "int", nodefile.DEFAULT_BACKUP_KEEP),
-    _row("resources", "list", list(ids.DEFAULT_GPU_RESOURCES), elements="str"),
+    _row("backup_dir", "path", DEFAULT_BACKUP_DIR, check=_absolute_path),
+    _row("backup_keep", "int", nodefile.DEFAULT_BACKUP_KEEP, check=_backups_to_keep),
+    _row("resources", "list", list(ids.DEFAULT_GPU_RESOURCES), elements="str", check=_resource_patterns),
     # a one-off after a mode switch (gpu_sharing's retire step), never a boot-time or role setting
-    _row("retired_resources", "list", [], elements="str", guard=False, role=False),
-    _row("max_bytes", "int", nodefile.DEFAULT_MAX_BYTES),
-    _row("lock_dir", "path", nodefile.DEFAULT_LOCK_DIR),
-    _row("lock_timeout", "int", nodefile.DEFAULT_LOCK_TIMEOUT),
-    _row("kubelet_unit", "str", "kubelet.service", reconcile=False),
-    _row("restart_kubelet", "bool", True, reconcile=False),
-    _row("kubelet_rescue_seconds", "int", DEFAULT_RESCUE_SECONDS, reconcile=False),
+    _row("retired_resources", "list", [], elements="str", guard=False, role=False, check=_resource_names),
+    _row("max_bytes", "int", nodefile.DEFAULT_MAX_BYTES, check=_positive_int),
+    _row("lock_dir", "path", nodefile.DEFAULT_LOCK_DIR, check=_absolute_path),
+    _row("lock_timeout", "int", nodefile.DEFAULT_LOCK_TIMEOUT, check=_positive_int),
+    _row("kubelet_unit", "str", "kubelet.service", reconcile=False, check=_unit_name_or_empty),
+    _row("restart_kubelet", "bool", True, reconcile=False, check=_bool),
+    _row("kubelet_rescue_seconds", "int", DEFAULT_RESCUE_SECONDS, reconcile=False, check=_rescue_seconds),
 )
 ROWS = dict((row["name"], row) for row in TABLE)
+
+
+def problem(name, value):
+    """Why ``value`` is refused for the row ``name`` (its choices, then its check), or None."""
+    row = ROWS[name]
+    if row["choices"] and value not in row["choices"]:
+        return "%r is not one of %s" % (value, ", ".join(row["choices"]))
+    return row["check"](value) if row["check"] else None
+
+
+def check(name, value):
+    """``value`` for the row ``name``, or ParameterError naming the setting and why."""
+    reason = problem(name, value)
+    if reason:
+        raise ParameterError(name, reason)
+    return value
 
 
 def _copy(value):

@@ -20,12 +20,9 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.gpushare impo
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import shared_memory
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, ParameterError, UnsafeFileError
 
-# the settings' names, types and defaults are options.TABLE's (one owner for the module, the guard and the role)
-DEFAULT_PATH, DEFAULT_BACKUP_DIR = options_table.DEFAULT_PATH, options_table.DEFAULT_BACKUP_DIR
-STRATEGIES, ON_CORRUPT, ON_UNKNOWN_INVENTORY = options_table.STRATEGIES, options_table.ON_CORRUPT, options_table.ON_UNKNOWN_INVENTORY
+# the settings' names, types, defaults and checks are options.TABLE's (one owner for the module, the guard and the role)
 # Every setting of a reconcile run, with its default (module options and guard keys alike).
 OPTION_DEFAULTS = options_table.reconcile_defaults()
 
@@ -56,20 +53,13 @@ def entry_with_envs(entry):
     return dict(entry_dict(entry), alloc_envs=codec.alloc_envs(entry.alloc_resp))
 
 
-def is_absolute_path(value):
-    """An absolute path the kernel can take: a string, absolute, and without a NUL byte (which no file name holds)."""
-    return isinstance(value, str) and os.path.isabs(value) and "\x00" not in value
-
-
 def check_file_options(path, max_bytes):
-    """The checkpoint file's two settings: an absolute path and a positive size limit; else ParameterError naming the field."""
-    if not is_absolute_path(path):
-        raise ParameterError("checkpoint_path", "%r must be an absolute path, e.g. %s" % (path, DEFAULT_PATH))
-    if not is_int(max_bytes) or max_bytes <= 0:
-        raise ParameterError("max_bytes", "%r must be a positive whole number" % (max_bytes,))
+    """The checkpoint file's two settings (options.TABLE's checks); else ParameterError naming the field."""
+    options_table.check("checkpoint_path", path)
+    options_table.check("max_bytes", max_bytes)
 
 
-def describe(path=DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
+def describe(path=options_table.DEFAULT_PATH, max_bytes=nodefile.DEFAULT_MAX_BYTES):
     """Read-only report of a checkpoint file (the ``kubelet_checkpoint_info`` result)."""
     check_file_options(path, max_bytes)
     result = {
@@ -274,28 +264,16 @@ def validate_options(**values):
         raise ParameterError(unknown[0], "unknown setting; known settings: %s" % ", ".join(sorted(OPTION_DEFAULTS)))
     merged = dict(OPTION_DEFAULTS)
     merged.update(values)
-    check_file_options(merged["checkpoint_path"], merged["max_bytes"])
-    for field in ("max_bytes", "lock_timeout"):
-        if not is_int(merged[field]) or merged[field] <= 0:
-            raise ParameterError(field, "%r must be a positive whole number" % (merged[field],))
-    if not is_int(merged["backup_keep"]) or merged["backup_keep"] < 0:
-        raise ParameterError("backup_keep", "%r must be a whole number of backups to keep (0 keeps all)" % (merged["backup_keep"],))
-    for field, allowed in (("strategy", STRATEGIES), ("on_corrupt", ON_CORRUPT), ("unknown_inventory", ON_UNKNOWN_INVENTORY)):
-        if merged[field] not in allowed:
-            raise ParameterError(field, "%r is not one of %s" % (merged[field], ", ".join(allowed)))
-    for field in PATH_OPTIONS:
-        value = merged[field]
-        if not is_absolute_path(value):
-            raise ParameterError(field, "%r must be an absolute path" % (value,))
+    # each value by its row's check (the table's order), then what only the settings together can say
+    for row in options_table.TABLE:
+        if row["name"] in merged:
+            options_table.check(row["name"], merged[row["name"]])
     if _inside(merged["backup_dir"], os.path.dirname(merged["checkpoint_path"])):
         raise ParameterError(
             "backup_dir",
             "must not be inside the checkpoint's directory %s: kubelet may delete files there; use e.g. %s"
-            % (os.path.dirname(merged["checkpoint_path"]), DEFAULT_BACKUP_DIR),
+            % (os.path.dirname(merged["checkpoint_path"]), options_table.DEFAULT_BACKUP_DIR),
         )
-    retired = merged["retired_resources"]
-    if not isinstance(retired, (list, tuple)) or not all(isinstance(r, str) and "/" in r and not set("*?[") & set(r) for r in retired):
-        raise ParameterError("retired_resources", "expected a list of resource names such as nvidia.com/gpu (no patterns), got %r" % (retired,))
     options = Options(**merged)
     options.patterns = ids.validate_resource_patterns(merged["resources"])
     return options

@@ -48,7 +48,6 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 
 
 # kubelet is started again at most this long after a run that stopped it was killed
-DEFAULT_RESCUE_SECONDS, RESCUE_SECONDS_RANGE = options_table.DEFAULT_RESCUE_SECONDS, options_table.RESCUE_SECONDS_RANGE
 # what reconcile() does to the checkpoint itself (restoring a killed run's claim is recovery)
 ACTIONS = ("removed", "pruned")
 
@@ -65,7 +64,7 @@ class Kubelet:
 
     __slots__ = ("unit", "restart", "block_start", "run", "clock", "rescue_seconds", "which", "unmanaged_pid")
 
-    def __init__(self, unit, run, restart=True, block_start=True, clock=time.monotonic, rescue_seconds=DEFAULT_RESCUE_SECONDS, which=shutil.which,
+    def __init__(self, unit, run, restart=True, block_start=True, clock=time.monotonic, rescue_seconds=options_table.DEFAULT_RESCUE_SECONDS, which=shutil.which,
                  unmanaged_pid=None):
         self.unit = unit
         self.restart = restart

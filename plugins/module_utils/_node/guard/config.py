@@ -17,8 +17,7 @@ import json
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME, is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 DEFAULT_CONFIG = "/etc/gpuops/gpuops.json"
@@ -52,13 +51,14 @@ OPTIONAL_PATHS = ("nvidia_smi", "driver_root", "driver_ready_file")
 
 
 def _check_field(name, value):
-    """Type and range checks of the guard's own settings (validate_options checks the rest)."""
+    """Checks of the guard's own settings and of the kubelet rows of options.TABLE (their own check);
+    validate_options checks the repair's rows."""
     if name in ("backend", "kubelet_unit") and (not isinstance(value, str) or not value):
-        return "must be a non-empty string"
+        return "must be a non-empty string"  # the guard always has a kubelet to guard
     if name == "backend" and value not in inventory.BACKENDS:
         return "%r is not one of %s" % (value, ", ".join(inventory.BACKENDS))
-    if name == "kubelet_unit" and not UNIT_NAME.match(value):
-        return "%r is not a unit name; use the kubelet's unit, e.g. kubelet.service" % (value,)
+    if name in KUBELET_KEYS:
+        return options_table.problem(name, value)
     if name == "nvidia_smi" and value is not None and (not isinstance(value, str) or not value.startswith("/")):
         return "must be null (search PATH) or an absolute path to nvidia-smi"
     if name in ("driver_root", "driver_ready_file") and value is not None and (not isinstance(value, str) or not value.startswith("/")):
@@ -67,8 +67,6 @@ def _check_field(name, value):
         return "must be a whole number of seconds from 0 to 3600"
     if name == "driver_wait_seconds" and (not is_int(value) or not 0 <= value <= 600):
         return "must be a whole number of seconds from 0 to 600"
-    if name == "kubelet_rescue_seconds" and (not is_int(value) or not repair.RESCUE_SECONDS_RANGE[0] <= value <= repair.RESCUE_SECONDS_RANGE[1]):
-        return "must be a whole number of seconds from %d to %d" % repair.RESCUE_SECONDS_RANGE
     if name in BOOL_FIELDS and not isinstance(value, bool):
         return "must be true or false"
     return None

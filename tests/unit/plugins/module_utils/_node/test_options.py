@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import yaml
@@ -102,3 +103,52 @@ def test_a_role_only_setting_out_of_its_choices_is_refused_by_name():
         values.pop(key)
     with pytest.raises(ParameterError, match="checkpoint_guard_unknown_inventory"):
         role_settings(values)
+
+
+# the role's settings as a valid run has them (strings where AWX surveys give strings)
+_ROLE_RAW = dict(checkpoint_path="/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint", backup_dir="/var/lib/gpuops/backups",
+                 backup_keep="3", lock_dir="/run/gpuops", lock_timeout="30", strategy="prune", on_corrupt="report", unknown_inventory="skip",
+                 resources=["nvidia.com/gpu"], backend="auto", nvidia_smi="", max_bytes="1024", driver_wait_seconds="0", restart_kubelet="yes",
+                 kubelet_rescue_seconds="60", kubelet_unit="kubelet.service", driver_root="", driver_ready_file="", late_check="false",
+                 late_wait_seconds="600", config_path="/etc/gpuops/gpuops.json", bin="/usr/local/bin/gpuops", python="/usr/bin/python3",
+                 lib_dir="/usr/local/lib/gpuops", after_units=[], timeout_seconds="120", environment={})
+# a value each row refuses (the table's check or choices), and the reason's start every entry point must give
+BAD = {
+    "checkpoint_path": ("relative/checkpoint", "'relative/checkpoint' must be an absolute path"),
+    "strategy": ("nuke", "'nuke' is not one of auto, remove, prune"),
+    "on_corrupt": ("shrug", "'shrug' is not one of report, remove"),
+    "unknown_inventory": ("maybe", "'maybe' is not one of fail, skip"),
+    "backup_dir": ("backups", "'backups' must be an absolute path"),
+    "backup_keep": (-1, "-1 must be a whole number of backups to keep"),
+    "resources": (["gpu"], "'gpu' is not a resource name"),
+    "retired_resources": (["nvidia.com/*"], "expected a list of resource names"),
+    "max_bytes": (0, "0 must be a positive whole number"),
+    "lock_dir": ("/run/\x00gpuops", "'/run/\\x00gpuops' must be an absolute path"),
+    "lock_timeout": (-3, "-3 must be a positive whole number"),
+    "kubelet_unit": ("--help", "'--help' is not a unit name"),
+    "restart_kubelet": ("yes", "must be true or false"),
+    "kubelet_rescue_seconds": (0, "0 must be a whole number of seconds from 1 to 3600"),
+}
+
+
+def test_every_row_owns_its_check_and_each_entry_point_gives_its_answer():
+    """Adding a setting is one row: its check is the table's; the module's run (validate_options) and the guard's
+    gpuops.json (guard config) give its answer, and the role's settings (role_settings, which first turn survey
+    strings into their types and hold paths to what a unit line takes) refuse the value by the role variable's name."""
+    assert set(BAD) == set(options.ROWS)
+    for name, (value, reason) in BAD.items():
+        row = options.ROWS[name]
+        with pytest.raises(ParameterError) as caught:
+            options.check(name, value)
+        assert (caught.value.field, caught.value.reason.startswith(reason)) == (name, True), (name, caught.value.reason)
+        assert options.check(name, options.ROWS[name]["default"]) == row["default"]
+        if row["reconcile"]:
+            with pytest.raises(ParameterError, match=r"^%s: .*%s" % (name, re.escape(reason))):
+                reconcile.validate_options(**{name: value})
+        if row["guard"]:
+            with pytest.raises(ParameterError, match=r"^gpuops\.json: %s: .*%s" % (name, re.escape(reason))):
+                guard_config.validate({name: value}, "gpuops.json")
+        if row["role"]:
+            role_value = "sometimes" if row["type"] == "bool" else value  # "yes" is a survey's true
+            with pytest.raises(ParameterError, match=r"^checkpoint_guard_%s: " % name):
+                role_settings(dict(_ROLE_RAW, **{name: role_value}))
