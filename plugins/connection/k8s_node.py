@@ -344,10 +344,13 @@ class Connection(KubectlConnection):
         (tests/unit/plugins/connection/test_k8s_node_argv.py, on every kubernetes.core ``make matrix`` holds)."""
         argv, censored = super()._build_exec_cmd([])
         container = self.get_option("kubectl_container")
-        tail = ["exec", "-i", self.get_option("kubectl_pod")] + (["-c", container] if container else []) + ["--"]
-        if argv[-len(tail):] != tail or censored[-len(tail):] != tail:
-            raise AnsibleConnectionFailure("kubernetes.core's kubectl connection built %r, not ending in %r: this kubernetes.core "
-                                           "is not one gpuops.fleet.k8s_node supports" % (censored[-len(tail):], tail))
+        # the pod: kubectl_pod, else the host's address (kubernetes.core's fallback), whichever it took
+        tail = ["exec", "-i", None] + (["-c", container] if container else []) + ["--"]
+        for built in (argv, censored):
+            got = built[-len(tail):]
+            if len(got) != len(tail) or any(want is not None and have != want for have, want in zip(got, tail)):
+                raise AnsibleConnectionFailure("kubernetes.core's kubectl connection built %r, not ending in %r: this kubernetes.core "
+                                               "is not one gpuops.fleet.k8s_node supports" % (got, ["POD" if w is None else w for w in tail]))
         return argv[:-len(tail)], censored[:-len(tail)]
 
     def _call(self, argv, data, timeout):
