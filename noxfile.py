@@ -61,5 +61,6 @@ def docs_site(session: nox.Session) -> None:
     shutil.copytree(os.path.join(dest, "build", "html"), out)
     session.log("docs site: %s" % os.path.join(out, "index.html"))
 
+
 if __name__ == "__main__":
     nox.main()

@@ -174,8 +174,9 @@ def main():
         supports_check_mode=True,
     )
     # on the host, or beside it from the node pod (hostroot: the host's nvidia-smi, NVML under the host's root)
-    facts = edge.run(module, lambda: gather_on_node(module.run_command, module.params["backend"], module.params["nvidia_smi_path"],
-                                               module.params["driver_root"], get_bin_path=module.get_bin_path))
+    params = module.params
+    facts = edge.run(module, lambda: gather_on_node(module.run_command, params["backend"], params["nvidia_smi_path"], params["driver_root"],
+                                                    get_bin_path=module.get_bin_path))
     facts = hostroot.to_host(facts)
     if not facts["available"] and module.params["fail_on_unavailable"]:
         module.fail_json(msg="cannot read the GPUs: %s" % facts["reason"], ansible_facts={"gpuops_gpus": facts})

@@ -119,8 +119,8 @@ def main():
     )
     params = module.params
     # root is a host path, also from the node pod beside a host without python3 (hostroot)
-    result = edge.run(module, lambda: kubelet_config.read_on_node(root=params["root"], cmdline=params["cmdline"], config_path=params["config_path"],
-                                                             hostname=params["hostname"]))
+    result = edge.run(module, lambda: kubelet_config.read_on_node(root=params["root"], cmdline=params["cmdline"],
+                                                                  config_path=params["config_path"], hostname=params["hostname"]))
     module.exit_json(changed=False, **hostroot.to_host(result))
 
 

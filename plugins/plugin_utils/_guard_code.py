@@ -4,14 +4,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """PRIVATE to the gpuops.fleet collection (controller side): the node-side ``gpuops`` command as one file.
 
-The command is the collection's own node module_utils (the code ``kubelet_checkpoint`` runs), its
-entry point among them (``_node/guard/entry.py``). ``build`` packs them into one zip
+The command is the collection's own node module_utils (the code ``kubelet_checkpoint`` runs) plus its
+entry point (``roles/checkpoint_guard/files/gpuops_main.py``, node code outside module_utils: it starts
+processes). ``build`` packs them into one zip
 that Python imports from (``sys.path.insert(0, ".../gpuops.pyz")``: zipimport), so the role copies
 one file per node instead of one per module_util.
 
-* What goes in: the ``_node`` and ``_common`` packages whole, no list kept by hand, and at the top
-  ``gpuops_main`` (one import of the entry point, the name the wrapper and ``__main__`` use). Those
-  two packages import nothing else (a test reads their syntax trees), so no controller code
+* What goes in: the entry point and the ``_node`` and ``_common`` packages whole, no list kept by
+  hand. Those two packages and the entry point import nothing else (a test reads their syntax trees), so no controller code
   (``_cluster``, plugin_utils: the role's settings, the guard's file list and layout) reaches a node.
 * Reproducible: the same sources give the same bytes (entries sorted, a fixed timestamp and mode,
   stored uncompressed, so neither the files' times nor the controller's zlib change the result); a
@@ -32,8 +32,8 @@ PACKAGE = "ansible_collections.gpuops.fleet.plugins.module_utils"
 # module_utils/test_layout.py proves from the syntax trees that neither imports anything else)
 SHIPPED = ("_common", "_node")
 ENTRY = "gpuops_main.py"
-ENTRY_CODE = (b'"""The gpuops command\'s entry point at the top of its zip (plugin_utils/_guard_code.py)."""\n\n'
-              b"from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard.entry import entry  # noqa: F401\n")
+# where the entry point lives: node code, outside module_utils (it starts processes)
+ENTRY_PATH = ("roles", "checkpoint_guard", "files", ENTRY)
 # ``python3 gpuops.pyz COMMAND``: how the DaemonSet form's container runs it (no wrapper there)
 MAIN = b"import sys\n\nfrom gpuops_main import entry\n\nsys.exit(entry())\n"
 # 1980-01-01, the earliest time a zip entry holds: a fixed time makes the bytes the sources' alone
@@ -70,7 +70,8 @@ def build(root=None):
     """``(zip bytes, sorted archive names)`` of the gpuops command."""
     root = root or collection_root()
     entries = {}
-    entries[ENTRY] = ENTRY_CODE
+    with open(os.path.join(root, *ENTRY_PATH), "rb") as handle:
+        entries[ENTRY] = handle.read()
     entries["__main__.py"] = MAIN
     base = PACKAGE.replace(".", "/")
     parts = base.split("/")

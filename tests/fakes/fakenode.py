@@ -19,9 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "fake_nvml.c")
 ROOT = os.path.dirname(os.path.dirname(HERE))
 # `python -c GUARD_RUNNER <args>` runs the gpuops command as /usr/local/bin/gpuops does: its entry point
-# (plugins/module_utils/_node/guard/entry.py) with this checkout's module_utils
-GUARD_RUNNER = ("import sys; sys.path[:0] = [%r]; from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard.entry import entry; "
-                "sys.exit(entry())" % os.path.join(ROOT, "build", "collections"))
+# (roles/checkpoint_guard/files/gpuops_main.py) with this checkout's module_utils
+GUARD_RUNNER = "import sys; sys.path[:0] = [%r, %r]; from gpuops_main import entry; sys.exit(entry())" % (
+    os.path.join(ROOT, "build", "collections"), os.path.join(ROOT, "roles", "checkpoint_guard", "files"))
 
 
 def run_guard(command, config, env, timeout=60):

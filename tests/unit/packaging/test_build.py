@@ -23,7 +23,7 @@ def test_tarball_ships_the_collection_and_its_license_not_the_dev_tree(tmp_path)
                     "bindep.txt", "changelogs", "docs", "meta", "playbooks", "plugins", "roles"}
     for needed in ("playbooks/site.yml", "playbooks/recover_pods.yml", "playbooks/device_plugin.yml", "playbooks/vars/kubelet_restarts.yml",
                    "plugins/modules/kubelet_checkpoint.py", "plugins/module_utils/_node/repair.py", "plugins/filter/fleet_rows.yml",
-                   "plugins/module_utils/_node/guard/entry.py", "plugins/plugin_utils/_guard_files.py", "roles/device_plugin/templates/verify-pod.yml.j2",
+                   "roles/checkpoint_guard/files/gpuops_main.py", "plugins/plugin_utils/_guard_files.py", "roles/device_plugin/templates/verify-pod.yml.j2",
                    "meta/runtime.yml", "meta/execution-environment.yml", "changelogs/changelog.yaml"):
         assert needed in names, needed
     assert not any(n.startswith("changelogs/fragments") or "__pycache__" in n for n in names)

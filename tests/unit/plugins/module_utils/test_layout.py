@@ -9,7 +9,8 @@
   DaemonSet form, the zip builder); module_utils never import it.
 * Filters and action plugins (and the connection, inventory and lookup plugins) never import ``_node``:
   they reach node code only through plugin_utils, which builds what the node reads.
-* Of the node code only the guard's entry point starts processes; no module imports it.
+* module_utils start no process; the guard's entry point (roles/checkpoint_guard/files/gpuops_main.py)
+  does, and is node code all the same: the standard library and the node packages only, imported by no plugin.
 
 The rules read each file's ``import`` statements with ``ast`` (a string in a comment or a docstring
 cannot satisfy or break them), including imports inside functions.
@@ -137,15 +138,18 @@ def test_each_common_leaf_is_used_on_the_node():
     assert leaves - used == set()
 
 
-def test_only_the_guard_entry_point_starts_processes_and_no_module_imports_it():
-    entry = os.path.join(UTILS, "_node", "guard", "entry.py")
+def test_module_utils_start_no_process_and_the_guard_entry_point_is_node_code():
+    entry = os.path.join(ROOT, "roles", "checkpoint_guard", "files", "gpuops_main.py")
     starting = sorted(os.path.relpath(path, ROOT) for package in PACKAGES for path in _files(package)
                       if any(n.split(".")[0] in ("subprocess", "multiprocessing") for n in imported(path)))
-    assert starting == [os.path.relpath(entry, ROOT)]
-    entry_module = OURS + ".module_utils._node.guard.entry"
-    importers = [path for kind in ("modules", "action", "filter") for path in _plugin_files(kind)
-                 if any(n.startswith(entry_module) for n in imported(path))]
-    importers += [path for package in PACKAGES for path in _files(package) if any(n.startswith(entry_module) for n in imported(path))]
+    assert starting == []
+    stdlib = set(getattr(sys, "stdlib_module_names", ()))
+    if stdlib:
+        foreign = [n for n in imported(entry) if n.split(".")[0] not in stdlib | {"__future__"}
+                   and _our_package(n) not in ("_node", "_common")]
+        assert foreign == []
+    assert any(_our_package(n) == "_node" for n in imported(entry))
+    importers = [path for kind in ("modules",) + CONTROLLER_PLUGINS for path in _plugin_files(kind) if any("gpuops_main" in n for n in imported(path))]
     assert importers == []
 
 

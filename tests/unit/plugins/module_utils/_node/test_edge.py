@@ -46,6 +46,12 @@ def test_a_typed_error_fails_once_with_context_the_errors_result_and_host_paths(
                              "kubelet": {"restarted": False}, "msg": "kubelet did not start: see /var/log/x"}]
 
 
+def _raises(error):
+    def work():
+        raise error
+    return work
+
+
 def test_the_value_passes_through_and_an_untyped_error_is_not_ours_to_dress(monkeypatch):
     monkeypatch.delenv("GPUOPS_HOST_ROOT", raising=False)
     module = Module()
@@ -53,7 +59,7 @@ def test_the_value_passes_through_and_an_untyped_error_is_not_ours_to_dress(monk
     with pytest.raises(ZeroDivisionError):
         edge.run(module, lambda: 1 / 0)
     with pytest.raises(Failed):
-        edge.run(module, lambda: (_ for _ in ()).throw(ParameterError("backend", "'x' is not one of auto, nvml, nvidia-smi")))
+        edge.run(module, _raises(ParameterError("backend", "'x' is not one of auto, nvml, nvidia-smi")))
     assert module.calls == [{"msg": "backend: 'x' is not one of auto, nvml, nvidia-smi"}]
 
 

@@ -185,7 +185,7 @@ def test_backups_are_private_whatever_the_checkpoint_mode(node):
 
 def test_backups_are_rotated_to_the_newest_n(node):
     paths = []
-    for _ in range(5):
+    for dummy in range(5):
         with open(node["path"], "wb") as handle:
             handle.write(node["data"])
         paths.append(run(node, backup_keep=3)["backup_path"])
@@ -214,7 +214,7 @@ def test_two_runs_at_once_thirty_times_one_winner_one_backup(node, strategy):
         barrier = threading.Barrier(2)
         results, errors = [], []
 
-        def one(barrier=barrier, results=results, errors=errors):
+        def one(barrier, results, errors):
             barrier.wait()
             try:
                 results.append(run(node, strategy))
@@ -223,7 +223,7 @@ def test_two_runs_at_once_thirty_times_one_winner_one_backup(node, strategy):
             except BaseException as exc:  # pylint: disable=broad-except
                 errors.append(("untyped", exc))
 
-        threads = [threading.Thread(target=one) for dummy in range(2)]
+        threads = [threading.Thread(target=one, args=(barrier, results, errors)) for dummy in range(2)]
         for t in threads:
             t.start()
         for t in threads:

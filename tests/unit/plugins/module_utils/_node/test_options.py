@@ -40,8 +40,8 @@ def test_the_module_argspec_is_the_table_plus_its_own_options():
 
 
 def test_the_reconcile_defaults_and_the_guard_keys_derive_from_the_table():
-    assert dict((r["name"], tuple(r["default"]) if r["type"] == "list" else r["default"])
-                                             for r in options.TABLE if r["reconcile"]) == reconcile.OPTION_DEFAULTS
+    derived = dict((r["name"], tuple(r["default"]) if r["type"] == "list" else r["default"]) for r in options.TABLE if r["reconcile"])
+    assert derived == reconcile.OPTION_DEFAULTS
     guard_rows = set(r["name"] for r in options.TABLE if r["guard"])
     assert guard_rows <= set(guard_config.CONFIG_FIELDS)
     assert set(guard_config.CONFIG_FIELDS) - guard_rows == set(guard_config.GUARD_DEFAULTS)

@@ -5,11 +5,12 @@
 """The node-side ``gpuops`` command's entry point (boot guard, ``gpuops metrics``).
 
 The command's code is the collection's node module_utils, which start no process themselves (a
-module runs commands through ``AnsibleModule.run_command``); this entry point is the one file of
-them that starts the few the command needs (systemctl, systemd-run, nvidia-smi, nvidia-ctk), and
-no module imports it (tests/unit/plugins/module_utils/test_layout.py holds both rules). The guard's
-file puts it at its top as ``gpuops_main`` (plugin_utils/_guard_code.py); ``/usr/local/bin/gpuops``
-calls ``entry``.
+module runs commands through ``AnsibleModule.run_command``, and ansible-test's pylint refuses
+``subprocess`` in module_utils); this entry point, outside module_utils, is the one place where the
+command starts the few it needs (systemctl, systemd-run, nvidia-smi, nvidia-ctk). It is node code:
+tests/unit/plugins/module_utils/test_layout.py holds it to the standard library and the node
+packages, and no plugin imports it. The guard's file puts it at its top (plugin_utils/_guard_code.py);
+``/usr/local/bin/gpuops`` calls ``entry``.
 """
 
 from __future__ import annotations
