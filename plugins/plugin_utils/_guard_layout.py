@@ -2,12 +2,13 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE to the gpuops.fleet collection: where the boot guard's install puts things, once for both installs.
+"""PRIVATE to the gpuops.fleet collection (controller side): where the boot guard's install puts things, once for both installs.
 
-The SSH install (``checkpoint_guard`` role, filter ``checkpoint_guard_layout`` into
-``guard_install``) and the DaemonSet form (``_cluster/guard_daemonset``'s install spec) create the
+The SSH install (``checkpoint_guard`` role, filter ``_checkpoint_guard_layout`` into
+``guard_install``) and the DaemonSet form (``_guard_daemonset``'s install spec) create the
 same directories, each named by the role variable it comes from (the name a refusal gives), and
-remove what an older layout left. Pure data from ``checkpoint_guard_settings``' checked result.
+remove what an older layout left. Pure data from ``_guard_settings.role_settings``' checked result;
+controller code, so not in the guard's file.
 """
 
 from __future__ import annotations
