@@ -128,7 +128,7 @@ def test_the_guard_daemonset_form_installs_through_the_api_only(real_node, tmp_p
     # a node without the guard's interpreter (COS, Flatcar: no python3): the pod refuses before writing, naming the variable
     written = dict((p, os.stat(p).st_mtime_ns) for p in (units + "/gpuops.service", host + "/etc/gpuops/gpuops.json"))
     missing = "/usr/bin/python3-gpuops-absent"
-    refused, out = play(node, tmp_path, host, {"checkpoint_guard_python": missing, "checkpoint_guard_daemonset_pod_timeout": 30})
+    refused, out = play(node, tmp_path, host, {"checkpoint_guard_python": missing, "checkpoint_guard_daemonset_pod_timeout": 90})
     assert refused is not None and refused["failed"] == [realnode.NAME], out
     reasons = [row.get("reason") or "" for row in refused["nodes"] if row["node"] == realnode.NAME]
     assert any("checkpoint_guard_python: %s is not on this node: nothing was changed" % missing in reason for reason in reasons), (reasons, out)
