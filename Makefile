@@ -66,15 +66,15 @@ lint: venv collection-link ## ansible-lint (production profile) and the changelo
 # Its session venvs are cached in NOX_ENVDIR; kubernetes.core (docs refs) comes from the main venv.
 # antsibull-nox only warns on an importer ERROR line: here it fails the stage.
 NOX_ENVDIR ?= $(HOME)/.cache/gpuops/nox
+NOX = ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/collections:$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
+	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/nox --envdir $(NOX_ENVDIR) --reuse-venv=yes
 nox: venv collection-link ## the Ansible ecosystem's collection checks (antsibull-nox): lint, docs, build and import
 	@mkdir -p out
-	set -o pipefail; ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/collections:$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
-	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/nox --envdir $(NOX_ENVDIR) --reuse-venv=yes 2>&1 | tee out/nox.log
+	set -o pipefail; $(NOX) 2>&1 | tee out/nox.log
 	@if grep -q 'Galaxy importer emitted' out/nox.log; then echo "galaxy-importer logged ERROR lines (out/nox.log)"; exit 1; fi
 
 docs-site: venv collection-link ## the docs site (antsibull-docs, Sphinx) in build/docsite/html (make nox builds it too)
-	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/build/collections:$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
-	  PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/nox --envdir $(NOX_ENVDIR) --reuse-venv=yes -s docs-site
+	$(NOX) -s docs-site
 
 # A real kube-apiserver/controller-manager/scheduler, with kubelet and kubectl (built once from
 # Debian's kubernetes source in one make call, cached in ~/.cache/gpuops) with SIMULATED nodes: the
