@@ -20,8 +20,5 @@ class ActionModule(HostFactsAction):
             group = args.get("hosts_group") or "gpu_nodes"
             hosts = (task_vars.get("groups") or {}).get(group) or []
             # only what the check reads, never the hosts' other variables
-            host_vars = []
-            for host, found in host_variables(task_vars.get("hostvars") or {}, hosts, ("device_plugin_kubelet", "device_plugin_node_name")):
-                gpus = found.pop("gpus")
-                host_vars.append(dict(found, inventory_hostname=host, ansible_facts={"gpuops_gpus": gpus} if gpus else {}))
-            args["kubelet_facts"] = kubelet_facts_by_node(host_vars)
+            args["kubelet_facts"] = kubelet_facts_by_node(
+                host_variables(task_vars.get("hostvars") or {}, hosts, ("device_plugin_kubelet", "device_plugin_node_name")))

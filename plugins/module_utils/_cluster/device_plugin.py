@@ -410,21 +410,23 @@ class PreflightRefused(GpuopsError):
     """The preflight refuses: nothing may change. The message names every node or manager and the fix."""
 
 
-def kubelet_facts_by_node(host_vars):
-    """Node name -> {kubelet_config_info result, host, gpu_uuids} from the GPU hosts' variables.
+def kubelet_facts_by_node(rows):
+    """Node name -> {kubelet_config_info result, host, gpu_uuids} from the GPU hosts' variables:
+    ``[(host, {device_plugin_kubelet, device_plugin_node_name, gpus})]`` as the action plugin's
+    ``host_variables`` reads them (``gpus``: the host's gpuops_gpus fact).
 
     A host counts once its ``device_plugin_kubelet`` (kubelet_config_info) is set; its node name
     is the host variable ``device_plugin_node_name``, else what kubelet registers.
     """
     out = {}
-    for hv in host_vars or ():
+    for host, hv in rows or ():
         kubelet = hv.get("device_plugin_kubelet")
         if not kubelet:
             continue
         name = hv.get("device_plugin_node_name") or kubelet.get("node_name")
-        gpus = ((hv.get("ansible_facts") or {}).get("gpuops_gpus") or {})
+        gpus = hv.get("gpus") or {}
         entry = dict(kubelet)
-        entry["host"] = hv.get("inventory_hostname")
+        entry["host"] = host
         entry["gpu_uuids"] = [g.get("uuid") for g in gpus.get("gpus") or []] if gpus.get("available") else None
         out[name] = entry
     return out

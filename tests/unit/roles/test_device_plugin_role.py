@@ -46,9 +46,10 @@ NODE = {"metadata": {"name": "gpu-a", "labels": {}}}
 
 
 def _host(policy):
-    return {"inventory_hostname": "gpu-a", "device_plugin_kubelet": {"node_name": "gpu-a", "cpu_manager_policy": policy,
-                                                                     "source": "config file /var/lib/kubelet/config.yaml"},
-            "ansible_facts": {"gpuops_gpus": {"available": True, "gpus": [{"uuid": "GPU-1"}]}}}
+    """One GPU host as the action plugin's host_variables reads it: (host, {its variables, gpus})."""
+    return ("gpu-a", {"device_plugin_kubelet": {"node_name": "gpu-a", "cpu_manager_policy": policy,
+                                                "source": "config file /var/lib/kubelet/config.yaml"},
+                      "gpus": {"available": True, "gpus": [{"uuid": "GPU-1"}]}})
 
 
 def test_defaults_pass_the_preflight_on_static_nodes():
