@@ -13,12 +13,15 @@ BASETEMP = --basetemp=$(CURDIR)/build/pytest/$@
 
 .PHONY: test deps unit lab-test matrix sanity lint nox docs-site bench demo fakes clean venv collection-link molecule kube kube-build kube-node prom lab fleet-bench ee ee-context
 
-# Every stage in CI's order, each timed into out/stages.tsv (.ci/run prints the table at the end).
-STAGES := deps venv unit lab-test matrix sanity lint nox kube-build kube kube-node prom molecule
+# Every stage CI runs, each timed into out/stages.tsv (.ci/run prints the table at the end). The stages
+# that mostly wait (a real API server, Prometheus, containers booting systemd) run beside those that
+# compute; the real kubelet node's runs alone, last (hack/run-stages.sh; GPUOPS_SERIAL=1: one at a time).
+STAGES_FIRST := deps venv
+STAGES_COMPUTE := unit lab-test matrix sanity lint nox
+STAGES_BESIDE := kube-build kube prom molecule
+STAGES_LAST := kube-node
 test: ## everything CI runs, stage by stage (times in out/stages.tsv; `hack/stage.sh --table`)
-	@mkdir -p out && rm -f out/stages.tsv
-	@set -e; for stage in $(STAGES); do hack/stage.sh $$stage $(MAKE) --no-print-directory $$stage; done
-	@hack/stage.sh --table
+	@MAKE="$(MAKE)" hack/run-stages.sh "$(STAGES_FIRST)" "$(STAGES_COMPUTE)" "$(STAGES_BESIDE)" "$(STAGES_LAST)"; rc=$$?; hack/stage.sh --table; exit $$rc
 
 deps: ## check (as root: install) the Debian packages the tests need, before anything runs
 	@if [ "$$(id -u)" = 0 ]; then hack/check-deps.sh --install; else hack/check-deps.sh; fi
