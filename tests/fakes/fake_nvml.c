@@ -13,10 +13,23 @@
  *   mig|<gpu index>|<slot>|<uuid>|<profile>|<gi>|<ci>|<memory MiB>
  *   proc|<gpu index>|<pid>|<used MiB>  (a compute process: nvmlDeviceGetComputeRunningProcesses_v3
  *                                        and _v2, and the GPU's used memory in nvmlDeviceGetMemoryInfo)
+ * Health (read by gpu_health_info; <gpu> is the GPU's index):
+ *   recovery|<gpu>|<0..7>             field 230, NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+ *   remap|<gpu>|<corr>|<unc>|<pending>|<failure>   fields 142-145 (NOT_SUPPORTED with MIG instances, or before Ampere)
+ *   retired|<gpu>|<sbe>|<dbe>|<pending>            fields 29-31 (NOT_SUPPORTED from Hopper on, as on a real H200)
+ *   ecc|<gpu>|<vol_sbe>|<vol_dbe>|<agg_sbe>|<agg_dbe>   fields 3-6
+ *   persistence|<gpu>|<0|1>           nvmlDeviceGetPersistenceMode (default 1)
+ *   temp|<gpu>|<cur>|<slowdown>|<shutdown>        nvmlDeviceGetTemperature / ...Threshold
+ *   clocks|<gpu>|<mask>               nvmlDeviceGetCurrentClocksEventReasons (a decimal or 0x mask)
+ *   nvlink|<gpu>|<link>|<active>|<peer gpu>|<replay>|<recovery>|<crc>   (no line: NOT_SUPPORTED, as a PCIe GPU)
+ *   arch|<gpu>|<nvml arch>            nvmlDeviceGetArchitecture (default 7, Ampere)
+ *   lost|<gpu>                        nvmlDeviceGetHandleByIndex returns 15 (GPU is lost), as for a GPU off the bus
+ *   reset_required|<gpu>              every query but UUID, name, PCI info and minor returns 16 (reset required)
  * Build: gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o libnvidia-ml.so.1 fake_nvml.c
  * Older drivers, by the symbols their library lacks (tests/fakes/fakenode.py DRIVERS):
  *   -DFAKE_NVML_NO_PROCS_V3   no nvmlDeviceGetComputeRunningProcesses_v3 (drivers before 510)
  *   -DFAKE_NVML_NO_PROCS_V2   no nvmlDeviceGetComputeRunningProcesses_v2 (440 and older, with the above)
+ *   -DFAKE_NVML_NO_FIELD_RECOVERY  field 230 answers NOT_SUPPORTED in its own nvmlReturn (drivers before the field)
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,14 +40,23 @@
 
 #define MAX_GPUS 16
 #define MAX_MIGS 8
+#define MAX_LINKS 18
 
 typedef struct { char busIdLegacy[16]; unsigned domain, bus, device, pciDeviceId, pciSubSystemId; char busId[32]; } nvmlPciInfo_t;
 typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
 /* nvmlProcessInfo_t (v2 = v3 layout in nvml.h): 24 bytes with padding, as pynvml's c_nvmlProcessInfo_v3_t */
 typedef struct { unsigned pid; unsigned long long usedGpuMemory; unsigned gpuInstanceId, computeInstanceId; } nvmlProcessInfo_t;
 
+typedef struct { int set, active, peer; unsigned long long replay, recovery, crc; } link_t;
+typedef struct {
+    int recovery, lost, reset_required, persistence, arch, temp, slowdown, shutdown, ecc_mode;
+    unsigned long long clocks, remap[4], retired[3], ecc[4];
+    link_t links[MAX_LINKS];
+} health_t;
+
 typedef struct dev {
     int is_mig, index, minor, mig_cur, mig_pend, gi, ci, uuid_error, present;
+    health_t h;
     unsigned long long mem_mib;
     char uuid[96], name[96], bus[32];
     struct dev *parent;
@@ -47,6 +69,7 @@ static int nprocs;
 static dev_t_ gpus[MAX_GPUS];
 static dev_t_ migs[MAX_GPUS * MAX_MIGS];
 static int ngpus, nmigs, init_error, cuda = 12020, initialized;
+static health_t pending_health[MAX_GPUS]; /* health lines may come before their gpu line */
 static char driver[80] = "535.104.05";
 
 static char *field(char **s) {
@@ -64,6 +87,11 @@ static void load(void) {
     ngpus = nmigs = init_error = nprocs = 0;
     memset(gpus, 0, sizeof gpus);
     memset(migs, 0, sizeof migs);
+    memset(pending_health, 0, sizeof pending_health);
+    for (int i = 0; i < MAX_GPUS; i++) {
+        health_t *h = &pending_health[i];
+        h->persistence = 1; h->arch = 7; h->temp = 40; h->slowdown = 87; h->shutdown = 92; h->ecc_mode = 1;
+    }
     if (!path || !(f = fopen(path, "r"))) { init_error = 9; return; }
     while (fgets(line, sizeof line, f)) {
         char *s = line, *kind;
@@ -73,6 +101,36 @@ static void load(void) {
         else if (!strcmp(kind, "cuda")) cuda = atoi(field(&s));
         else if (!strcmp(kind, "init_error")) init_error = atoi(field(&s));
         else if (!strcmp(kind, "uuid_error")) { int i = atoi(field(&s)); if (i >= 0 && i < MAX_GPUS) gpus[i].uuid_error = atoi(field(&s)); }
+        else if (!strcmp(kind, "recovery") || !strcmp(kind, "remap") || !strcmp(kind, "retired") || !strcmp(kind, "ecc")
+                 || !strcmp(kind, "persistence") || !strcmp(kind, "temp") || !strcmp(kind, "clocks") || !strcmp(kind, "nvlink")
+                 || !strcmp(kind, "arch") || !strcmp(kind, "lost") || !strcmp(kind, "reset_required")) {
+            int i = atoi(field(&s)), k;
+            health_t *h;
+            if (i < 0 || i >= MAX_GPUS) continue;
+            h = &pending_health[i];
+            if (!strcmp(kind, "recovery")) h->recovery = atoi(field(&s));
+            else if (!strcmp(kind, "remap")) for (k = 0; k < 4; k++) h->remap[k] = strtoull(field(&s), NULL, 10);
+            else if (!strcmp(kind, "retired")) for (k = 0; k < 3; k++) h->retired[k] = strtoull(field(&s), NULL, 10);
+            else if (!strcmp(kind, "ecc")) for (k = 0; k < 4; k++) h->ecc[k] = strtoull(field(&s), NULL, 10);
+            else if (!strcmp(kind, "persistence")) h->persistence = atoi(field(&s));
+            else if (!strcmp(kind, "temp")) { h->temp = atoi(field(&s)); h->slowdown = atoi(field(&s)); h->shutdown = atoi(field(&s)); }
+            else if (!strcmp(kind, "clocks")) h->clocks = strtoull(field(&s), NULL, 0);
+            else if (!strcmp(kind, "arch")) h->arch = atoi(field(&s));
+            else if (!strcmp(kind, "lost")) h->lost = 1;
+            else if (!strcmp(kind, "reset_required")) h->reset_required = 1;
+            else {
+                int link = atoi(field(&s));
+                link_t *l;
+                if (link < 0 || link >= MAX_LINKS) continue;
+                l = &h->links[link];
+                l->set = 1;
+                l->active = atoi(field(&s));
+                l->peer = atoi(field(&s));
+                l->replay = strtoull(field(&s), NULL, 10);
+                l->recovery = strtoull(field(&s), NULL, 10);
+                l->crc = strtoull(field(&s), NULL, 10);
+            }
+        }
         else if (!strcmp(kind, "gpu") && ngpus < MAX_GPUS) {
             dev_t_ *g = &gpus[ngpus];
             g->index = ngpus++;
@@ -105,6 +163,7 @@ static void load(void) {
         }
     }
     fclose(f);
+    for (int i = 0; i < ngpus; i++) gpus[i].h = pending_health[i];
 }
 
 #define CHECK_INIT() do { if (!initialized) return 1; } while (0)
@@ -142,7 +201,10 @@ const char *nvmlErrorString(int r) {
     case 3: return "Not Supported";
     case 6: return "Not Found";
     case 9: return "Driver Not Loaded";
+    case 10: return "Timeout";
     case 15: return "GPU is lost";
+    case 16: return "Reset Required";
+    case 19: return "In use by another client";
     case 18: return "RM has detected an NVML/RM version mismatch.";
     default: return "Unknown Error";
     }
@@ -157,7 +219,13 @@ static int copy_str(char *dst, unsigned len, const char *src) {
 int nvmlSystemGetDriverVersion(char *v, unsigned len) { CHECK_INIT(); return copy_str(v, len, driver); }
 int nvmlSystemGetCudaDriverVersion(int *v) { CHECK_INIT(); *v = cuda; return 0; }
 int nvmlDeviceGetCount_v2(unsigned *n) { CHECK_INIT(); *n = (unsigned)ngpus; return 0; }
-int nvmlDeviceGetHandleByIndex_v2(unsigned i, dev_t_ **h) { CHECK_INIT(); if (i >= (unsigned)ngpus) return 2; *h = &gpus[i]; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, dev_t_ **h) {
+    CHECK_INIT();
+    if (i >= (unsigned)ngpus) return 2;
+    if (gpus[i].h.lost) return 15;
+    *h = &gpus[i];
+    return 0;
+}
 int nvmlDeviceGetUUID(dev_t_ *d, char *v, unsigned len) { CHECK_INIT(); CHECK_DEV(d); if (d->uuid_error) return d->uuid_error; return copy_str(v, len, d->uuid); }
 int nvmlDeviceGetName(dev_t_ *d, char *v, unsigned len) { CHECK_INIT(); CHECK_DEV(d); return copy_str(v, len, d->name); }
 int nvmlDeviceGetMinorNumber(dev_t_ *d, unsigned *v) { CHECK_INIT(); CHECK_DEV(d); if (d->is_mig) return 3; *v = (unsigned)d->minor; return 0; }
@@ -181,8 +249,10 @@ static unsigned long long used_mib(const dev_t_ *d) {
     return used;
 }
 
+#define CHECK_RESET(d) do { if ((d)->h.reset_required) return 16; } while (0)
+
 int nvmlDeviceGetMemoryInfo(dev_t_ *d, nvmlMemory_t *m) {
-    CHECK_INIT(); CHECK_DEV(d);
+    CHECK_INIT(); CHECK_DEV(d); CHECK_RESET(d);
     m->total = d->mem_mib * 1024ULL * 1024ULL; m->used = used_mib(d) * 1024ULL * 1024ULL; m->free = m->total - m->used;
     return 0;
 }
@@ -192,6 +262,7 @@ int nvmlDeviceGetMemoryInfo(dev_t_ *d, nvmlMemory_t *m) {
 __attribute__((unused)) static int compute_procs(dev_t_ *d, unsigned *count, nvmlProcessInfo_t *infos) {
     unsigned n = 0, k = 0; int i;
     CHECK_INIT(); CHECK_DEV(d);
+    if (!d->is_mig) CHECK_RESET(d);
     if (!count) return 2;
     if (d->is_mig) return 3;
     for (i = 0; i < nprocs; i++) if (procs[i].gpu == d->index) n++;
@@ -235,3 +306,101 @@ int nvmlDeviceGetMigDeviceHandleByIndex(dev_t_ *d, unsigned i, dev_t_ **h) {
 
 int nvmlDeviceGetGpuInstanceId(dev_t_ *d, unsigned *v) { CHECK_INIT(); CHECK_DEV(d); if (!d->is_mig) return 2; *v = (unsigned)d->gi; return 0; }
 int nvmlDeviceGetComputeInstanceId(dev_t_ *d, unsigned *v) { CHECK_INIT(); CHECK_DEV(d); if (!d->is_mig) return 2; *v = (unsigned)d->ci; return 0; }
+
+/* ---- health ---- */
+/* nvmlFieldValue_t as pynvml's c_nvmlFieldValue_t: 40 bytes */
+typedef struct {
+    unsigned fieldId, scopeId;
+    long long timestamp, latencyUsec;
+    unsigned valueType, nvmlReturn;
+    union { double d; unsigned ui; unsigned long ul; unsigned long long ull; long long sll; int si; unsigned short us; } value;
+} nvmlFieldValue_t;
+
+static int has_mig_instances(const dev_t_ *d) {
+    int i;
+    if (d->mig_cur != 1) return 0;
+    for (i = 0; i < MAX_MIGS; i++) if (d->migs[i]) return 1;
+    return 0;
+}
+
+static void field_value(const dev_t_ *d, nvmlFieldValue_t *v) {
+    const health_t *h = &d->h;
+    unsigned long long ull = 0;
+    int rc = 0;
+    v->valueType = 3; /* unsigned long long */
+    switch (v->fieldId) {
+    case 3: case 4: case 5: case 6:
+        if (!h->ecc_mode) rc = 3; else ull = h->ecc[v->fieldId - 3];
+        break;
+    case 29: case 30: case 31:
+        if (h->arch >= 9) rc = 3; else ull = h->retired[v->fieldId - 29];
+        break;
+    case 142: case 143: case 144: case 145:
+        if (h->arch < 7 || has_mig_instances(d)) rc = 3; else ull = h->remap[v->fieldId - 142];
+        break;
+    case 230:
+        v->valueType = 1;
+#ifdef FAKE_NVML_NO_FIELD_RECOVERY
+        rc = 3;
+#else
+        v->value.ui = (unsigned)h->recovery;
+#endif
+        v->nvmlReturn = (unsigned)rc;
+        return;
+    default:
+        rc = 3;
+    }
+    v->nvmlReturn = (unsigned)rc;
+    if (!rc) v->value.ull = ull;
+}
+
+int nvmlDeviceGetFieldValues(dev_t_ *d, int count, nvmlFieldValue_t *values) {
+    int i;
+    CHECK_INIT(); CHECK_DEV(d);
+    if (count < 0 || !values) return 2;
+    for (i = 0; i < count; i++) {
+        values[i].timestamp = 0; values[i].latencyUsec = 0;
+        if (d->is_mig) { values[i].nvmlReturn = 3; continue; }
+        if (d->h.reset_required) { values[i].nvmlReturn = 16; continue; }
+        field_value(d, &values[i]);
+    }
+    return 0;
+}
+
+#define WHOLE_GPU(d) do { CHECK_INIT(); CHECK_DEV(d); if ((d)->is_mig) return 3; CHECK_RESET(d); } while (0)
+
+int nvmlDeviceGetPersistenceMode(dev_t_ *d, unsigned *v) { WHOLE_GPU(d); *v = (unsigned)d->h.persistence; return 0; }
+int nvmlDeviceGetArchitecture(dev_t_ *d, unsigned *v) { WHOLE_GPU(d); *v = (unsigned)d->h.arch; return 0; }
+int nvmlDeviceGetEccMode(dev_t_ *d, unsigned *cur, unsigned *pend) { WHOLE_GPU(d); *cur = *pend = (unsigned)d->h.ecc_mode; return 0; }
+int nvmlDeviceGetTemperature(dev_t_ *d, int sensor, unsigned *v) { WHOLE_GPU(d); if (sensor != 0) return 2; *v = (unsigned)d->h.temp; return 0; }
+int nvmlDeviceGetTemperatureThreshold(dev_t_ *d, int which, unsigned *v) {
+    WHOLE_GPU(d);
+    if (which == 0) *v = (unsigned)d->h.shutdown; else if (which == 1) *v = (unsigned)d->h.slowdown; else return 3;
+    return 0;
+}
+int nvmlDeviceGetCurrentClocksEventReasons(dev_t_ *d, unsigned long long *v) { WHOLE_GPU(d); *v = d->h.clocks; return 0; }
+
+static int any_link(const dev_t_ *d) {
+    int i;
+    for (i = 0; i < MAX_LINKS; i++) if (d->h.links[i].set) return 1;
+    return 0;
+}
+#define LINK(d, link) do { WHOLE_GPU(d); if (!any_link(d)) return 3; if ((link) >= MAX_LINKS || !(d)->h.links[link].set) return 2; } while (0)
+
+int nvmlDeviceGetNvLinkState(dev_t_ *d, unsigned link, unsigned *v) { LINK(d, link); *v = (unsigned)d->h.links[link].active; return 0; }
+int nvmlDeviceGetNvLinkErrorCounter(dev_t_ *d, unsigned link, int counter, unsigned long long *v) {
+    LINK(d, link);
+    switch (counter) {
+    case 0: *v = d->h.links[link].replay; return 0;
+    case 1: *v = d->h.links[link].recovery; return 0;
+    case 2: *v = d->h.links[link].crc; return 0;
+    default: return 3;
+    }
+}
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(dev_t_ *d, unsigned link, nvmlPciInfo_t *p) {
+    int peer;
+    LINK(d, link);
+    peer = d->h.links[link].peer;
+    if (peer < 0 || peer >= ngpus) return 2;
+    return nvmlDeviceGetPciInfo_v3(&gpus[peer], p);
+}

@@ -44,6 +44,8 @@ A100 = "NVIDIA A100-SXM4-40GB (simulated)"
 DRIVERS = {
     "r470": ("FAKE_NVML_NO_PROCS_V3",),
     "r440": ("FAKE_NVML_NO_PROCS_V3", "FAKE_NVML_NO_PROCS_V2"),
+    # a driver whose NVML lacks field 230 (NVML_FI_DEV_GET_GPU_RECOVERY_ACTION): its nvmlReturn is NOT_SUPPORTED
+    "no-recovery-field": ("FAKE_NVML_NO_FIELD_RECOVERY",),
 }
 
 
@@ -102,6 +104,12 @@ def proc(gpu_index, pid, used_mib):
 
 def mig(gpu_index, slot, uuid, profile, gi, ci, mem_mib):
     return "mig|%d|%d|%s|%s|%d|%d|%d" % (gpu_index, slot, uuid, profile, gi, ci, mem_mib)
+
+
+def health(kind, gpu_index, *values):
+    """A health line of fake_nvml.c (recovery, remap, retired, ecc, persistence, temp, clocks, nvlink, arch, lost,
+    reset_required), e.g. ``health("remap", 0, 0, 1, 1, 0)``."""
+    return "|".join([kind, str(gpu_index)] + [str(v) for v in values])
 
 
 def write_config(path, records, driver="535.104.05", cuda=12020, init_error=0):
