@@ -22,9 +22,8 @@ Anything else is *unrecognized*: reported, never called stale.
 from __future__ import annotations
 
 import fnmatch
-import re
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UUID
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms import classify
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 DEFAULT_GPU_RESOURCES = (
@@ -34,33 +33,9 @@ DEFAULT_GPU_RESOURCES = (
     "aliyun.com/gpu-mem",
 )
 
-_REPLICA = r"(?:::(?P<replica>[0-9]+))?"
-_FORMS = (
-    ("gpushare", re.compile(r"\A(?P<key>GPU-%s)-_-(?P<unit>[0-9]+)\Z" % UUID)),
-    ("gpu_uuid", re.compile(r"\A(?P<key>GPU-%s)%s\Z" % (UUID, _REPLICA))),
-    ("mig_uuid", re.compile(r"\A(?P<key>MIG-%s)%s\Z" % (UUID, _REPLICA))),
-    ("mig_uuid", re.compile(r"\A(?P<key>MIG-GPU-%s/[0-9]+/[0-9]+)%s\Z" % (UUID, _REPLICA))),
-    ("gpu_index", re.compile(r"\A(?P<key>[0-9]+)%s\Z" % _REPLICA)),
-    ("mig_index", re.compile(r"\A(?P<key>[0-9]+:[0-9]+)%s\Z" % _REPLICA)),
-)
-
 PRESENT = "present"
 STALE = "stale"
 UNRECOGNIZED = "unrecognized"
-
-
-def classify(device_id):
-    """Return ``(form, key)`` for a device ID; ``(None, None)`` when unrecognized.
-
-    ``key`` is what identifies the physical device: a lower-case GPU or MIG
-    UUID, a GPU index, or ``"<gpu>:<mig>"``.
-    """
-    for form, pattern in _FORMS:
-        match = pattern.match(device_id)
-        if match:
-            key = match.group("key")
-            return form, key if form in ("gpu_index", "mig_index") else key.lower()
-    return None, None
 
 
 class Inventory:
