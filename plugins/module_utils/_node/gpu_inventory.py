@@ -149,6 +149,28 @@ def nvml_shutdown(pynvml):
         pass
 
 
+def open_nvml(driver_root=None):
+    """``pynvml`` after ``nvmlInit``, its library found as the ``nvml`` backend of gather() finds it: under
+    ``driver_root`` first (a local path), else the loader's, else (beside the host) the host's own.
+
+    The caller calls nvml_shutdown. Raises BackendUnavailable (no pynvml, no library) or InventoryError."""
+    try:
+        import pynvml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise BackendUnavailable("the Python package nvidia-ml-py (module pynvml) is not installed") from None
+    if driver_root:
+        load_root_nvml(driver_root)
+    try:
+        nvml_init(pynvml)
+    except BackendUnavailable:
+        base = None if driver_root else hostroot.root()
+        if base is None or find_root_nvml(base) is None:
+            raise
+        load_root_nvml(base)
+        nvml_init(pynvml)
+    return pynvml
+
+
 def _gather_nvml():
     try:
         import pynvml  # pylint: disable=import-outside-toplevel
@@ -184,7 +206,7 @@ def _gather_nvml():
             except pynvml.NVMLError_NotSupported:
                 current = 0
             if current == 1:
-                gpu["mig_devices"] = _nvml_mig_devices(pynvml, handle)
+                gpu["mig_devices"] = nvml_mig_devices(pynvml, handle)
             facts["gpus"].append(gpu)
     except pynvml.NVMLError as exc:
         raise InventoryError("NVML query failed: %s" % exc, "nvml") from exc
@@ -195,7 +217,7 @@ def _gather_nvml():
     return facts
 
 
-def _nvml_mig_devices(pynvml, handle):
+def nvml_mig_devices(pynvml, handle):
     devices = []
     for slot in range(pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)):
         try:

@@ -209,7 +209,7 @@ def attribute(gpus, root="/", node=None):
         per_container = {}
         unattributed = 0
         for pid, used in gpu["processes"]:
-            found = _attribute_process(root, pid)
+            found = attribute_process(root, pid)
             if found is None:
                 unattributed += used
                 continue
@@ -222,7 +222,7 @@ def attribute(gpus, root="/", node=None):
     return samples
 
 
-def _attribute_process(root, pid):
+def attribute_process(root, pid):
     """``(pod_uid, container)`` of one process, or None: gone, not a pod's, or nothing trustworthy to go by."""
     try:
         raw = _read_limited(os.path.join(root, "proc", str(pid), "cgroup"), 1 << 20)

@@ -213,7 +213,7 @@ def test_a_process_in_a_sub_cgroup_of_its_container_keeps_its_container(tmp_path
     bundle(tmp_path, "containerd", CID["a"], "app-3g-v1")
     (tmp_path / "proc" / "77").mkdir(parents=True)
     (tmp_path / "proc" / "77" / "cgroup").write_text(cgroup)
-    assert gm._attribute_process(str(tmp_path), 77) == (UID_A, "app-3g-v1")
+    assert gm.attribute_process(str(tmp_path), 77) == (UID_A, "app-3g-v1")
 
 
 def hostile_bundle(root, cid, raw):
