@@ -15,6 +15,7 @@ from ansible.plugins.action import ActionBase
 HOST_VARIABLES = {
     "device_plugin_kubelet": "register: roles/device_plugin/tasks/node_facts.yml",
     "gpu_sharing_checkpoint_info": "register: roles/gpu_sharing/tasks/node_truth.yml",
+    "gpu_health_checkpoint": "register: playbooks/gpu_health.yml",
     "device_plugin_node_name": "inventory",
     "gpuops_node_name": "inventory",
     "gpu_sharing_enabled": "inventory",
@@ -22,8 +23,8 @@ HOST_VARIABLES = {
 
 
 def host_variables(hostvars, hosts, names):
-    """``[(host, {name: value, "gpus": its gpuops_gpus fact or {}})]`` for ``hosts``, in order: only the
-    ``names`` (of HOST_VARIABLES) a host has, never its other variables."""
+    """``[(host, {name: value, "gpus": its gpuops_gpus fact or {}, "health": its gpuops_gpu_health fact or {}})]``
+    for ``hosts``, in order: only the ``names`` (of HOST_VARIABLES) a host has, never its other variables."""
     unknown = sorted(set(names) - set(HOST_VARIABLES))
     if unknown:
         raise ValueError("not a declared host variable (HOST_VARIABLES): %s" % ", ".join(unknown))
@@ -31,7 +32,9 @@ def host_variables(hostvars, hosts, names):
     for host in hosts or ():
         found = hostvars.get(host) or {}
         values = dict((name, found.get(name)) for name in names if name in found)
-        values["gpus"] = (found.get("ansible_facts") or {}).get("gpuops_gpus") or {}
+        facts = found.get("ansible_facts") or {}
+        values["gpus"] = facts.get("gpuops_gpus") or {}
+        values["health"] = facts.get("gpuops_gpu_health") or {}
         rows.append((host, values))
     return rows
 

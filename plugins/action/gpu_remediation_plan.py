@@ -1,0 +1,30 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action plugin for gpuops.fleet.gpu_remediation_plan: hands the module what the GPU hosts of
+``hosts_group`` read about themselves (their gpuops_gpu_health fact and their kubelet checkpoint's
+entries, which live in their variables on the controller)."""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action import HostFactsAction, host_variables
+
+
+def health_rows(hostvars, hosts):
+    """``[{host, node, health, entries}]``: a host that read no health still gets a row (the plan says unknown)."""
+    out = []
+    for host, found in host_variables(hostvars, hosts, ("gpu_health_checkpoint", "gpuops_node_name")):
+        info = found.get("gpu_health_checkpoint") or {}
+        out.append({"host": host, "node": found.get("gpuops_node_name") or host, "health": found["health"],
+                    "entries": info.get("pod_device_entries") or [] if not info.get("error") else []})
+    return out
+
+
+class ActionModule(HostFactsAction):
+    MODULE = "gpuops.fleet.gpu_remediation_plan"
+
+    def fill(self, args, task_vars):
+        if args.get("hosts") is None:
+            group = args.get("hosts_group") or "gpu_nodes"
+            args["hosts"] = health_rows(task_vars.get("hostvars") or {}, (task_vars.get("groups") or {}).get(group) or [])

@@ -1,0 +1,410 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: the GPU remediation plan, pure (no API calls).
+
+From each node's health read (``gpu_health_info``), kubelet's own checkpoint entries
+(``kubelet_checkpoint_info``), the API's Nodes, Pods and PodDisruptionBudgets, and the ledger
+(``remediation_ledger``), it says per node what to do, to which GPUs, which pods that evicts and what
+blocks it; and it applies the safety rails (``../shared/specs/gpu-health.md`` B5):
+
+* **Pod -> GPU map from kubelet's checkpoint**, every ID form ``_node/device_ids`` knows (``GPU-<uuid>``,
+  ``::<n>`` time-slicing, ``MIG-<uuid>`` joined to its GPU, gpushare ``GPU-<uuid>-_-<n>``, indexes). For
+  gpushare the fake IDs kubelet checkpoints may name any GPU of the node (the plugin only counts them,
+  ``_cluster/gpu_share.py``): the GPU a container really got is its AllocResp's ``NVIDIA_VISIBLE_DEVICES``,
+  which wins wherever it names devices. Cross-checked with NVML's compute processes: a pod whose
+  process is on a target GPU but whom the checkpoint does not give that GPU "uses the GPU outside kubelet's
+  accounting", and a process of no pod is a host process: both are hard blockers.
+* **Evictions by kubectl drain's rules** (``drain.pod_verdict``): a GPU-scoped reset evicts the pods on the
+  target GPUs (and their NVLink peers where the verdict says so); a reboot evicts every pod of the node but
+  DaemonSet and mirror pods. A pod a PDB covers whose ``status.disruptionsAllowed`` is 0 is named with its
+  PDB (the eviction would answer 429 until it moves).
+* **Breakers.** Capacity: at most ``max_nodes_per_run``, and at most max(``breaker_min_nodes``,
+  ceil(``breaker_percent`` % of the GPU nodes in scope)) quarantined at once, ``breaker_max_nodes`` at
+  most, our quarantines in flight counted. Same signal: a signal key with the driver version on
+  min(``same_signal_nodes``, max(2, ceil(``same_signal_percent`` % of scope))) nodes or more, this run and
+  the ledger's window together, is a fleet event: no node carrying it is touched and the breaker trips. A
+  tripped breaker stays tripped (the ledger) until reset with a reason; after a reset, XIDs logged before
+  it are not counted (NVSentinel#450).
+* **Repeat offenders**: the same GPU remediated ``repeat_gpu`` times in 24 h, or the node ``repeat_node``
+  times in 7 days (the ledger), is ``replace`` (an RMA report), never another automatic action.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_share import tabwrite
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms import classify
+
+QUARANTINE_ANNOTATION = "gpuops.fleet/gpu-remediation"
+ACTING = ("reset", "reboot", "replace", "investigate")
+# XID buckets NVIDIA asks no node action for: never a key of the same-signal breaker
+_QUIET_BUCKETS = ("RESTART_APP", "IGNORE", "WORKFLOW_XID_45")
+DEFAULTS = {
+    "max_nodes_per_run": 1,
+    "batch": 1,
+    "breaker_percent": 10,
+    "breaker_min_nodes": 1,
+    "breaker_max_nodes": None,
+    "same_signal_nodes": 3,
+    "same_signal_percent": 5,
+    "breaker_window": 3600,
+    "repeat_gpu": 3,
+    "repeat_node": 5,
+    "drain_force": False,
+    "drain_delete_emptydir_data": False,
+}
+_DAY = 24 * 3600
+
+
+def check_settings(raw):
+    """The plan's settings from the user's (numbers may arrive as strings: AWX surveys); a negative or
+    non-numeric threshold is a ParameterError naming it."""
+    out = dict(DEFAULTS)
+    for key, value in (raw or {}).items():
+        if key not in DEFAULTS:
+            raise ParameterError(key, "is not a setting of the plan (known: %s)" % ", ".join(sorted(DEFAULTS)))
+        if value is None:
+            continue
+        if key.startswith("drain_"):
+            out[key] = bool(value)
+            continue
+        number = as_int(key, value) if not (isinstance(value, int) and not isinstance(value, bool)) else value
+        if number < 0:
+            raise ParameterError(key, "must be 0 or more, got %d" % number)
+        if key in ("batch", "same_signal_nodes") and number < 1:
+            raise ParameterError(key, "must be 1 or more, got %d" % number)
+        if key.endswith("_percent") and number > 100:
+            raise ParameterError(key, "is a percentage: 0 to 100, got %d" % number)
+        out[key] = number
+    return out
+
+
+def _meta(obj):
+    return obj.get("metadata") or {}
+
+
+def _visible(entry):
+    """The device IDs the container was given (AllocResp's NVIDIA_VISIBLE_DEVICES), when they are IDs."""
+    value = ((entry.get("alloc_envs") or {}).get("NVIDIA_VISIBLE_DEVICES") or "").strip()
+    if not value or value in ("all", "none", "void") or value.startswith("/"):
+        return []
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def pod_gpu_map(entries, gpus):
+    """``({gpu uuid: {pod uid: [containers]}}, [unmapped device IDs])`` from kubelet's checkpoint entries.
+
+    ``gpus`` are the health read's GPUs (``index``, ``uuid``, ``mig_devices``)."""
+    by_uuid = dict((g["uuid"].lower(), g["uuid"]) for g in gpus if g.get("uuid"))
+    by_index = dict((str(g["index"]), g["uuid"]) for g in gpus if g.get("uuid") is not None)
+    by_mig = {}
+    for gpu in gpus:
+        for mig in gpu.get("mig_devices") or ():
+            by_mig[mig.lower()] = gpu["uuid"]
+    holders, unmapped = {}, []
+    for entry in entries or ():
+        ids = _visible(entry) or list(entry.get("device_ids") or ())
+        for device_id in ids:
+            form, key = classify(device_id)
+            gpu = None
+            if form in ("gpu_uuid", "gpushare"):
+                gpu = by_uuid.get(key)
+            elif form == "mig_uuid" and key.startswith("mig-gpu-"):  # the legacy MIG-GPU-<uuid>/<gi>/<ci> names its GPU
+                gpu = by_uuid.get(key.split("/")[0][len("mig-"):])
+            elif form == "mig_uuid":
+                gpu = by_mig.get(key)
+            elif form == "gpu_index":
+                gpu = by_index.get(key)
+            elif form == "mig_index":
+                gpu = by_index.get(key.split(":")[0])
+            if gpu is None:
+                unmapped.append(device_id)
+                continue
+            pods = holders.setdefault(gpu, {})
+            containers = pods.setdefault(entry.get("pod_uid"), [])
+            if entry.get("container_name") not in containers:
+                containers.append(entry.get("container_name"))
+    return holders, unmapped
+
+
+def _selector_matches(selector, labels):
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or ():
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def pdb_of(pod, pdbs):
+    """The PDBs (``namespace/name``, disruptionsAllowed) that cover ``pod``."""
+    meta = _meta(pod)
+    labels = meta.get("labels") or {}
+    out = []
+    for pdb in pdbs or ():
+        pmeta = _meta(pdb)
+        if pmeta.get("namespace") != meta.get("namespace"):
+            continue
+        if _selector_matches((pdb.get("spec") or {}).get("selector"), labels):
+            allowed = (pdb.get("status") or {}).get("disruptionsAllowed")
+            out.append(("%s/%s" % (pmeta.get("namespace"), pmeta.get("name")), allowed))
+    return out
+
+
+def _eviction(pod, reason, pdbs, settings):
+    name = "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))
+    ok, why = drain.pod_verdict(pod, settings["drain_force"], settings["drain_delete_emptydir_data"])
+    blocked = [p for p, allowed in pdb_of(pod, pdbs) if not allowed]
+    return {"pod": name, "uid": _meta(pod).get("uid"), "reason": reason, "evict": ok, "note": why,
+            "pdb": blocked[0] if blocked else None}
+
+
+def _active(pod):
+    return ((pod.get("status") or {}).get("phase")) not in ("Succeeded", "Failed")
+
+
+def _xid_wall(health, xid):
+    if health.get("boot_time") is None or xid.get("usec") is None:
+        return None
+    return health["boot_time"] + xid["usec"] / 1e6
+
+
+def _redecide(health, since):
+    """The node's verdict with the XIDs logged before ``since`` (a breaker reset, epoch seconds) left out."""
+    if not since or not health.get("available"):
+        return health.get("verdict") or hd.decide_node(health)
+    for gpu in health.get("gpus") or ():
+        kept = [x for x in gpu.get("xids") or () if (_xid_wall(health, x) or since) >= since]
+        if len(kept) != len(gpu.get("xids") or ()):
+            gpu["xids_before_reset"] = len(gpu.get("xids") or ()) - len(kept)
+            gpu["xids"] = kept
+            gpu["verdict"] = hd.decide_gpu(gpu)
+    return hd.decide_node(health)
+
+
+def _keys(verdict, health):
+    """The signal keys of a node's verdict that count for the same-signal breaker."""
+    quiet = set()
+    for gpu in health.get("gpus") or ():
+        for xid in gpu.get("xids") or ():
+            if xid.get("bucket") in _QUIET_BUCKETS:
+                quiet.add("xid:%d" % xid["code"])
+    chosen = set(verdict.get("gpus") or ())
+    keys = []
+    for signal in verdict.get("signals") or ():
+        if signal.get("gpu") and signal["gpu"] not in chosen:
+            continue
+        if signal["key"] in quiet or signal["kind"] == "thermal" and signal["key"].startswith("clocks:"):
+            continue
+        if signal["key"] not in keys:
+            keys.append(signal["key"])
+    return keys
+
+
+def _node_row(item):
+    return {"node": item["node"], "host": item.get("host"), "state": None, "action": "none", "scope": None, "row": None, "gpus": [],
+            "reasons": [], "signals": [], "keys": [], "driver_version": None, "evictions": [], "blockers": [], "batch": None,
+            "deferred_reason": None}
+
+
+def plan(items, api_nodes, pods, pdbs, ledger, settings, now):
+    """The plan (see the module docstring). ``items``: ``[{node, host, health, entries}]``; ``ledger``:
+    ``remediation_ledger.parse``'s; ``now``: epoch seconds."""
+    settings = check_settings(settings)
+    nodes_by_name = dict((_meta(n).get("name"), n) for n in api_nodes or ())
+    pods_by_uid = dict((_meta(p).get("uid"), p) for p in pods or ())
+    breaker = ledger.get("breaker") or {}
+    reset_at = breaker.get("reset_at")
+    rows = []
+    for item in items:
+        row = _node_row(item)
+        rows.append(row)
+        health = item.get("health") or {}
+        if not health:
+            row.update(state="unknown", reasons=["no health read from this host (gpu_health_info did not run, or failed)"])
+            continue
+        verdict = _redecide(health, reset_at)
+        row.update(state=verdict["state"], action=verdict["action"], scope=verdict["scope"], row=verdict["row"],
+                   gpus=list(verdict["gpus"]), reasons=list(verdict["reasons"]), signals=verdict["signals"],
+                   driver_version=health.get("driver_version"))
+        if row["action"] not in ACTING:
+            continue
+        row["keys"] = _keys(verdict, health)
+        _repeat(row, ledger, now, settings)
+        _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid, pdbs, settings)
+    result = _breakers(rows, ledger, settings, now, len(items), nodes_by_name)
+    result["nodes"] = rows
+    result["settings"] = settings
+    result["table"] = table(rows)
+    result["summary"] = dict((a, sum(1 for r in rows if r["action"] == a)) for a in hd.ACTIONS)
+    result["summary"]["planned"] = sum(1 for r in rows if r["batch"] is not None)
+    result["summary"]["deferred"] = sum(1 for r in rows if r["deferred_reason"])
+    result["summary"]["unknown"] = sum(1 for r in rows if r["state"] == "unknown")
+    return result
+
+
+def _repeat(row, ledger, now, settings):
+    entries = ledger.get("entries") or []
+    node_count = sum(1 for e in entries if e.get("node") == row["node"] and now - (e.get("at") or 0) <= 7 * _DAY)
+    gpu_counts = dict((g, sum(1 for e in entries if g in (e.get("gpus") or ()) and now - (e.get("at") or 0) <= _DAY)) for g in row["gpus"])
+    worst = [g for g, n in gpu_counts.items() if settings["repeat_gpu"] and n >= settings["repeat_gpu"]]
+    if worst or (settings["repeat_node"] and node_count >= settings["repeat_node"]):
+        why = ("GPU %s remediated %d times in 24 h" % (worst[0], gpu_counts[worst[0]])) if worst else \
+            ("node remediated %d times in 7 days" % node_count)
+        row.update(action="replace", scope="node", row="repeat", reasons=row["reasons"] + ["repeat offender: %s: an RMA candidate, no "
+                                                                                            "further automatic action" % why])
+
+
+def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid, pdbs, settings):
+    gpus = health.get("gpus") or []
+    holders, unmapped = pod_gpu_map(item.get("entries"), gpus)
+    row["unmapped_device_ids"] = unmapped
+    if row["action"] == "reset":
+        targets = list(row["gpus"])
+        by_uuid = dict((g.get("uuid"), g) for g in gpus)
+        if any((g.get("verdict") or {}).get("peers") for g in gpus if g.get("uuid") in targets):
+            for uuid in list(targets):
+                for peer in ((by_uuid.get(uuid) or {}).get("nvlink") or {}).get("peers") or ():
+                    if peer not in targets:
+                        targets.append(peer)
+        row["targets"] = targets
+        uids = []
+        for uuid in targets:
+            for uid in sorted(holders.get(uuid) or {}):
+                if uid not in uids:
+                    uids.append(uid)
+            # NVML's processes on the target: every one must be a pod the checkpoint gives this GPU
+            for proc in (by_uuid.get(uuid) or {}).get("processes") or ():
+                if proc.get("pod_uid") is None:
+                    row["blockers"].append({"kind": "host_process", "gpu": uuid, "detail": "process %s (not a pod's) uses %s: a reset would "
+                                            "kill it" % (proc.get("pid"), uuid)})
+                elif proc["pod_uid"] not in (holders.get(uuid) or {}):
+                    pod = pods_by_uid.get(proc["pod_uid"])
+                    name = "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name")) if pod else proc["pod_uid"]
+                    row["blockers"].append({"kind": "outside_accounting", "gpu": uuid, "pod": name,
+                                            "detail": "pod %s uses %s outside kubelet's accounting (its process %s is on the GPU; the "
+                                                      "checkpoint gives it no such device)" % (name, uuid, proc.get("pid"))})
+        opportunistic = any((g.get("verdict") or {}).get("opportunistic") for g in gpus if g.get("uuid") in row["gpus"])
+        if opportunistic:
+            row["opportunistic"] = True
+            if uids:
+                row["deferred_reason"] = "gpu_busy"
+                row["reasons"].append("the pending remap waits for a reset while the GPU holds no pods; it holds %d" % len(uids))
+            return
+        for uid in uids:
+            pod = pods_by_uid.get(uid)
+            if pod is None or not _active(pod):
+                continue
+            on = [u for u in targets if uid in (holders.get(u) or {})]
+            row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), pdbs, settings))
+    elif row["action"] == "reboot":
+        for pod in pods or ():
+            if (pod.get("spec") or {}).get("nodeName") != row["node"] or not _active(pod):
+                continue
+            meta = _meta(pod)
+            owner = drain.controller(pod)
+            if drain.MIRROR in (meta.get("annotations") or {}) or (owner and owner.get("kind") == "DaemonSet"):
+                continue  # kubectl drain leaves them; the reboot restarts them
+            row["evictions"].append(_eviction(pod, "on the node to reboot", pdbs, settings))
+    for ev in row["evictions"]:
+        if not ev["evict"]:
+            row["blockers"].append({"kind": "not_evictable", "pod": ev["pod"], "detail": ev["note"]})
+        elif ev["pdb"]:
+            row["blockers"].append({"kind": "pdb", "pod": ev["pod"], "pdb": ev["pdb"],
+                                    "detail": "PodDisruptionBudget %s allows no disruption now (disruptionsAllowed 0)" % ev["pdb"]})
+    if any(b["kind"] in ("outside_accounting", "host_process") for b in row["blockers"]):
+        row["deferred_reason"] = "blocked"
+
+
+def _threshold(settings, scope):
+    by_percent = max(2, int(math.ceil(settings["same_signal_percent"] * scope / 100.0)))
+    return min(settings["same_signal_nodes"], by_percent)
+
+
+def _in_flight(nodes_by_name, ledger):
+    ours = set(n for n, node in nodes_by_name.items() if QUARANTINE_ANNOTATION in (_meta(node).get("annotations") or {}))
+    ours.update(e.get("node") for e in ledger.get("entries") or () if not e.get("closed_at"))
+    return ours
+
+
+def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
+    breaker = dict(ledger.get("breaker") or {"state": "closed"})
+    candidates = [r for r in rows if r["action"] in ACTING]
+    # same signal: this run's candidates and the ledger's window, per (key, driver)
+    groups = {}
+    for row in candidates:
+        for key in row["keys"]:
+            groups.setdefault((key, row["driver_version"]), set()).add(row["node"])
+    for entry in ledger.get("entries") or ():
+        if now - (entry.get("at") or 0) <= settings["breaker_window"]:
+            for key in entry.get("keys") or ():
+                groups.setdefault((key, entry.get("driver_version")), set()).add(entry.get("node"))
+    limit = _threshold(settings, scope)
+    fleet = sorted(((k, d, sorted(n)) for (k, d), n in groups.items() if len(n) >= limit), key=lambda g: (-len(g[2]), g[0]))
+    tripped_keys = set(k for k, dummy, dummy2 in fleet)
+    result = {"breaker": breaker, "signal_groups": [{"key": k, "driver_version": d, "nodes": n} for k, d, n in fleet],
+              "same_signal_threshold": limit, "refused": None}
+    if fleet and breaker.get("state") != "tripped":
+        breaker.update(state="tripped", at=now, keys=sorted(tripped_keys),
+                       reason="same signal on %d nodes or more: %s" % (limit, "; ".join("%s (driver %s) on %s" % (k, d, ", ".join(n))
+                                                                                        for k, d, n in fleet)))
+        result["tripped_now"] = True
+    if breaker.get("state") == "tripped":
+        result["refused"] = "the breaker is tripped (%s): no node is planned until it is reset with a reason" % breaker.get("reason")
+        for row in candidates:
+            if not row["deferred_reason"]:
+                carries = [k for k in row["keys"] if k in tripped_keys or k in (breaker.get("keys") or ())]
+                row["deferred_reason"] = "fleet_event" if carries else "breaker_tripped"
+        return result
+    # capacity: the per-run cap, and the fleet-wide cap with our quarantines in flight counted
+    in_flight = _in_flight(nodes_by_name, ledger)
+    cap = max(settings["breaker_min_nodes"], int(math.ceil(settings["breaker_percent"] * scope / 100.0)))
+    if settings["breaker_max_nodes"] is not None:
+        cap = min(cap, settings["breaker_max_nodes"])
+    room = max(0, min(settings["max_nodes_per_run"], cap - len(in_flight - set(r["node"] for r in candidates))))
+    result["capacity"] = {"cap": cap, "in_flight": sorted(n for n in in_flight if n), "room": room}
+    order = sorted((r for r in candidates if not r["deferred_reason"]), key=lambda r: (-hd.ACTIONS.index(r["action"]), r["node"]))
+    for i, row in enumerate(order):
+        if i < room:
+            row["batch"] = i // settings["batch"] + 1
+        else:
+            row["deferred_reason"] = "deferred_capacity"
+    return result
+
+
+def table(rows):
+    """A text table, one line per node."""
+    lines = ["NODE\tHEALTH\tACTION\tSCOPE\tGPUS\tEVICT\tBLOCKERS\tPLAN\t\n"]
+    for row in rows:
+        gpus = ",".join(g[:12] for g in row["gpus"]) or "-"
+        evict = sum(1 for e in row["evictions"] if e["evict"])
+        plan_text = ("batch %d" % row["batch"]) if row["batch"] is not None else (row["deferred_reason"] or "-")
+        lines.append("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n" % (row["node"], row["state"] or "-", row["action"], row["scope"] or "-", gpus,
+                                                            evict, len(row["blockers"]), plan_text))
+    return tabwrite("".join(lines))
+
+
+def check_reset(reset, reason):
+    """A breaker reset needs a reason (recorded in the ledger); ParameterError otherwise."""
+    if reset and not (reason or "").strip():
+        raise ParameterError("breaker_reset_reason", "is required with breaker_reset=true: say why the breaker may close (it is recorded "
+                             "in the ledger)")
+    return bool(reset)
+

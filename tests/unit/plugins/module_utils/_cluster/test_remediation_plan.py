@@ -1,0 +1,273 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The GPU remediation plan, pure: the pod -> GPU map from kubelet's checkpoint in every ID form, GPU-scoped
+evictions, PDB and accounting blockers, the breakers and the ledger."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_plan as rp
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+G = ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-11111111-2222-3333-4444-555555555555",
+     "GPU-22222222-2222-3333-4444-555555555555", "GPU-33333333-2222-3333-4444-555555555555"]
+MIG = "MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+NOW = 1800000000
+
+
+def uid(n):
+    return "%08d-0000-4000-8000-000000000000" % n
+
+
+def gpu(i, recovery=0, **more):
+    record = {"index": i, "uuid": G[i], "state": "ok", "architecture": 8, "recovery_action": {"value": recovery, "source": "nvml_field"},
+              "remapped_rows": {"supported": True, "pending": False, "failure": False}, "retired_pages": {"supported": False},
+              "ecc": {}, "nvlink": {"links": [], "peers": []}, "xids": [], "processes": [], "mig_devices": []}
+    record.update(more)
+    record["verdict"] = hd.decide_gpu(record)
+    return record
+
+
+def health(gpus, driver="580.65.06", **more):
+    facts = {"available": True, "driver_version": driver, "gpus": gpus, "gpus_seen": len(gpus), "boot_time": NOW - 3600}
+    facts.update(more)
+    facts["verdict"] = hd.decide_node(facts)
+    return facts
+
+
+def entry(pod, ids, resource="nvidia.com/gpu", container="app", envs=None):
+    return {"pod_uid": pod, "container_name": container, "resource_name": resource, "device_ids": ids, "alloc_envs": envs or {}}
+
+
+def pod(n, node="n1", owner="ReplicaSet", labels=None, namespace="ml", volumes=None):
+    meta = {"name": "p%d" % n, "namespace": namespace, "uid": uid(n), "labels": labels or {"app": "p%d" % n}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": "o%d" % n, "controller": True}]
+    return {"metadata": meta, "spec": {"nodeName": node, "volumes": volumes or []}, "status": {"phase": "Running"}}
+
+
+def api_node(name, annotations=None):
+    return {"metadata": {"name": name, "annotations": annotations or {}}, "spec": {}}
+
+
+def plan(items, pods=(), pdbs=(), ledger=None, nodes=None, **settings):
+    names = nodes or [i["node"] for i in items]
+    return rp.plan(items, [api_node(n) for n in names], list(pods), list(pdbs), ledger or ledgers.empty(), settings, NOW)
+
+
+def one(result, node):
+    return [r for r in result["nodes"] if r["node"] == node][0]
+
+
+# -- the pod -> GPU map --------------------------------------------------------------------------
+
+def test_every_id_form_maps_its_pod_to_the_physical_gpu():
+    gpus = [gpu(0), gpu(1, mig_mode="enabled", mig_devices=[MIG]), gpu(2), gpu(3)]
+    entries = [
+        entry(uid(1), [G[0]]),                                         # whole GPU
+        entry(uid(2), [G[2] + "::3"], "nvidia.com/gpu.shared"),       # time-slicing replica
+        entry(uid(3), [MIG], "nvidia.com/mig-1g.5gb"),                 # MIG device -> its GPU
+        entry(uid(4), [G[0] + "-_-1", G[0] + "-_-2"], "aliyun.com/gpu-mem", envs={"NVIDIA_VISIBLE_DEVICES": G[3]}),  # gpushare
+        entry(uid(5), ["2"]),                                         # index strategy
+        entry(uid(6), ["1:0"]),                                       # index strategy, MIG device
+        entry(uid(7), ["GPU-99999999-2222-3333-4444-555555555555"]),  # a GPU this node does not have
+    ]
+    holders, unmapped = rp.pod_gpu_map(entries, gpus)
+    assert dict((g, sorted(p)) for g, p in holders.items()) == {
+        G[0]: [uid(1)], G[1]: [uid(3), uid(6)], G[2]: [uid(2), uid(5)], G[3]: [uid(4)],
+    }
+    # gpushare: the fake IDs name GPU 0, but AllocResp gave the container GPU 3, which is what it holds
+    assert uid(4) not in holders[G[0]]
+    assert unmapped == ["GPU-99999999-2222-3333-4444-555555555555"]
+
+
+def test_a_gpu_scoped_reset_evicts_only_the_pods_of_the_faulty_gpu():
+    item = {"node": "n1", "host": "h1", "health": health([gpu(0, recovery=1), gpu(1), gpu(2)]),
+            "entries": [entry(uid(1), [G[0]]), entry(uid(2), [G[1]]), entry(uid(3), [G[2]])]}
+    result = plan([item], pods=[pod(1), pod(2), pod(3)])
+    row = one(result, "n1")
+    assert (row["action"], row["scope"], row["gpus"], row["batch"]) == ("reset", "gpu", [G[0]], 1)
+    assert [(e["pod"], e["evict"]) for e in row["evictions"]] == [("ml/p1", True)]
+    assert row["blockers"] == []
+
+
+def test_a_gpushare_node_evicts_the_pods_whose_container_got_the_faulty_gpu():
+    gpus = [gpu(0), gpu(1, recovery=1)]
+    entries = [entry(uid(1), [G[1] + "-_-1"], "aliyun.com/gpu-mem", envs={"NVIDIA_VISIBLE_DEVICES": G[0]}),
+               entry(uid(2), [G[0] + "-_-4"], "aliyun.com/gpu-mem", envs={"NVIDIA_VISIBLE_DEVICES": G[1]}),
+               entry(uid(3), [G[1] + "-_-2"], "aliyun.com/gpu-mem", envs={"NVIDIA_VISIBLE_DEVICES": G[1]})]
+    row = one(plan([{"node": "n1", "health": health(gpus), "entries": entries}], pods=[pod(1), pod(2), pod(3)]), "n1")
+    assert sorted(e["pod"] for e in row["evictions"]) == ["ml/p2", "ml/p3"]
+
+
+def test_nvlink_peers_pods_are_drained_where_the_recovery_action_asks():
+    g0 = gpu(0, recovery=4, nvlink={"links": [{"link": 0, "active": True}], "peers": [G[1]]})
+    item = {"node": "n1", "health": health([g0, gpu(1), gpu(2)]), "entries": [entry(uid(1), [G[0]]), entry(uid(2), [G[1]]),
+                                                                               entry(uid(3), [G[2]])]}
+    row = one(plan([item], pods=[pod(1), pod(2), pod(3)]), "n1")
+    assert row["targets"] == [G[0], G[1]]
+    assert sorted(e["pod"] for e in row["evictions"]) == ["ml/p1", "ml/p2"]
+
+
+def test_a_pod_using_the_gpu_outside_kubelets_accounting_and_a_host_process_block_it():
+    procs = [{"pid": 10, "pod_uid": uid(9)}, {"pid": 11, "pod_uid": None}]
+    item = {"node": "n1", "health": health([gpu(0, recovery=1, processes=procs)]), "entries": [entry(uid(1), [G[0]])]}
+    row = one(plan([item], pods=[pod(1), pod(9, labels={"app": "sneaky"})]), "n1")
+    kinds = sorted(b["kind"] for b in row["blockers"])
+    assert kinds == ["host_process", "outside_accounting"]
+    assert [b for b in row["blockers"] if b["kind"] == "outside_accounting"][0]["pod"] == "ml/p9"
+    assert (row["deferred_reason"], row["batch"]) == ("blocked", None)
+
+
+def test_a_pdb_with_no_disruption_allowed_is_named_as_a_blocker():
+    pdb = {"metadata": {"name": "keep-one", "namespace": "ml"}, "spec": {"selector": {"matchLabels": {"app": "p1"}}},
+           "status": {"disruptionsAllowed": 0}}
+    roomy = {"metadata": {"name": "roomy", "namespace": "ml"}, "spec": {"selector": {"matchExpressions": [
+        {"key": "app", "operator": "In", "values": ["p1"]}]}}, "status": {"disruptionsAllowed": 1}}
+    item = {"node": "n1", "health": health([gpu(0, recovery=1)]), "entries": [entry(uid(1), [G[0]])]}
+    row = one(plan([item], pods=[pod(1)], pdbs=[pdb, roomy]), "n1")
+    assert row["evictions"][0]["pdb"] == "ml/keep-one"
+    assert [(b["kind"], b["pdb"]) for b in row["blockers"]] == [("pdb", "ml/keep-one")]
+    assert row["batch"] == 1  # a PDB is a wait (the eviction is retried until drain_timeout), not a refusal
+
+
+def test_a_reboot_evicts_every_pod_of_the_node_but_daemonset_and_mirror_pods_and_names_a_bare_one():
+    lost = {"index": 1, "uuid": G[1], "state": "lost", "xids": [], "nvlink": {"links": []}}
+    lost["verdict"] = hd.decide_gpu(lost)
+    item = {"node": "n1", "health": health([gpu(0), lost]), "entries": []}
+    mirror = pod(4, owner=None)
+    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
+    pods = [pod(1), pod(2, owner="DaemonSet"), pod(3, owner=None), mirror, pod(5, node="n2")]
+    row = one(plan([item], pods=pods), "n1")
+    assert (row["action"], row["scope"]) == ("reboot", "node")
+    assert [(e["pod"], e["evict"]) for e in row["evictions"]] == [("ml/p1", True), ("ml/p3", False)]
+    assert [b["kind"] for b in row["blockers"]] == ["not_evictable"]
+
+
+def test_a_pending_remap_never_evicts_and_waits_for_an_idle_gpu():
+    busy = {"node": "n1", "health": health([gpu(0, remapped_rows={"supported": True, "pending": True, "failure": False})]),
+            "entries": [entry(uid(1), [G[0]])]}
+    idle = {"node": "n2", "health": health([gpu(0, retired_pages={"supported": True, "pending": True})]), "entries": []}
+    result = plan([busy, idle], pods=[pod(1)], max_nodes_per_run=5)
+    assert (one(result, "n1")["deferred_reason"], one(result, "n1")["evictions"]) == ("gpu_busy", [])
+    assert one(result, "n2")["batch"] == 1
+
+
+# -- breakers ------------------------------------------------------------------------------------
+
+def fleet(faulty, total=10, recovery=1, driver="580.65.06"):
+    items = []
+    for i in range(total):
+        items.append({"node": "n%02d" % i, "health": health([gpu(0, recovery=recovery if i < faulty else 0)], driver=driver), "entries": []})
+    return items
+
+
+def test_the_same_signal_on_3_of_10_nodes_is_a_fleet_event_and_touches_none():
+    result = plan(fleet(3), max_nodes_per_run=10)
+    assert result["summary"]["planned"] == 0
+    assert [r["deferred_reason"] for r in result["nodes"][:3]] == ["fleet_event"] * 3
+    assert result["breaker"]["state"] == "tripped" and result["refused"]
+    assert result["signal_groups"] == [{"key": "recovery:1", "driver_version": "580.65.06", "nodes": ["n00", "n01", "n02"]}]
+
+
+def test_the_same_key_with_two_driver_versions_is_two_groups():
+    other = [dict(i, node="m%s" % i["node"]) for i in fleet(1, total=1, driver="570.1")]
+    assert plan(fleet(1, total=3) + other)["breaker"]["state"] == "closed"
+    # the threshold never drops below 2 nodes, and is at most same_signal_nodes: 2 of 4 with one driver trip it
+    assert plan(fleet(2, total=3) + other)["same_signal_threshold"] == 2
+    assert plan(fleet(2, total=3) + other)["breaker"]["state"] == "tripped"
+
+
+def test_a_cap_of_one_with_two_unrelated_signals_plans_one_and_defers_one():
+    items = [{"node": "a", "health": health([gpu(0, recovery=1)]), "entries": []},
+             {"node": "b", "health": health([gpu(0, remapped_rows={"supported": True, "pending": False, "failure": True})]), "entries": []}]
+    items += fleet(0, total=8)
+    result = plan(items, max_nodes_per_run=1)
+    assert result["breaker"]["state"] == "closed"
+    assert [(r["node"], r["action"], r["batch"], r["deferred_reason"]) for r in result["nodes"][:2]] == [
+        ("a", "reset", None, "deferred_capacity"), ("b", "replace", 1, None)]  # the more severe first
+
+
+def test_the_fleet_wide_cap_counts_our_quarantines_in_flight():
+    items = [{"node": "a", "health": health([gpu(0, recovery=1)]), "entries": []}] + fleet(0, total=9)
+    nodes = [i["node"] for i in items] + ["busy"]
+    result = rp.plan(items, [api_node(n, {rp.QUARANTINE_ANNOTATION: "{}"} if n == "busy" else None) for n in nodes], [], [],
+                     ledgers.empty(), {"max_nodes_per_run": 5}, NOW)
+    assert result["capacity"] == {"cap": 1, "in_flight": ["busy"], "room": 0}
+    assert one(result, "a")["deferred_reason"] == "deferred_capacity"
+
+
+def test_a_tripped_breaker_stays_tripped_and_a_reset_needs_a_reason():
+    tripped = plan(fleet(3))
+    ledger = dict(ledgers.empty(), breaker=tripped["breaker"])
+    ledger = ledgers.parse({"data": ledgers.dump(ledger)}, "test")  # through the ConfigMap's form
+    later = plan(fleet(1), ledger=ledger)  # the cause is gone from two nodes: still refused
+    assert later["refused"] and one(later, "n00")["deferred_reason"] == "fleet_event"  # it carries the key that tripped it
+    with pytest.raises(ParameterError) as info:
+        rp.check_reset(True, "  ")
+    assert str(info.value).startswith("breaker_reset_reason: ")
+    closed = ledgers.reset(ledger, "bad driver rolled back", NOW)
+    again = plan(fleet(1), ledger=closed)
+    assert not again["refused"] and one(again, "n00")["batch"] == 1
+    assert again["breaker"]["reset_reason"] == "bad driver rolled back"
+
+
+def test_xids_logged_before_a_breaker_reset_no_longer_count():
+    g = gpu(0, recovery=None, xids=[{"code": 119, "bucket": "RESET_GPU", "usec": 10 * 10 ** 6}])
+    g["recovery_action"] = {"value": None, "source": "unsupported"}
+    g["verdict"] = hd.decide_gpu(g)
+    item = {"node": "n1", "health": health([g]), "entries": []}
+    assert one(plan([item]), "n1")["action"] == "reset"
+    ledger = dict(ledgers.empty(), breaker={"state": "closed", "reset_at": NOW - 60})  # the XID was an hour ago
+    item = {"node": "n1", "health": health([dict(g, xids=list(g["xids"]))]), "entries": []}
+    assert one(plan([item], ledger=ledger), "n1")["action"] == "none"
+
+
+def test_the_ledger_window_counts_earlier_runs_nodes():
+    ledger = dict(ledgers.empty(), entries=[{"node": "x%d" % i, "keys": ["recovery:1"], "driver_version": "580.65.06", "at": NOW - 60,
+                                             "gpus": [], "closed_at": NOW} for i in range(2)])
+    assert plan(fleet(1), ledger=ledger)["breaker"]["state"] == "tripped"
+    old = dict(ledger, entries=[dict(e, at=NOW - 7200) for e in ledger["entries"]])
+    assert plan(fleet(1), ledger=old)["breaker"]["state"] == "closed"
+
+
+def test_a_repeat_offender_is_an_rma_candidate():
+    ledger = dict(ledgers.empty(), entries=[{"node": "n00", "gpus": [G[0]], "at": NOW - 3600 * i, "keys": [], "closed_at": NOW}
+                                            for i in range(3)])
+    row = one(plan(fleet(1), ledger=ledger), "n00")
+    assert (row["action"], row["scope"]) == ("replace", "node") and "repeat offender" in row["reasons"][-1]
+
+
+def test_an_unknown_node_is_never_planned_and_never_a_signal():
+    items = [{"node": "n%d" % i, "health": {"available": False, "reason": "NVML: Unknown Error", "gpus": []}, "entries": []} for i in range(5)]
+    result = plan(items)
+    assert result["summary"]["unknown"] == 5 and result["summary"]["planned"] == 0 and result["breaker"]["state"] == "closed"
+
+
+@pytest.mark.parametrize("key,value", [("same_signal_nodes", -1), ("breaker_percent", "ten"), ("batch", 0), ("breaker_percent", 101)])
+def test_a_bad_threshold_names_its_option(key, value):
+    with pytest.raises(ParameterError) as info:
+        rp.check_settings({key: value})
+    assert str(info.value).startswith(key + ": ")
+
+
+def test_survey_strings_are_numbers():
+    assert rp.check_settings({"max_nodes_per_run": "2", "same_signal_nodes": "4"})["same_signal_nodes"] == 4
+
+
+@pytest.mark.parametrize("data", [{}, {"ledger.json": "{oops"}, {"ledger.json": json.dumps({"version": 2})},
+                                  {"ledger.json": json.dumps({"version": 1, "breaker": {"state": "open-ish"}})}])
+def test_a_ledger_we_did_not_write_is_an_error_never_an_empty_one(data):
+    with pytest.raises(ledgers.LedgerError):
+        ledgers.parse({"data": data}, "ConfigMap gpuops-system/gpuops-remediation-ledger")
+
+
+def test_the_table_has_a_line_per_node():
+    text = plan(fleet(1, total=2))["table"]
+    assert text.splitlines()[0].split() == ["NODE", "HEALTH", "ACTION", "SCOPE", "GPUS", "EVICT", "BLOCKERS", "PLAN"]
+    assert text.splitlines()[1].split()[:3] == ["n00", "faulty", "reset"]
