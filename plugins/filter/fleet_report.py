@@ -25,6 +25,8 @@ WORKLOAD_COLUMN = ("workloads", "GPU workloads")
 SHARING_COLUMN = ("sharing", "GPU sharing")
 # shown when Prometheus was read (gpu_memory_report, gpuops_prometheus_url)
 MEMORY_COLUMN = ("gpu_memory", "GPU memory")
+# shown when any node read its GPUs' health (gpu_health_info: site.yml with gpuops_gpu_health, playbooks/gpu_health.yml)
+HEALTH_COLUMN = ("gpu_health", "GPU health")
 NO_RESULT = "no result: the node failed or was unreachable"
 REPAIR_ACTIONS = ("removed", "pruned")
 
@@ -113,7 +115,43 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
     if isinstance(gpu_memory, list):
         found = [n for n in gpu_memory if isinstance(n, dict) and n.get("node") == k8s_name]
         summary["gpu_memory"] = dict((k, found[0].get(k)) for k in ("used_gib", "total_gib", "percent")) if found else None
+    health = (node_vars.get("ansible_facts") or {}).get("gpuops_gpu_health")
+    if isinstance(health, dict):
+        summary["gpu_health"] = _health(health)
     return summary
+
+
+def _health(health):
+    verdict = health.get("verdict") or {}
+    return {"state": verdict.get("state") or "unknown", "action": verdict.get("action") or "none", "scope": verdict.get("scope"),
+            "gpus": list(verdict.get("gpus") or ()), "reasons": list(verdict.get("reasons") or ()),
+            "available": bool(health.get("available")), "reason": health.get("reason")}
+
+
+def _health_text(value):
+    if not value:
+        return "-"
+    if value["state"] in ("ok", "unknown"):
+        return value["state"]
+    gpus = ", ".join(g[:12] for g in value["gpus"])
+    return "%s: %s%s" % (value["state"], value["action"], (" " + gpus) if gpus else "")
+
+
+def gpu_health_row(node_vars):
+    """One node's GPU health line for playbooks/gpu_health.yml's report, from its variables (``hostvars[node]``)."""
+    if not hasattr(node_vars, "get"):
+        raise AnsibleFilterError("gpu_health_row: expects a node's variables (hostvars[node]), got %s" % type(node_vars).__name__)
+    node = node_vars.get("inventory_hostname")
+    health = (node_vars.get("ansible_facts") or {}).get("gpuops_gpu_health")
+    if not isinstance(health, dict):
+        row = {"node": node, "state": "unknown", "action": "none", "scope": None, "gpus": [], "available": False,
+               "reasons": [], "reason": "no health read: the node failed or was unreachable"}
+    else:
+        row = dict(_health(health), node=node)
+    text = _health_text(row) if row["state"] != "unknown" else "unknown (%s)" % (row.get("reason") or "NVML not read")
+    row["simulated"] = str(node_vars.get("gpuops_lab", False)).lower() in ("true", "yes", "1", "on")
+    row["line"] = "%s: %s%s" % (node, text, " (SIMULATED GPUs)" if row["simulated"] else "")
+    return row
 
 
 def fleet_rows(summaries, nodes):
@@ -178,7 +216,8 @@ def _stale_text(stale):
 def _columns(rows):
     return (COLUMNS + ((WORKLOAD_COLUMN,) if any("workloads" in r for r in rows) else ())
             + ((SHARING_COLUMN,) if any((r.get("sharing") or {}).get("shared", True) and r.get("sharing") for r in rows) else ())
-            + ((MEMORY_COLUMN,) if any("gpu_memory" in r for r in rows) else ()))
+            + ((MEMORY_COLUMN,) if any("gpu_memory" in r for r in rows) else ())
+            + ((HEALTH_COLUMN,) if any("gpu_health" in r for r in rows) else ()))
 
 
 def _sharing_text(value):
@@ -203,6 +242,8 @@ def _cell(row, key):
         return "-" if value is None else ("ok" if value == 0 else "%d finding(s)" % value)
     if key == "sharing":
         return _sharing_text(value)
+    if key == "gpu_health":
+        return _health_text(value)
     if key == "gpu_memory":
         return "-" if not value else "%s/%s GiB (%s%%)" % (value["used_gib"], value["total_gib"], value["percent"])
     if key == "gpus":
@@ -294,4 +335,5 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
 
 class FilterModule:
     def filters(self):
-        return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary}
+        return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary,
+                "gpu_health_row": gpu_health_row}

@@ -153,3 +153,28 @@ def test_a_failed_batch_stops_the_run_before_the_next_batch(lab):
     stale = lab["base"] / "nodes/lab-replaced-gpu/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
     with open(os.path.join(ROOT, "lab", "files", "seed_checkpoint.json"), "rb") as handle:
         assert stale.read_bytes() == handle.read()
+
+
+def test_gpu_health_reports_each_node_and_site_yml_shows_the_column(lab):
+    """playbooks/gpu_health.yml on the lab (no cluster: no plan): lab-gpushare's GPU 1 asks for a reset (NVML's
+    recovery action, its XID 119 from the node's saved kernel log), lab-no-driver is unknown (never faulty), the
+    rest are ok; nothing changes and nothing warns. site.yml with gpuops_gpu_health shows the GPU health column."""
+    rc, out = lab["play"](os.path.join(ROOT, "lab", "setup.yml"))
+    assert rc == 0, out[-4000:]
+    rc, out = lab["play"](os.path.join(ROOT, "playbooks", "gpu_health.yml"))
+    assert rc == 0, out[-6000:]
+    assert warnings(out) == [], warnings(out)
+    assert all(r[1:] == (0, 0, 0) for r in recap(out).values()), recap(out)
+    report = json.loads((lab["base"] / "report" / "gpu-health.json").read_text())
+    rows = dict((r["node"], r) for r in report["nodes"])
+    assert dict((n, (r["state"], r["action"])) for n, r in rows.items()) == {
+        "lab-healthy": ("ok", "none"), "lab-replaced-gpu": ("ok", "none"), "lab-gpushare": ("faulty", "reset"),
+        "lab-corrupt": ("ok", "none"), "lab-no-driver": ("unknown", "none")}
+    assert rows["lab-gpushare"]["gpus"] == ["GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e"]
+    assert report["plan"] is None
+    assert "lab-gpushare: faulty: reset GPU-1b7d2a3e (SIMULATED GPUs)" in out
+    rc, out = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"), "--check", "-e", "gpuops_gpu_health=true")
+    assert rc == 0, out[-6000:]
+    assert "GPU health" in out and "faulty: reset GPU-1b7d2a3e" in out
+    summary = json.loads((lab["base"] / "report" / "fleet-summary.json").read_text())
+    assert summary["gpu_health"]["lab-gpushare"]["action"] == "reset" and summary["gpu_health"]["lab-no-driver"]["state"] == "unknown"
