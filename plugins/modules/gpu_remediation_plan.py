@@ -203,6 +203,8 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 
 try:
     from kubernetes.client.api import core_v1_api
+    from kubernetes.dynamic import DynamicClient
+    from kubernetes.dynamic.exceptions import ResourceNotFoundError
 except ImportError:
     # AnsibleK8SModule reports a missing kubernetes library itself
     pass
@@ -221,16 +223,14 @@ def _hosts(items):
 
 
 def _pdbs(client):
-    """PodDisruptionBudgets of every namespace: policy/v1, or policy/v1beta1 on a server before 1.21."""
-    for version in ("v1", "v1beta1"):
+    """PodDisruptionBudgets of every namespace: policy/v1, or policy/v1beta1 on a server before 1.21 (discovery says which)."""
+    dynamic = DynamicClient(client)
+    for version in ("policy/v1", "policy/v1beta1"):
         try:
-            found = client.call_api("/apis/policy/%s/poddisruptionbudgets" % version, "GET", response_type="object",
-                                    auth_settings=["BearerToken"], _return_http_data_only=True)
-        except ApiException as exc:
-            if exc.status == 404 and version == "v1":
-                continue
-            raise
-        return (found or {}).get("items") or []
+            resource = dynamic.resources.get(api_version=version, kind="PodDisruptionBudget")
+        except ResourceNotFoundError:
+            continue
+        return resource.get().to_dict().get("items") or []
     return []
 
 

@@ -435,10 +435,13 @@ class SimKubelet:
         return True
 
     def allocate_gpus(self, pod, node):
-        """Whole GPUs for a long-running pod: the first ones, into the checkpoint."""
+        """Whole GPUs for a long-running pod: the first ones no other entry holds (else the first ones), into the checkpoint."""
         wanted = self.gpu_request(pod)
-        uuids = list(self.nodes[node].get("gpus") or [])[:wanted]
         self.reload_checkpoint(node)
+        held = set(i for entry in self.entries.get(node, []) if entry[2] == GPU for i in entry[3])
+        gpus = list(self.nodes[node].get("gpus") or [])
+        free = [u for u in gpus if u not in held]
+        uuids = (free if len(free) >= wanted else gpus)[:wanted]
         self.entries.setdefault(node, []).append((pod.metadata.uid, pod.spec.containers[0].name, GPU, uuids,
                                                   {"NVIDIA_VISIBLE_DEVICES": ",".join(uuids)}))
         self.write_checkpoint(node)
