@@ -59,7 +59,7 @@ options:
     type: path
   xid_overrides:
     description:
-      - A catalog bucket per XID code that replaces NVIDIA's, for example V({109: IGNORE}).
+      - "A catalog bucket per XID code that replaces NVIDIA's, for example V({109: IGNORE})."
       - A code must be one of the catalog's, and a bucket one of V(RESTART_APP), V(IGNORE), V(WORKFLOW_XID_45),
         V(RESET_GPU), V(WORKFLOW_XID_48), V(WORKFLOW_NVLINK_ERR), V(WORKFLOW_NVLINK5_ERR), V(RESTART_BM),
         V(RESTART_VM), V(CHECK_MECHANICALS), V(UPDATE_SWFW), V(XID_154), V(CHECK_UVM), V(UNKNOWN).
@@ -68,7 +68,7 @@ options:
 requirements:
   - nvidia-ml-py (module C(pynvml))
 notes:
-  - Works over SSH and through M(gpuops.fleet.k8s_node#connection), on the host or beside it.
+  - Works over SSH and through P(gpuops.fleet.k8s_node#connection), on the host or beside it.
   - XIDs up to the last remediation recorded on the node in this boot (C(/var/lib/gpuops/health/last-remediation.json))
     are not counted again.
 seealso:
