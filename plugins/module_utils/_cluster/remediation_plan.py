@@ -268,8 +268,8 @@ def _repeat(row, ledger, now, settings):
     if worst or (settings["repeat_node"] and node_count >= settings["repeat_node"]):
         why = ("GPU %s remediated %d times in 24 h" % (worst[0], gpu_counts[worst[0]])) if worst else \
             ("node remediated %d times in 7 days" % node_count)
-        row.update(action="replace", scope="node", row="repeat", reasons=row["reasons"] + ["repeat offender: %s: an RMA candidate, no "
-                                                                                            "further automatic action" % why])
+        why = "repeat offender: %s: an RMA candidate, no further automatic action" % why
+        row.update(action="replace", scope="node", row="repeat", reasons=row["reasons"] + [why])
 
 
 def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid, pdbs, settings):
@@ -396,8 +396,8 @@ def table(rows):
         gpus = ",".join(g[:12] for g in row["gpus"]) or "-"
         evict = sum(1 for e in row["evictions"] if e["evict"])
         plan_text = ("batch %d" % row["batch"]) if row["batch"] is not None else (row["deferred_reason"] or "-")
-        lines.append("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n" % (row["node"], row["state"] or "-", row["action"], row["scope"] or "-", gpus,
-                                                            evict, len(row["blockers"]), plan_text))
+        cells = (row["node"], row["state"] or "-", row["action"], row["scope"] or "-", gpus, evict, len(row["blockers"]), plan_text)
+        lines.append("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n" % cells)
     return tabwrite("".join(lines))
 
 
@@ -407,4 +407,3 @@ def check_reset(reset, reason):
         raise ParameterError("breaker_reset_reason", "is required with breaker_reset=true: say why the breaker may close (it is recorded "
                              "in the ledger)")
     return bool(reset)
-

@@ -22,6 +22,7 @@ _FORMS = (
     ("mig_index", re.compile(r"\A(?P<key>[0-9]+:[0-9]+)%s\Z" % _REPLICA)),
 )
 
+
 def classify(device_id):
     """Return ``(form, key)`` for a device ID; ``(None, None)`` when unrecognized.
 

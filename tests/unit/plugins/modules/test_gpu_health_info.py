@@ -60,8 +60,8 @@ def test_every_value_the_fake_sets_comes_back(fake_node, playbook, tmp_path):
     (sysroot / "var" / "log").mkdir(parents=True)
     (sysroot / "var" / "log" / "kmsg.saved").write_text(KMSG)
     (sysroot / "proc" / "4242").mkdir(parents=True)
-    (sysroot / "proc" / "4242" / "cgroup").write_text("0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope\n"
-                                                       % (POD.replace("-", "_"), CID))
+    cgroup = "0::/kubepods.slice/kubepods-pod%s.slice/cri-containerd-%s.scope\n" % (POD.replace("-", "_"), CID)
+    (sysroot / "proc" / "4242" / "cgroup").write_text(cgroup)
     no_field = fakenode.build_lib(os.path.join(ROOT, "build", "fakes", "no-recovery-field"), fakenode.DRIVERS["no-recovery-field"])
     bad = fakenode.write_config(str(tmp_path / "bad.cfg"), [], init_error=9)
     ok, changed, out = playbook("gpu_health_info.yml", env, kmsg=str(kmsg), sysroot=str(sysroot), no_field_lib=no_field, bad_config=bad)

@@ -107,8 +107,8 @@ def test_a_gpushare_node_evicts_the_pods_whose_container_got_the_faulty_gpu():
 
 def test_nvlink_peers_pods_are_drained_where_the_recovery_action_asks():
     g0 = gpu(0, recovery=4, nvlink={"links": [{"link": 0, "active": True}], "peers": [G[1]]})
-    item = {"node": "n1", "health": health([g0, gpu(1), gpu(2)]), "entries": [entry(uid(1), [G[0]]), entry(uid(2), [G[1]]),
-                                                                               entry(uid(3), [G[2]])]}
+    entries = [entry(uid(1), [G[0]]), entry(uid(2), [G[1]]), entry(uid(3), [G[2]])]
+    item = {"node": "n1", "health": health([g0, gpu(1), gpu(2)]), "entries": entries}
     row = one(plan([item], pods=[pod(1), pod(2), pod(3)]), "n1")
     assert row["targets"] == [G[0], G[1]]
     assert sorted(e["pod"] for e in row["evictions"]) == ["ml/p1", "ml/p2"]
