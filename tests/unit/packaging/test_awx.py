@@ -27,7 +27,7 @@ def documented_variables():
                 names.update(entry.get("options") or {})
     with open(os.path.join(ROOT, "playbooks", "vars", "kubelet_restarts.yml")) as handle:
         names.update(yaml.safe_load(handle))
-    for playbook in ("recover_pods.yml", "site.yml"):  # variables read with | default(...) in the playbooks
+    for playbook in ("recover_pods.yml", "site.yml", "gpu_health.yml"):  # variables read with | default(...) in the playbooks
         with open(os.path.join(ROOT, "playbooks", playbook)) as handle:
             names.update(re.findall(r"\b(gpuops_[a-z_]+) \| default", handle.read()))
     return names
@@ -62,3 +62,4 @@ def test_job_template_playbook_parses_and_uses_only_real_awx_options():
     assert used <= options, used - options
     for template in play["vars"]["gpuops_awx_templates"]:
         assert os.path.exists(os.path.join(AWX, template["survey"]))
+        assert os.path.exists(os.path.join(AWX, "project", template.get("playbook", "site.yml")))
