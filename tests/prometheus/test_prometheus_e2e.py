@@ -51,7 +51,13 @@ EXPECTED_ALERTS = {
     ("GPUMemoryOverAllocation", "ml", "app-6g-v1-0"),
     ("GPUXidErrors", None, None),
     ("GPUExporterDown", None, None),
+    # gpuops metrics' NVML health gauges: GPU 1 needs a reset and its row remapping failed, GPU 2 is lost (no memory
+    # series, so the memory figures below are the two readable GPUs'); GPU 0 is healthy and fires none of them
+    ("GPURecoveryActionRequired", None, None),
+    ("GPURowRemapFailure", None, None),
+    ("GPULost", None, None),
 }
+GLOST = "GPU-33333333-2222-3333-4444-555555555555"
 
 
 def dcgm_exposition(node, gpus):
@@ -109,7 +115,9 @@ def prometheus(tmp_path_factory, fake_lib_dir):
         assert shutil.which(tool), "%s is missing: apt-get install prometheus prometheus-node-exporter (hack/check-deps.sh --install)" % tool
     tmp = tmp_path_factory.mktemp("prom")
     # the SIMULATED node: its GPUs and processes (fake NVML), its pods' cgroups (sysroot /proc)
-    records = [fakenode.gpu(GA, minor=0, mem_mib=16384), fakenode.gpu(GB, minor=1, bus="00000000:00:08.0", mem_mib=16384)]
+    records = [fakenode.gpu(GA, minor=0, mem_mib=16384), fakenode.gpu(GB, minor=1, bus="00000000:00:08.0", mem_mib=16384),
+               fakenode.gpu(GLOST, minor=2, bus="00000000:00:09.0", mem_mib=16384),
+               fakenode.health("recovery", 1, 1), fakenode.health("remap", 1, 0, 3, 0, 1), fakenode.health("lost", 2)]
     for _namespace, _name, uid, container, pid, gpu, used, _limits in PODS:
         records.append(fakenode.proc(gpu, pid, used))
         cid = ("%x" % pid * 64)[:64]
@@ -136,7 +144,7 @@ def prometheus(tmp_path_factory, fake_lib_dir):
         {"index": 1, "uuid": GB, "DCGM_FI_DEV_FB_USED": 12288, "DCGM_FI_DEV_FB_FREE": 4096, "DCGM_FI_DEV_XID_ERRORS": 79, "DCGM_FI_DEV_GPU_UTIL": 41}]))
     ksm = Exposition(ksm_exposition("lab-healthy"))
     rendered = render_role(tmp, gpu_monitoring_rule_interval="1s", gpu_monitoring_waste_for="6s", gpu_monitoring_overallocation_for="3s",
-                           gpu_monitoring_xid_for="0s", gpu_monitoring_exporter_down_for="3s",
+                           gpu_monitoring_xid_for="0s", gpu_monitoring_exporter_down_for="3s", gpu_monitoring_health_for="2s",
                            gpu_monitoring_scrape_static_targets=[
                                {"node": "lab-healthy", "dcgm": dcgm.address, "node_exporter": "127.0.0.1:%d" % node_exporter_port},
                                # a node whose exporters do not answer
@@ -203,6 +211,10 @@ def test_alerts_fire_and_rules_record(prometheus):
     per_gpu = api(base, "/api/v1/query", query="node_gpu:gpuops_gpu_memory_used_bytes:max")["result"]
     assert sorted((r["metric"]["node"], r["metric"]["uuid"], float(r["value"][1])) for r in per_gpu) == [
         ("lab-healthy", GA, 3482 * MIB), ("lab-healthy", GB, 12 * GIB)]
+    # the health alerts name the faulty GPUs only: none fires for the healthy GPU 0
+    health = sorted((a["labels"]["alertname"], a["labels"]["gpu"]) for a in alerts
+                    if a["labels"]["alertname"] in ("GPURecoveryActionRequired", "GPURowRemapFailure", "GPULost"))
+    assert health == [("GPULost", "2"), ("GPURecoveryActionRequired", "1"), ("GPURowRemapFailure", "1")]
 
 
 def run_report(prometheus, tmp_path, **args):

@@ -74,6 +74,12 @@ METRICS = (
     ("gpuops_gpu_memory_used_bytes", "GPU memory used on one GPU (NVML), every process included."),
     ("gpuops_gpu_memory_total_bytes", "GPU memory of one GPU (NVML)."),
     ("gpuops_gpu_process_memory_unattributed_bytes", "GPU memory of processes on one GPU that belong to no pod (host processes, or gone)."),
+    ("gpuops_gpu_recovery_action", "NVML's recovery action for one GPU (field 230): 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, "
+     "4 drain and reset, 5 recover IMEX domain, 6 bus reset, 7 system reboot."),
+    ("gpuops_gpu_row_remap_pending", "1 when one GPU has a row remap pending (NVML field 144): it takes effect at the next reset."),
+    ("gpuops_gpu_row_remap_failure", "1 when row remapping failed on one GPU (NVML field 145): an RMA criterion."),
+    ("gpuops_gpu_retired_pages_pending", "1 when one GPU has a page retirement pending (NVML field 31)."),
+    ("gpuops_gpu_lost", "1 when NVML says the GPU of this index is lost (fallen off the bus), else 0."),
     ("gpuops_metrics_up", "1 when gpuops metrics read the GPUs, 0 when it could not (reason label)."),
     ("gpuops_metrics_last_run_timestamp_seconds", "When gpuops metrics last wrote this file."),
 )
@@ -177,18 +183,49 @@ def compute_processes(pynvml, handle):
     )
 
 
+# NVML fields read for the health gauges, in one nvmlDeviceGetFieldValues call (pynvml NVML_FI_DEV_*); each value carries
+# its own return code, and one the driver does not support (field 230 before it existed, retired pages from Hopper on)
+# is left out, not an error
+HEALTH_FIELDS = (
+    (230, "gpuops_gpu_recovery_action"),  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+    (144, "gpuops_gpu_row_remap_pending"),  # NVML_FI_DEV_REMAPPED_PENDING
+    (145, "gpuops_gpu_row_remap_failure"),  # NVML_FI_DEV_REMAPPED_FAILURE
+    (31, "gpuops_gpu_retired_pages_pending"),  # NVML_FI_DEV_RETIRED_PENDING
+)
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def health_values(pynvml, handle):
+    """``{metric: value}`` of HEALTH_FIELDS this GPU's driver answers."""
+    call = getattr(pynvml, "nvmlDeviceGetFieldValues", None)
+    if call is None:
+        return {}
+    try:
+        values = call(handle, [field for field, dummy in HEALTH_FIELDS])
+    except pynvml.NVMLError:
+        return {}
+    names = dict(HEALTH_FIELDS)
+    return dict((names[v.fieldId], int(getattr(v.value, _VALUE_MEMBERS.get(v.valueType, "ullVal"))))
+                for v in values if v.nvmlReturn == 0 and v.fieldId in names)
+
+
 def read_gpus(pynvml):
-    """Per GPU: index, uuid, total and used bytes, and its compute processes ``[(pid, bytes)]``."""
+    """Per GPU: index, uuid, total and used bytes, its compute processes ``[(pid, bytes)]`` and its health fields;
+    a GPU NVML says is lost is ``{"index", "lost": True}``, and the others are read all the same."""
     inventory.nvml_init(pynvml)
     gpus = []
     try:
         for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            try:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            except pynvml.NVMLError_GpuIsLost:
+                gpus.append({"index": index, "uuid": "", "lost": True, "total": 0, "used": 0, "processes": [], "health": {}})
+                continue
             uuid = pynvml.nvmlDeviceGetUUID(handle)
             memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
             procs = compute_processes(pynvml, handle)
-            gpus.append({"index": index, "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
-                         "total": memory.total, "used": memory.used, "processes": procs})
+            gpus.append({"index": index, "uuid": uuid.decode() if isinstance(uuid, bytes) else uuid, "lost": False,
+                         "total": memory.total, "used": memory.used, "processes": procs, "health": health_values(pynvml, handle)})
     except pynvml.NVMLError as exc:
         raise InventoryError("NVML query failed: %s" % exc, "nvml") from exc
     finally:
@@ -206,6 +243,15 @@ def attribute(gpus, root="/", node=None):
         base = {"gpu": str(gpu["index"]), "uuid": gpu["uuid"]}
         if node:
             base["node"] = node
+        if gpu.get("lost"):
+            lost = {"gpu": str(gpu["index"])}
+            if node:
+                lost["node"] = node
+            samples.append(("gpuops_gpu_lost", lost, 1))
+            continue
+        samples.append(("gpuops_gpu_lost", dict((k, v) for k, v in base.items() if k != "uuid"), 0))
+        for metric, value in sorted((gpu.get("health") or {}).items()):
+            samples.append((metric, base, value))
         per_container = {}
         unattributed = 0
         for pid, used in gpu["processes"]:

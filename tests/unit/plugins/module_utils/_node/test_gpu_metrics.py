@@ -260,3 +260,26 @@ def test_what_a_pod_writes_cannot_crash_metrics_or_add_a_series(sysroot, fake_no
     pods = [k for k in got if k.startswith("gpuops_pod_gpu_memory_used_bytes")]
     assert pods == ['gpuops_pod_gpu_memory_used_bytes{container="app-3g-v1",gpu="0",pod_uid="%s",uuid="%s"}' % (UID_A, G0)]
     assert got["gpuops_metrics_up"] == 1
+
+
+def test_health_gauges_come_from_nvml_and_a_lost_gpu_leaves_the_others_read(fake_node, sysroot, tmp_path):
+    g2 = "GPU-22222222-2222-3333-4444-555555555555"
+    env = fake_node([fakenode.gpu(G0, mem_mib=16384), fakenode.gpu(G1, bus="00000000:00:08.0", mem_mib=16384),
+                     fakenode.gpu(g2, bus="00000000:00:09.0", mem_mib=16384),
+                     fakenode.health("recovery", 0, 1), fakenode.health("remap", 0, 0, 1, 1, 1), fakenode.health("arch", 1, 9),
+                     fakenode.health("lost", 2), fakenode.proc(0, 4242, 3000)])
+    textfile = tmp_path / "gpuops.prom"
+    rc, logs, err = run_metrics(env, sysroot, textfile)
+    assert rc == 0 and err == "", (logs, err)
+    got = samples(textfile.read_text())
+    assert got['gpuops_gpu_recovery_action{gpu="0",uuid="%s"}' % G0] == 1
+    assert got['gpuops_gpu_row_remap_pending{gpu="0",uuid="%s"}' % G0] == 1
+    assert got['gpuops_gpu_row_remap_failure{gpu="0",uuid="%s"}' % G0] == 1
+    assert got['gpuops_gpu_retired_pages_pending{gpu="0",uuid="%s"}' % G0] == 0
+    # a Hopper GPU answers NOT_SUPPORTED for retired pages: no series, not a 0 that would mean "checked, none pending"
+    assert 'gpuops_gpu_retired_pages_pending{gpu="1",uuid="%s"}' % G1 not in got
+    assert got['gpuops_gpu_recovery_action{gpu="1",uuid="%s"}' % G1] == 0
+    assert (got['gpuops_gpu_lost{gpu="0"}'], got['gpuops_gpu_lost{gpu="1"}'], got['gpuops_gpu_lost{gpu="2"}']) == (0, 0, 1)
+    # the lost GPU did not stop the rest: GPU 0's pod is still attributed, and the run is up
+    assert got['gpuops_pod_gpu_memory_used_bytes{container="app-3g-v1",gpu="0",pod_uid="%s",uuid="%s"}' % (UID_A, G0)] == 3000 * 1024 * 1024
+    assert got["gpuops_metrics_up"] == 1
