@@ -84,7 +84,8 @@ def _build_locked(out_dir, defines):
         with open(stamp, "w") as handle:
             handle.write(digest)
     # The fake CLIs run with this interpreter; written with a shebang at build time.
-    for name, source in (("nvidia-smi", "fake_nvidia_smi.py"), ("systemctl", "fake_systemctl.py"), ("systemd-run", "fake_systemd_run.py")):
+    for name, source in (("nvidia-smi", "fake_nvidia_smi.py"), ("systemctl", "fake_systemctl.py"), ("systemd-run", "fake_systemd_run.py"),
+                         ("journalctl", "fake_journalctl.py")):
         path = os.path.join(out_dir, name)
         with open(os.path.join(HERE, source)) as src, open(path + ".tmp", "w") as dst:
             dst.write("#!%s\n" % sys.executable)

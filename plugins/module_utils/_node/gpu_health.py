@@ -29,7 +29,6 @@ The verdicts come from ``_common.health_decision`` (pure). NVML that does not in
 from __future__ import annotations
 
 import os
-import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision, xid_catalog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError
@@ -52,7 +51,7 @@ FIELDS = {
 _VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 NVSWITCH_PATHS = ("/dev/nvidia-nvswitchctl", "/proc/driver/nvidia-nvswitch")
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
-UPTIME = "/proc/uptime"
+STAT = "/proc/stat"
 ARCHITECTURES = {2: "kepler", 3: "maxwell", 4: "pascal", 5: "volta", 6: "turing", 7: "ampere", 8: "ada", 9: "hopper", 10: "blackwell"}
 
 
@@ -239,13 +238,17 @@ def _processes(pynvml, handle, root, reader):
 
 
 def _boot_time():
-    """The boot's wall-clock time (epoch seconds, from /proc/uptime): an XID's time since boot plus this is when it was
-    logged, which the plan compares with a breaker reset's time."""
+    """The boot's wall-clock time (epoch seconds: the kernel's ``btime`` in /proc/stat, the same in every read of this
+    boot, so two reads give equal facts): an XID's time since boot plus this is when it was logged, which the plan
+    compares with a breaker reset's time."""
     try:
-        with open(UPTIME) as handle:
-            return round(time.time() - float(handle.read(64).split()[0]), 3)
+        with open(STAT) as handle:
+            for line in handle:
+                if line.startswith("btime "):
+                    return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         return None
+    return None
 
 
 def _boot_id():

@@ -128,3 +128,21 @@ def test_mig_with_instances_and_hopper_answer_not_supported(fake_node, playbook,
     # a Hopper GPU has no retired pages (as the lent H200 answered), and remap counts it has
     assert (hopper["retired_pages"]["supported"], hopper["remapped_rows"]["supported"]) == (False, True)
     assert read["gpus_expected"] == 4 and read["verdict"]["action"] == "reboot"  # 2 seen, 4 expected (the playbook's)
+
+
+def test_the_journal_is_read_first_and_only_the_kernels_lines_count(fake_node, playbook, tmp_path):
+    """kernel_log auto: journalctl -k -b -o json (tests/fakes/fake_journalctl.py, journald's JSON export of the records),
+    where a line a process wrote to /dev/kmsg (facility 1) is recorded as such and never counts."""
+    env = fake_node(records())
+    journal = tmp_path / "journal.kmsg"
+    journal.write_text(KMSG + "11,300,7000000,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n")
+    env["GPUOPS_FAKE_JOURNAL"] = str(journal)
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("")
+    bad = fakenode.write_config(str(tmp_path / "bad.cfg"), [], init_error=9)
+    no_field = fakenode.build_lib(os.path.join(ROOT, "build", "fakes", "no-recovery-field"), fakenode.DRIVERS["no-recovery-field"])
+    playbook("gpu_health_info.yml", env, kmsg=str(kmsg), sysroot=str(tmp_path), no_field_lib=no_field, bad_config=bad, health_kernel_log="auto")
+    read = json.loads((tmp_path / "health.json").read_text())["read"]
+    assert (read["kernel_log"]["source"], read["kernel_log"]["records"]) == ("journal", 8)  # the forged record is not one
+    assert [x["code"] for x in read["gpus"][1]["xids"]] == [119, 154] and read["gpus"][0]["xids"] == []
+    assert read["gpus"][0]["verdict"]["action"] == "observe"  # GPU 0: its HW slowdown bits only, not the forged XID 79
