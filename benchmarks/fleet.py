@@ -17,7 +17,10 @@ no controller code, ``module_utils/_cluster``, is among them).
 Each line gives wall time, the ratio to ping, the controller's peak RSS (the largest process
 of ansible's process tree, from wait4) and seconds per host.
 
-    .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining] [--repair-max N]
+    .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining] [--repair-max N] [--health]
+
+With --health, also the GPU health read alone (benchmarks/health_read.yml: gpu_health_info, one module call per
+node) and playbooks/gpu_health.yml (the read, the checkpoint's pods, the report; no cluster, so no plan).
 
 Goals: the check stage over 200 hosts within 1.5x of ping over the same hosts (issue 11), cost
 linear in N; the first full run within 5x ping, a second within 2.5x ping (issue 22). Local
@@ -66,7 +69,7 @@ def environment(forks, pipelining):
     return env
 
 
-def measure(nodes, env, work, repair=True):
+def measure(nodes, env, work, repair=True, health=False):
     out = os.path.join(work, "fleet-%d" % nodes)
     inventory = os.path.join(out, "inventory.yml")
     report = os.path.join(out, "report")
@@ -80,6 +83,11 @@ def measure(nodes, env, work, repair=True):
     if repair:
         rows.append(("full repair", run(site, env)))
         rows.append(("second full run", run(site, env)))
+    if health:
+        rows.append(("health read", run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "benchmarks", "health_read.yml")],
+                                        env)))
+        rows.append(("gpu_health.yml", run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "playbooks", "gpu_health.yml"),
+                                            "-e", "gpuops_report_dir=" + report, "-e", "gpuops_gpu_health_kernel_log=none"], env)))
     for name, (_wall, _rss, rc, tail) in rows:
         if rc != 0:
             raise SystemExit("%s on %d nodes failed (rc %d):\n%s" % (name, nodes, rc, tail))
@@ -103,6 +111,7 @@ def main(argv=None):
     parser.add_argument("--nodes", type=int, nargs="+", default=[50, 100, 200])
     parser.add_argument("--forks", type=int, default=10)
     parser.add_argument("--pipelining", action="store_true")
+    parser.add_argument("--health", action="store_true", help="also the GPU health read alone and playbooks/gpu_health.yml")
     parser.add_argument("--repair-max", type=int, default=None,
                         help="time the full repair only up to this many nodes (it installs the guard on every node: minutes)")
     args = parser.parse_args(argv)
@@ -116,12 +125,15 @@ def main(argv=None):
     summary = []
     with tempfile.TemporaryDirectory(prefix="gpuops-fleet-bench-") as work:
         for nodes in args.nodes:
-            rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max)
+            rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max, health=args.health)
             ping = rows[1][1][0]
             for name, (wall, rss, dummy, dummy2) in rows:
                 print("%-6d %-16s %9.1f %8s %10.0f %10.3f" % (nodes, name, wall, "%.2f" % (wall / ping) if name != "lab set-up" else "-", rss, wall / nodes))
-            repaired = len(rows) > 4
-            summary.append((nodes, ping, rows[2][1][0], rows[3][1][0] if repaired else None, rows[4][1][0] if repaired else None))
+            walls = dict((name, result[0]) for name, result in rows)
+            summary.append((nodes, ping, walls["check stage"], walls.get("full repair"), walls.get("second full run")))
+            if "health read" in walls:
+                print("goal at %d nodes: the health read within 1.3x of ping: %.2fx -> %s" % (
+                    nodes, walls["health read"] / ping, "met" if walls["health read"] <= 1.3 * ping else "NOT met"))
             sys.stdout.flush()
     if len(summary) > 1:
         first, last = summary[0][:3], summary[-1][:3]
