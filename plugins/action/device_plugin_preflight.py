@@ -17,8 +17,6 @@ class ActionModule(HostFactsAction):
 
     def fill(self, args, task_vars):
         if args.get("kubelet_facts") is None:
-            group = args.get("hosts_group") or "gpu_nodes"
-            hosts = (task_vars.get("groups") or {}).get(group) or []
+            hostvars, hosts = self.group_hosts(args, task_vars)
             # only what the check reads, never the hosts' other variables
-            args["kubelet_facts"] = kubelet_facts_by_node(
-                host_variables(task_vars.get("hostvars") or {}, hosts, ("device_plugin_kubelet", "device_plugin_node_name")))
+            args["kubelet_facts"] = kubelet_facts_by_node(host_variables(hostvars, hosts, ("device_plugin_kubelet", "device_plugin_node_name")))

@@ -26,5 +26,4 @@ class ActionModule(HostFactsAction):
 
     def fill(self, args, task_vars):
         if args.get("hosts") is None:
-            group = args.get("hosts_group") or "gpu_nodes"
-            args["hosts"] = health_rows(task_vars.get("hostvars") or {}, (task_vars.get("groups") or {}).get(group) or [])
+            args["hosts"] = health_rows(*self.group_hosts(args, task_vars))

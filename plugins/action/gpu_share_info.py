@@ -31,6 +31,4 @@ class ActionModule(HostFactsAction):
 
     def fill(self, args, task_vars):
         if args.get("node_truth") is None:
-            group = args.get("hosts_group") or "gpu_nodes"
-            hosts = (task_vars.get("groups") or {}).get(group) or []
-            args["node_truth"] = node_truth(task_vars.get("hostvars") or {}, hosts)
+            args["node_truth"] = node_truth(*self.group_hosts(args, task_vars))

@@ -49,6 +49,12 @@ class HostFactsAction(ActionBase):
         """Complete ``args`` from ``task_vars`` (hostvars, groups); returns what ``finish`` needs."""
         return None
 
+    @staticmethod
+    def group_hosts(args, task_vars):
+        """``(hostvars, hosts)``: the controller's view of the hosts of the task's ``hosts_group`` (default gpu_nodes)."""
+        group = args.get("hosts_group") or "gpu_nodes"
+        return task_vars.get("hostvars") or {}, (task_vars.get("groups") or {}).get(group) or []
+
     def finish(self, result, context):
         """Adjust the module's ``result`` with ``context`` (what ``fill`` returned)."""
 
