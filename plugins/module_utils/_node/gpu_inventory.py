@@ -163,6 +163,7 @@ def open_nvml(driver_root=None):
     try:
         nvml_init(pynvml)
     except BackendUnavailable:
+        # beside the host: the library NVIDIA's runtime put in the pod first, else the host's own
         base = None if driver_root else hostroot.root()
         if base is None or find_root_nvml(base) is None:
             raise
@@ -171,12 +172,8 @@ def open_nvml(driver_root=None):
     return pynvml
 
 
-def _gather_nvml():
-    try:
-        import pynvml  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        raise BackendUnavailable("the Python package nvidia-ml-py (module pynvml) is not installed") from None
-    nvml_init(pynvml)
+def _gather_nvml(driver_root=None):
+    pynvml = open_nvml(driver_root)
     try:
         facts = empty_facts("nvml")
         facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
@@ -427,17 +424,7 @@ def _gather(run, backend, nvidia_smi, proc_root, driver_root):
     reasons = []
     if backend in ("auto", "nvml"):
         try:
-            if driver_root:
-                load_root_nvml(driver_root)
-            try:
-                return _gather_nvml()
-            except BackendUnavailable:
-                # beside the host: the library NVIDIA's runtime put in the pod first, else the host's own
-                base = None if driver_root else hostroot.root()
-                if base is None or find_root_nvml(base) is None:
-                    raise
-                load_root_nvml(base)
-                return _gather_nvml()
+            return _gather_nvml(driver_root)
         except BackendUnavailable as exc:
             reasons.append("nvml: %s" % exc)
         except InventoryError as exc:
