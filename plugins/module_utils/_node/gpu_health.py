@@ -48,7 +48,6 @@ FIELDS = {
     145: ("remapped_rows", "failure"),
     xid_catalog.RECOVERY_FIELD: ("recovery_action", "value"),
 }
-_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 NVSWITCH_PATHS = ("/dev/nvidia-nvswitchctl", "/proc/driver/nvidia-nvswitch")
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 STAT = "/proc/stat"
@@ -61,10 +60,6 @@ class _Lost(Exception):
 
 class _ResetRequired(Exception):
     pass
-
-
-def _text(value):
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 class _Reader:
@@ -94,18 +89,14 @@ class _Reader:
 
 
 def _fields(reader, handle, gpu):
-    values = reader.call("nvmlDeviceGetFieldValues", handle, sorted(FIELDS))
     found = {}
-    for value in values or []:
-        ret = value.nvmlReturn
+    for field, (ret, value) in gpu_inventory.field_answers(reader.call("nvmlDeviceGetFieldValues", handle, sorted(FIELDS))).items():
         if ret == 15:
             raise _Lost()
         if ret == 16:
             raise _ResetRequired()
-        if ret != 0:
-            continue
-        member = _VALUE_MEMBERS.get(value.valueType, "ullVal")
-        found[value.fieldId] = int(getattr(value.value, member))
+        if ret == 0:
+            found[field] = value
     for field, (group, key) in FIELDS.items():
         gpu[group][key] = found.get(field)
     for group, keys in (("remapped_rows", (142, 143, 144, 145)), ("retired_pages", (29, 30, 31))):
@@ -136,7 +127,7 @@ def _nvlink(reader, handle):
         entry = {"link": link, "active": bool(active), "peer_pci_bus_id": None}
         remote = reader.call("nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
         if remote is not None:
-            entry["peer_pci_bus_id"] = _text(remote.busId)
+            entry["peer_pci_bus_id"] = gpu_inventory.nvml_text(remote.busId)
         for key, counter in (("replay", 0), ("recovery", 1), ("crc_flit", 2)):
             entry[key] = reader.call("nvmlDeviceGetNvLinkErrorCounter", handle, link, counter)
         links.append(entry)
@@ -175,10 +166,10 @@ def _read_gpu(pynvml, index, root):
         except pynvml.NVMLError as exc:
             gpu.update(state="unreadable", error="nvmlDeviceGetHandleByIndex: %s" % exc)
             return gpu
-        gpu["uuid"] = _text(reader.call("nvmlDeviceGetUUID", handle))
-        gpu["name"] = _text(reader.call("nvmlDeviceGetName", handle))
+        gpu["uuid"] = gpu_inventory.nvml_text(reader.call("nvmlDeviceGetUUID", handle))
+        gpu["name"] = gpu_inventory.nvml_text(reader.call("nvmlDeviceGetName", handle))
         pci = reader.call("nvmlDeviceGetPciInfo", handle)
-        gpu["pci_bus_id"] = _text(pci.busId) if pci is not None else None
+        gpu["pci_bus_id"] = gpu_inventory.nvml_text(pci.busId) if pci is not None else None
         if gpu["uuid"] is None:
             gpu.update(state="unreadable", error="; ".join(reader.errors) or "no UUID")
             return gpu
@@ -287,7 +278,7 @@ def read(run, driver_root=None, gpus_expected=None, log_source="auto", log_path=
         facts["reason"] = gpu_inventory.explain("nvml: %s" % exc)
     else:
         try:
-            facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
+            facts["driver_version"] = gpu_inventory.nvml_text(pynvml.nvmlSystemGetDriverVersion())
             count = pynvml.nvmlDeviceGetCount()
             facts["gpus"] = [_read_gpu(pynvml, index, root) for index in range(count)]
             facts["gpus_seen"] = count

@@ -125,8 +125,23 @@ def _cuda_version(value):
     return "%d.%d" % (value // 1000, (value % 1000) // 10)
 
 
-def _text(value):
+def nvml_text(value):
+    """A string pynvml returned (bytes from older nvidia-ml-py), as text."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+# c_nvmlValue_t's member for each nvmlValueType_t (pynvml NVML_VALUE_TYPE_*)
+_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
+
+
+def field_answers(values):
+    """``{field ID: (nvmlReturn, value)}`` of what ``nvmlDeviceGetFieldValues`` returned: each field carries its own
+    return code, and its value (an int, by its valueType) only where that code is 0 (success)."""
+    out = {}
+    for value in values or ():
+        ret = value.nvmlReturn
+        out[value.fieldId] = (ret, int(getattr(value.value, _VALUE_MEMBERS.get(value.valueType, "ullVal"))) if ret == 0 else None)
+    return out
 
 
 def nvml_init(pynvml):
@@ -176,7 +191,7 @@ def _gather_nvml(driver_root=None):
     pynvml = open_nvml(driver_root)
     try:
         facts = empty_facts("nvml")
-        facts["driver_version"] = _text(pynvml.nvmlSystemGetDriverVersion())
+        facts["driver_version"] = nvml_text(pynvml.nvmlSystemGetDriverVersion())
         try:
             facts["cuda_driver_version"] = _cuda_version(pynvml.nvmlSystemGetCudaDriverVersion())
         except pynvml.NVMLError_NotSupported:
@@ -185,9 +200,9 @@ def _gather_nvml(driver_root=None):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             gpu = {
                 "index": index,
-                "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
-                "name": _text(pynvml.nvmlDeviceGetName(handle)),
-                "pci_bus_id": _text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
+                "uuid": nvml_text(pynvml.nvmlDeviceGetUUID(handle)),
+                "name": nvml_text(pynvml.nvmlDeviceGetName(handle)),
+                "pci_bus_id": nvml_text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
                 "memory_total_mib": pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024),
                 "minor_number": None,
                 "mig_mode": {"current": None, "pending": None},
@@ -221,12 +236,12 @@ def nvml_mig_devices(pynvml, handle):
             mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
         except (pynvml.NVMLError_NotFound, pynvml.NVMLError_InvalidArgument):
             continue
-        name = _text(pynvml.nvmlDeviceGetName(mig))
+        name = nvml_text(pynvml.nvmlDeviceGetName(mig))
         match = _MIG_NAME.search(name)
         devices.append(
             {
                 "index": slot,
-                "uuid": _text(pynvml.nvmlDeviceGetUUID(mig)),
+                "uuid": nvml_text(pynvml.nvmlDeviceGetUUID(mig)),
                 "profile": match.group("profile") if match else None,
                 "gpu_instance_id": pynvml.nvmlDeviceGetGpuInstanceId(mig),
                 "compute_instance_id": pynvml.nvmlDeviceGetComputeInstanceId(mig),

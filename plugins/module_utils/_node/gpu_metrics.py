@@ -192,7 +192,6 @@ HEALTH_FIELDS = (
     (145, "gpuops_gpu_row_remap_failure"),  # NVML_FI_DEV_REMAPPED_FAILURE
     (31, "gpuops_gpu_retired_pages_pending"),  # NVML_FI_DEV_RETIRED_PENDING
 )
-_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
 
 def health_values(pynvml, handle):
@@ -205,8 +204,7 @@ def health_values(pynvml, handle):
     except pynvml.NVMLError:
         return {}
     names = dict(HEALTH_FIELDS)
-    return dict((names[v.fieldId], int(getattr(v.value, _VALUE_MEMBERS.get(v.valueType, "ullVal"))))
-                for v in values if v.nvmlReturn == 0 and v.fieldId in names)
+    return dict((names[field], value) for field, (ret, value) in inventory.field_answers(values).items() if ret == 0 and field in names)
 
 
 def read_gpus(pynvml):
