@@ -17,7 +17,7 @@ def health_rows(hostvars, hosts):
     for host, found in host_variables(hostvars, hosts, ("gpu_health_checkpoint", "gpuops_node_name")):
         info = found.get("gpu_health_checkpoint") or {}
         out.append({"host": host, "node": found.get("gpuops_node_name") or host, "health": found["health"],
-                    "entries": info.get("pod_device_entries") or [] if not info.get("error") else []})
+                    "entries": [] if info.get("error") else info.get("pod_device_entries") or []})
     return out
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_share import tabwrite
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_share import active, tabwrite
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
@@ -75,7 +75,7 @@ def check_settings(raw):
         if key.startswith("drain_"):
             out[key] = bool(value)
             continue
-        number = as_int(key, value) if not (isinstance(value, int) and not isinstance(value, bool)) else value
+        number = as_int(key, value)
         if number < 0:
             raise ParameterError(key, "must be 0 or more, got %d" % number)
         if key in ("batch", "same_signal_nodes") and number < 1:
@@ -176,10 +176,6 @@ def _eviction(pod, reason, pdbs, settings):
             "pdb": blocked[0] if blocked else None}
 
 
-def _active(pod):
-    return ((pod.get("status") or {}).get("phase")) not in ("Succeeded", "Failed")
-
-
 def _xid_wall(health, xid):
     if health.get("boot_time") is None or xid.get("usec") is None:
         return None
@@ -269,7 +265,7 @@ def _repeat(row, ledger, now, settings):
         why = ("GPU %s remediated %d times in 24 h" % (worst[0], gpu_counts[worst[0]])) if worst else \
             ("node remediated %d times in 7 days" % node_count)
         why = "repeat offender: %s: an RMA candidate, no further automatic action" % why
-        row.update(action="replace", scope="node", row="repeat", reasons=row["reasons"] + [why])
+        row.update(action="replace", scope=hd.scope_of("replace"), row="repeat", reasons=row["reasons"] + [why])
 
 
 def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid, pdbs, settings):
@@ -310,13 +306,13 @@ def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid,
             return
         for uid in uids:
             pod = pods_by_uid.get(uid)
-            if pod is None or not _active(pod):
+            if pod is None or not active(pod):
                 continue
             on = [u for u in targets if uid in (holders.get(u) or {})]
             row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), pdbs, settings))
     elif row["action"] == "reboot":
         for pod in pods or ():
-            if (pod.get("spec") or {}).get("nodeName") != row["node"] or not _active(pod):
+            if (pod.get("spec") or {}).get("nodeName") != row["node"] or not active(pod):
                 continue
             meta = _meta(pod)
             owner = drain.controller(pod)

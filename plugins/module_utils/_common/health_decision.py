@@ -55,9 +55,13 @@ def _signal(kind, key, value, source):
     return {"kind": kind, "key": key, "value": value, "source": source}
 
 
+def scope_of(action):
+    """``node`` for an action on the whole node, ``gpu`` for a reset, None for none and observe."""
+    return "node" if action in NODE_SCOPED else ("gpu" if action == "reset" else None)
+
+
 def _verdict(action, row, reasons, signals, **extra):
-    out = {"action": action, "scope": "node" if action in NODE_SCOPED else ("gpu" if action == "reset" else None),
-           "row": row, "reasons": reasons, "signals": signals}
+    out = {"action": action, "scope": scope_of(action), "row": row, "reasons": reasons, "signals": signals}
     out.update(extra)
     return out
 
@@ -262,5 +266,4 @@ def decide_node(health):
         if who:
             gpus.append(who)
     state = "ok" if action == "none" else ("attention" if action == "observe" else "faulty")
-    scope = "node" if action in NODE_SCOPED else ("gpu" if action == "reset" else None)
-    return {"state": state, "action": action, "scope": scope, "row": chosen[0][0]["row"], "gpus": gpus, "reasons": reasons, "signals": signals}
+    return {"state": state, "action": action, "scope": scope_of(action), "row": chosen[0][0]["row"], "gpus": gpus, "reasons": reasons, "signals": signals}
