@@ -12,6 +12,7 @@
 #                                             after a kubelet restart the plugin registers again
 #                                             GPUOPS_PLUGIN_REREGISTER_DELAY s later (default 2: kubelet
 #                                             admits its pods first, as in field report 000)
+#                                             (GPUOPS_PLUGIN_NVML_LIB=DIR: with the plugin's health loop on NVML's XIDs)
 #   hack/kube-node.sh down [DIR]              stop everything by PID, leave no mount, cgroup, link
 #
 # One node per machine: kubelet 1.20 hard-codes /var/lib/kubelet/device-plugins, and /var/log/pods,
@@ -199,8 +200,14 @@ stop_pid() { # stop_pid PIDFILE: TERM, up to 10 s, then KILL
 plugin_start() { # plugin_start NVML_CONFIG
   alive "$R/plugin.pid" && die "the device plugin already runs (pid $(cat "$R/plugin.pid"))"
   mkdir -p "$R/log" "$DP_DIR"
-  setsid "$PYTHON" "$ROOT/tests/fakes/fake_device_plugin.py" --config "$1" --devdir "$R/dev" --dp-dir "$DP_DIR" \
-    --reregister-delay "${GPUOPS_PLUGIN_REREGISTER_DELAY:-2}" \
+  # GPUOPS_PLUGIN_NVML_LIB=<dir of the fake libnvidia-ml.so.1>: the plugin runs the real plugin's health loop on it
+  local health=() env=()
+  if [ -n "${GPUOPS_PLUGIN_NVML_LIB:-}" ]; then
+    health=(--health)
+    env=("LD_LIBRARY_PATH=$GPUOPS_PLUGIN_NVML_LIB" "GPUOPS_FAKE_NVML_CONFIG=$1")
+  fi
+  env "${env[@]}" setsid "$PYTHON" "$ROOT/tests/fakes/fake_device_plugin.py" --config "$1" --devdir "$R/dev" --dp-dir "$DP_DIR" \
+    --reregister-delay "${GPUOPS_PLUGIN_REREGISTER_DELAY:-2}" "${health[@]}" \
     </dev/null >>"$R/log/plugin.log" 2>&1 &
   echo $! >"$R/plugin.pid"
   log "fake device plugin started (pid $(cat "$R/plugin.pid")), GPUs of $1"

@@ -3,7 +3,7 @@
 """A fake NVIDIA device plugin for a REAL kubelet's device manager (deviceplugin v1beta1, gRPC).
 
     python fake_device_plugin.py --config FAKE_NVML_CONFIG --devdir DIR [--dp-dir DIR] [--resource NAME]
-                                 [--reregister-delay SECONDS]
+                                 [--reregister-delay SECONDS] [--health]
 
 It advertises ``nvidia.com/gpu`` with the GPU UUIDs of the fake-NVML config file
 (tests/fakes/fakenode.py's format: the file the node's fake libnvidia-ml.so.1 reads, so NVML and
@@ -13,6 +13,14 @@ start). Like the real plugin's ``--pass-device-specs``, ``Allocate`` returns
 ``DIR/<uuid>`` (a character device, a /dev/null twin) at ``/dev/nvidiaN``. The nodes of GPUs no
 longer in the config are removed, so a container started with a gone GPU's cached allocation fails
 the way a real one does (``CreateContainerError``).
+
+With ``--health`` it runs the real plugin's health loop (k8s-device-plugin ``internal/rm/health.go``,
+``runEventMonitor``) through unmodified pynvml on the node's (fake) NVML: an event set with the XID-critical
+and ECC events registered for each GPU, waited on; an XID critical error that is not an application error
+(13, 31, 43, 45, 68, 109: the list upstream ignores) marks that GPU ``Unhealthy``, and ListAndWatch sends
+kubelet the new list, so the real kubelet lowers the node's allocatable. As upstream, nothing marks a GPU
+Healthy again but a new plugin process (its FIXME; k8s-device-plugin#1014). A failed wait marks every GPU
+Unhealthy, as upstream does.
 
 kubelet removes every socket in its device-plugin directory when it starts and recreates
 ``kubelet.sock``: the plugin watches that socket's inode and registers again, as the real
@@ -29,6 +37,7 @@ coin toss. The first registration is not delayed.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import os
 import signal
@@ -53,20 +62,94 @@ def read_uuids(config):
         return [line.split("|")[1] for line in handle.read().splitlines() if line.startswith("gpu|")]
 
 
+# upstream's hard-coded application XIDs (internal/rm/health.go getDisabledHealthCheckXids): the GPU stays healthy
+APPLICATION_XIDS = frozenset((13, 31, 43, 45, 68, 109))
+
+
+class Health:
+    """The GPUs' health as this plugin process sees it: all Healthy at its start; ``unhealthy`` only grows."""
+
+    def __init__(self):
+        self.unhealthy = set()
+        self.changed = threading.Condition()
+        self.generation = 0
+
+    def mark(self, uuids, why):
+        with self.changed:
+            new = set(uuids) - self.unhealthy
+            if new:
+                self.unhealthy |= new
+                self.generation += 1
+                log.info("%s: marking %s Unhealthy", why, sorted(new))
+                self.changed.notify_all()
+
+    def devices(self, uuids):
+        return [pb.Device(ID=u, health="Unhealthy" if u in self.unhealthy else "Healthy") for u in uuids]
+
+
+def health_loop(health, uuids, done):
+    """upstream's runEventMonitor, in pynvml: register XID-critical and ECC events for each GPU, then wait."""
+    import pynvml  # pylint: disable=import-outside-toplevel  (only the --health plugin needs the NVML library)
+
+    pynvml.nvmlInit()
+    try:
+        events = pynvml.nvmlEventSetCreate()
+        by_handle = {}
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            uuid = pynvml.nvmlDeviceGetUUID(handle)
+            uuid = uuid.decode() if isinstance(uuid, bytes) else uuid
+            if uuid not in uuids:
+                continue
+            supported = pynvml.nvmlDeviceGetSupportedEventTypes(handle)
+            wanted = pynvml.nvmlEventTypeXidCriticalError | pynvml.nvmlEventTypeDoubleBitEccError | pynvml.nvmlEventTypeSingleBitEccError
+            pynvml.nvmlDeviceRegisterEvents(handle, wanted & supported, events)
+            by_handle[ctypes.cast(handle, ctypes.c_void_p).value] = uuid
+        log.info("health: events registered for %s", sorted(by_handle.values()))
+        while not done.is_set():
+            try:
+                event = pynvml.nvmlEventSetWait_v2(events, 1000)
+            except pynvml.NVMLError_Timeout:
+                continue
+            except pynvml.NVMLError as exc:
+                health.mark(uuids, "error waiting for an event (%s)" % exc)
+                continue
+            if event.eventType != pynvml.nvmlEventTypeXidCriticalError or event.eventData in APPLICATION_XIDS:
+                log.info("health: skipping event type 0x%x data %d", event.eventType, event.eventData)
+                continue
+            uuid = by_handle.get(ctypes.cast(event.device, ctypes.c_void_p).value)
+            if uuid is None:
+                log.info("health: ignoring an event for an unexpected device")
+                continue
+            health.mark([uuid], "XidCriticalError: Xid=%d on Device=%s" % (event.eventData, uuid))
+        pynvml.nvmlEventSetFree(events)
+    finally:
+        pynvml.nvmlShutdown()
+
+
 class Plugin(rpc.DevicePluginServicer):
-    def __init__(self, uuids, devdir):
+    def __init__(self, uuids, devdir, health):
         self.uuids = uuids
         self.devdir = devdir
+        self.health = health
         self.stopped = threading.Event()
 
     def GetDevicePluginOptions(self, request, context):
         return pb.DevicePluginOptions()
 
     def ListAndWatch(self, request, context):
-        log.info("ListAndWatch: %s", self.uuids)
-        yield pb.ListAndWatchResponse(devices=[pb.Device(ID=u, health="Healthy") for u in self.uuids])
-        while context.is_active() and not self.stopped.wait(1):
-            pass
+        with self.health.changed:
+            sent, devices = self.health.generation, self.health.devices(self.uuids)
+        log.info("ListAndWatch: %s", [(d.ID, d.health) for d in devices])
+        yield pb.ListAndWatchResponse(devices=devices)
+        while context.is_active() and not self.stopped.is_set():
+            with self.health.changed:
+                self.health.changed.wait(1)
+                if self.health.generation == sent:
+                    continue
+                sent, devices = self.health.generation, self.health.devices(self.uuids)
+            log.info("ListAndWatch: %s", [(d.ID, d.health) for d in devices])
+            yield pb.ListAndWatchResponse(devices=devices)
 
     def GetPreferredAllocation(self, request, context):
         return pb.PreferredAllocationResponse()
@@ -102,11 +185,11 @@ def make_device_nodes(devdir, uuids):
             os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
 
 
-def serve_and_register(args, uuids):
+def serve_and_register(args, uuids, health):
     sock = os.path.join(args.dp_dir, SOCKET_NAME)
     if os.path.exists(sock):
         os.unlink(sock)
-    plugin = Plugin(uuids, args.devdir)
+    plugin = Plugin(uuids, args.devdir, health)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     rpc.add_DevicePluginServicer_to_server(plugin, server)
     server.add_insecure_port("unix://" + sock)
@@ -139,6 +222,8 @@ def main(argv=None):
     parser.add_argument("--resource", default="nvidia.com/gpu")
     parser.add_argument("--reregister-delay", type=float, default=0.0, metavar="SECONDS",
                         help="after kubelet recreates kubelet.sock, wait this long before registering again")
+    parser.add_argument("--health", action="store_true",
+                        help="run the real plugin's health loop on NVML's XID events (needs the NVML library and its config)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     uuids = read_uuids(args.config)
@@ -146,6 +231,9 @@ def main(argv=None):
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *a: done.set())
     signal.signal(signal.SIGINT, lambda *a: done.set())
+    health = Health()
+    if args.health:
+        threading.Thread(target=health_loop, args=(health, uuids, done), name="health", daemon=True).start()
     plugin = server = None
     registered_at, delayed = None, False
     kubelet_sock = os.path.join(args.dp_dir, "kubelet.sock")
@@ -162,7 +250,7 @@ def main(argv=None):
                 server.stop(0)
                 plugin = server = None
             try:
-                plugin, server = serve_and_register(args, uuids)
+                plugin, server = serve_and_register(args, uuids, health)
                 registered_at, delayed = current, False
             except Exception as exc:  # kubelet still starting: try again in a moment
                 log.warning("registration failed: %s", exc)

@@ -25,6 +25,11 @@
  *   arch|<gpu>|<nvml arch>            nvmlDeviceGetArchitecture (default 7, Ampere)
  *   lost|<gpu>                        nvmlDeviceGetHandleByIndex returns 15 (GPU is lost), as for a GPU off the bus
  *   reset_required|<gpu>              every query but UUID, name, PCI info and minor returns 16 (reset required)
+ * Events (the device plugin's health loop: nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2):
+ *   xid|<gpu>|<xid>                   an XID critical error event (nvmlEventTypeXidCriticalError). The file is read
+ *                                     again at each wait; an event set delivers only the xid lines appended after it was
+ *                                     created, as the real library delivers only events that happen after registration,
+ *                                     and only for the GPUs registered in it, in file order.
  * Build: gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o libnvidia-ml.so.1 fake_nvml.c
  * Older drivers, by the symbols their library lacks (tests/fakes/fakenode.py DRIVERS):
  *   -DFAKE_NVML_NO_PROCS_V3   no nvmlDeviceGetComputeRunningProcesses_v3 (drivers before 510)
@@ -386,6 +391,74 @@ static int any_link(const dev_t_ *d) {
     return 0;
 }
 #define LINK(d, link) do { WHOLE_GPU(d); if (!any_link(d)) return 3; if ((link) >= MAX_LINKS || !(d)->h.links[link].set) return 2; } while (0)
+
+/* --- XID events --------------------------------------------------------------------------------------- */
+#define EVENT_XID 0x8ULL  /* nvmlEventTypeXidCriticalError */
+#define EVENT_DBE 0x2ULL  /* nvmlEventTypeDoubleBitEccError */
+#define EVENT_SBE 0x1ULL  /* nvmlEventTypeSingleBitEccError */
+typedef struct { dev_t_ *device; unsigned long long eventType, eventData; unsigned gpuInstanceId, computeInstanceId; } nvmlEventData_t;
+typedef struct { unsigned long long mask[MAX_GPUS]; long seen; } event_set_t;
+
+/* the xid lines of the config, in order: at most `max` of them into gpu[]/xid[]; returns how many there are */
+static long read_xids(int *gpu, unsigned long long *xid, long max) {
+    const char *path = getenv("GPUOPS_FAKE_NVML_CONFIG");
+    char line[512];
+    long n = 0;
+    FILE *f;
+    if (!path || !(f = fopen(path, "r"))) return 0;
+    while (fgets(line, sizeof line, f)) {
+        char *s = line;
+        line[strcspn(line, "\r\n")] = 0;
+        if (strcmp(field(&s), "xid")) continue;
+        if (n < max) { gpu[n] = atoi(field(&s)); xid[n] = strtoull(field(&s), NULL, 10); }
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+int nvmlEventSetCreate(event_set_t **set) {
+    CHECK_INIT();
+    if (!set || !(*set = calloc(1, sizeof **set))) return 2;
+    (*set)->seen = read_xids(NULL, NULL, 0);
+    return 0;
+}
+int nvmlDeviceGetSupportedEventTypes(dev_t_ *d, unsigned long long *types) {
+    WHOLE_GPU(d);
+    *types = EVENT_XID | EVENT_DBE | EVENT_SBE;
+    return 0;
+}
+int nvmlDeviceRegisterEvents(dev_t_ *d, unsigned long long types, event_set_t *set) {
+    WHOLE_GPU(d);
+    if (!set || (types & ~(EVENT_XID | EVENT_DBE | EVENT_SBE))) return 2;
+    set->mask[d->index] |= types;
+    return 0;
+}
+int nvmlEventSetWait_v2(event_set_t *set, nvmlEventData_t *data, unsigned timeoutms) {
+    enum { MAX_EVENTS = 1024 };
+    static int gpu[MAX_EVENTS];
+    static unsigned long long xid[MAX_EVENTS];
+    unsigned waited = 0;
+    CHECK_INIT();
+    if (!set || !data) return 2;
+    for (;;) {
+        long n = read_xids(gpu, xid, MAX_EVENTS);
+        while (set->seen < n && set->seen < MAX_EVENTS) {
+            long i = set->seen++;
+            if (gpu[i] < 0 || gpu[i] >= ngpus || !(set->mask[gpu[i]] & EVENT_XID)) continue;
+            memset(data, 0, sizeof *data);
+            data->device = &gpus[gpu[i]];
+            data->eventType = EVENT_XID;
+            data->eventData = xid[i];
+            data->gpuInstanceId = data->computeInstanceId = 0xFFFFFFFFu;
+            return 0;
+        }
+        if (waited >= timeoutms) return 10; /* NVML_ERROR_TIMEOUT */
+        usleep(100 * 1000);
+        waited += 100;
+    }
+}
+int nvmlEventSetWait(event_set_t *set, nvmlEventData_t *data, unsigned timeoutms) { return nvmlEventSetWait_v2(set, data, timeoutms); }
+int nvmlEventSetFree(event_set_t *set) { CHECK_INIT(); free(set); return 0; }
 
 int nvmlDeviceGetNvLinkState(dev_t_ *d, unsigned link, unsigned *v) { LINK(d, link); *v = (unsigned)d->h.links[link].active; return 0; }
 int nvmlDeviceGetNvLinkErrorCounter(dev_t_ *d, unsigned link, int counter, unsigned long long *v) {

@@ -113,6 +113,17 @@ def health(kind, gpu_index, *values):
     return "|".join([kind, str(gpu_index)] + [str(v) for v in values])
 
 
+def xid(gpu_index, code):
+    """An XID critical error event of fake_nvml.c (``nvmlEventSetWait_v2``), delivered to event sets created before it."""
+    return "xid|%d|%d" % (gpu_index, code)
+
+
+def append_config(path, *records):
+    """Add records to a fake-NVML config in place (events and health lines: what happens on a running node)."""
+    with open(path, "a") as handle:
+        handle.write("".join(r + "\n" for r in records))
+
+
 def write_config(path, records, driver="535.104.05", cuda=12020, init_error=0):
     lines = ["driver|%s" % driver, "cuda|%d" % cuda]
     if init_error:

@@ -68,6 +68,7 @@ class RealNode:
         self.namespaces = []
         self.relay_socket = os.path.join(self.dir, "relay.sock")
         self.relay = None
+        self.health = False
 
     def namespace(self, name):
         """A namespace for this node's pods; deleted with them (and their ReplicaSets) at ``down``."""
@@ -75,14 +76,16 @@ class RealNode:
         self.namespaces.append(name)
 
     # --- the node's life ---------------------------------------------------------------
-    def _script(self, *args):
+    def _script(self, *args, env=None):
         started = time.monotonic()
-        proc = subprocess.run([SCRIPT] + list(args), capture_output=True, text=True, timeout=300, check=False)
+        proc = subprocess.run([SCRIPT] + list(args), capture_output=True, text=True, timeout=300, check=False, env=env)
         if proc.returncode != 0:
             raise AssertionError("hack/kube-node.sh %s failed (rc %d):\n%s" % (" ".join(args), proc.returncode, proc.stdout + proc.stderr))
         return time.monotonic() - started
 
-    def up(self, gpus):
+    def up(self, gpus, health=False):
+        """containerd, kubelet, the host relay, then the device plugin (``health``: with the real plugin's XID health loop)."""
+        self.health = health
         os.makedirs(self.systemd_dir, exist_ok=True)
         self.set_gpus(gpus)
         self.timings["up_seconds"] = self._script("up", self.dir, self.cluster.workdir)
@@ -158,7 +161,8 @@ class RealNode:
         return subprocess.call([SCRIPT, "kubelet-status", self.dir]) == 0
 
     def plugin_start(self):
-        self._script("plugin-start", self.dir, self.nvml_config)
+        env = dict(os.environ, GPUOPS_PLUGIN_NVML_LIB=self.lib_dir) if self.health else None
+        self._script("plugin-start", self.dir, self.nvml_config, env=env)
 
     def plugin_stop(self):
         self._script("plugin-stop", self.dir)
