@@ -131,3 +131,49 @@ def test_plan_in_check_mode_evicts_only_the_faulty_gpus_pod_names_its_pdb_and_a_
     assert dict((r["node"], r["batch"]) for r in plan["nodes"])[names["a"]] == 1
     ledger = json.loads(f.cluster.core.read_namespaced_config_map("gpuops-remediation-ledger", ledger_ns).data["ledger.json"])
     assert ledger["breaker"]["state"] == "closed" and "recovery:1" in ledger["breaker"]["tripped_reason"]
+
+
+def shared_replica_set(f, name, node, gib):
+    """A ReplicaSet of one pod holding ``gib`` GiB of aliyun.com/gpu-mem (gpushare) on ``node``."""
+    f.cluster.apps.create_namespaced_replica_set(f.namespace, {
+        "metadata": {"name": name},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": {"nodeName": node, "containers": [{"name": "infer", "image": "registry.example/infer:1",
+                                                                         "resources": {"limits": {"aliyun.com/gpu-mem": str(gib)}}}]}}},
+    })
+
+
+def test_plan_on_a_gpushare_node_evicts_only_the_pods_whose_allocation_names_the_faulty_gpu(fleet, fake_lib_dir):
+    """gpushare: kubelet's checkpoint holds fake IDs ``<uuid>-_-<n>`` picked without regard to the GPU, so the IDs
+    cannot say which GPU a pod uses; the plugin's AllocResp (NVIDIA_VISIBLE_DEVICES) can. Two pods share GPU 0 and
+    one sits on GPU 1; GPU 0's recovery action says reset: both GPU 0 pods, and only they, are planned for eviction."""
+    f = fleet([{"name": "s", "gpus": G[:2], "gpu_mem_gib": 15}])
+    node = f.nodes[0]["name"]
+    cfg = str(f.tmp / "nodes" / node / "fake_nvml.cfg")
+    f.set_host_vars(node, gpuops_node_name=node, checkpoint_guard_checkpoint_path=f.nodes[0]["checkpoint"],
+                    checkpoint_guard_environment=fakenode.environ(fake_lib_dir, cfg, base={}), gpuops_gpu_health_kernel_log="none")
+    # the gpushare device plugin's pod (the simulated kubelet registers aliyun.com/gpu-mem once it runs)
+    f.cluster.core.create_namespaced_pod(f.namespace, {
+        "metadata": {"name": "gpushare-plugin", "labels": {"component": "gpushare-device-plugin"}},
+        "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": "registry.example/gpushare-device-plugin:1"}]}})
+    f.wait(lambda: int((f.node(node).status.allocatable or {}).get("aliyun.com/gpu-mem", "0")) == 30, "aliyun.com/gpu-mem allocatable 30")
+    # binpack, in order: big-a (10 GiB) on GPU 0, big-b (10 GiB) does not fit beside it: GPU 1, small (4 GiB) on GPU 0
+    for app, gib in (("big-a", 10), ("big-b", 10), ("small", 4)):
+        shared_replica_set(f, app, node, gib)
+        f.wait(lambda app=app: running(f, app), "%s running" % app)
+    placed = dict((app, running(f, app)[0].metadata.annotations.get("ALIYUN_COM_GPU_MEM_IDX")) for app in ("big-a", "big-b", "small"))
+    assert placed == {"big-a": "0", "big-b": "1", "small": "0"}
+    faulty(f, node, "recovery|0|1")
+
+    rc, run = f.play({"gpuops_gpu_health_plan": True, "gpuops_gpu_health_namespace": f.namespace}, "--check", playbook="gpu_health.yml")
+    assert rc == 0, run.failure()
+    assert [c for c in run.api_calls if c["verb"] in WRITES] == []
+    plan = run.localhost("Plan (read-only unless the breaker trips with gpuops_gpu_health_record, or is reset)")
+    row = dict((r["node"], r) for r in plan["nodes"])[node]
+    assert (row["action"], row["scope"], row["gpus"]) == ("reset", "gpu", [G[0]])
+    on_gpu0 = sorted("%s/%s" % (f.namespace, running(f, app)[0].metadata.name) for app in ("big-a", "small"))
+    assert sorted(e["pod"] for e in row["evictions"]) == on_gpu0
+    assert all(e["evict"] for e in row["evictions"]) and row["blockers"] == []
+    # the plugin's own pod is not a GPU holder and is not planned: a GPU-scoped drain leaves the node's other pods be
+    assert not [e for e in row["evictions"] if e["pod"].endswith("/gpushare-plugin")]
