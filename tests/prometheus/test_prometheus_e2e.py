@@ -50,6 +50,7 @@ EXPECTED_ALERTS = {
     ("GPUMemoryWaste", "default", "app-3g-v1-0"),
     ("GPUMemoryOverAllocation", "ml", "app-6g-v1-0"),
     ("GPUXidErrors", None, None),
+    ("GPUXidCountMissing", None, None),
     ("GPUExporterDown", None, None),
     # gpuops metrics' NVML health gauges: GPU 1 needs a reset and its row remapping failed, GPU 2 is lost (no memory
     # series, so the memory figures below are the two readable GPUs'); GPU 0 is healthy and fires none of them
@@ -58,21 +59,41 @@ EXPECTED_ALERTS = {
     ("GPULost", None, None),
 }
 GLOST = "GPU-33333333-2222-3333-4444-555555555555"
+GOLD = "GPU-44444444-2222-3333-4444-555555555555"
 
 
-def dcgm_exposition(node, gpus):
-    """dcgm-exporter's format (upstream README and etc/default-counters.csv): SIMULATED values."""
+XID_WINDOW_MS = 300000  # dcgm-exporter's default --xid-count-window-size (5 minutes, in ms)
+
+
+def dcgm_exposition(node, gpus, xid_count=True):
+    """dcgm-exporter's format (upstream README and etc/default-counters.csv): SIMULATED values.
+
+    ``xid_count``: the exporter serves DCGM_EXP_XID_ERRORS_COUNT (the role's counters do; upstream's default file
+    has it commented out), as its expcollector.go does: per GPU one series per XID seen in the window (labels xid,
+    window_size_in_ms), or one 0 without an xid label. A GPU's ``xid_window`` is {xid: count in the window}."""
     help_type = {"DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
                  "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
                  "DCGM_FI_DEV_XID_ERRORS": ("gauge", "Value of the last XID error encountered."),
                  "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %).")}
     lines = []
+
+    def labels(gpu):
+        return 'gpu="%d",UUID="%s",device="nvidia%d",modelName="Tesla V100-SXM2-16GB",Hostname="%s",container="",namespace="",pod=""' % (
+            gpu["index"], gpu["uuid"], gpu["index"], node)
+
     for metric, (kind, text) in help_type.items():
         lines += ["# HELP %s %s" % (metric, text), "# TYPE %s %s" % (metric, kind)]
         for gpu in gpus:
-            labels = 'gpu="%d",UUID="%s",device="nvidia%d",modelName="Tesla V100-SXM2-16GB",Hostname="%s",container="",namespace="",pod=""' % (
-                gpu["index"], gpu["uuid"], gpu["index"], node)
-            lines.append("%s{%s} %s" % (metric, labels, gpu[metric]))
+            lines.append("%s{%s} %s" % (metric, labels(gpu), gpu[metric]))
+    if xid_count:
+        lines += ["# HELP DCGM_EXP_XID_ERRORS_COUNT Count of XID Errors within user-specified time window (see xid-count-window-size param).",
+                  "# TYPE DCGM_EXP_XID_ERRORS_COUNT gauge"]
+        for gpu in gpus:
+            window = 'window_size_in_ms="%d"' % XID_WINDOW_MS
+            counts = gpu.get("xid_window") or {}
+            lines += ['DCGM_EXP_XID_ERRORS_COUNT{%s,%s,xid="%d"} %d' % (labels(gpu), window, xid, n) for xid, n in sorted(counts.items())]
+            if not counts:
+                lines.append("DCGM_EXP_XID_ERRORS_COUNT{%s,%s} 0" % (labels(gpu), window))
     return "\n".join(lines) + "\n"
 
 
@@ -139,14 +160,22 @@ def prometheus(tmp_path_factory, fake_lib_dir):
     processes.append(subprocess.Popen(["prometheus-node-exporter", "--web.listen-address=127.0.0.1:%d" % node_exporter_port,
                                        "--collector.disable-defaults", "--collector.textfile",
                                        "--collector.textfile.directory=%s" % textfiles], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+    # GPU 0's last XID (31) is from long ago: the sticky gauge still shows it, the window does not (no alert);
+    # GPU 1 reported XID 79 in the window
     dcgm = Exposition(dcgm_exposition("lab-healthy", [
-        {"index": 0, "uuid": GA, "DCGM_FI_DEV_FB_USED": 3482, "DCGM_FI_DEV_FB_FREE": 12902, "DCGM_FI_DEV_XID_ERRORS": 0, "DCGM_FI_DEV_GPU_UTIL": 3},
-        {"index": 1, "uuid": GB, "DCGM_FI_DEV_FB_USED": 12288, "DCGM_FI_DEV_FB_FREE": 4096, "DCGM_FI_DEV_XID_ERRORS": 79, "DCGM_FI_DEV_GPU_UTIL": 41}]))
+        {"index": 0, "uuid": GA, "DCGM_FI_DEV_FB_USED": 3482, "DCGM_FI_DEV_FB_FREE": 12902, "DCGM_FI_DEV_XID_ERRORS": 31, "DCGM_FI_DEV_GPU_UTIL": 3},
+        {"index": 1, "uuid": GB, "DCGM_FI_DEV_FB_USED": 12288, "DCGM_FI_DEV_FB_FREE": 4096, "DCGM_FI_DEV_XID_ERRORS": 79, "DCGM_FI_DEV_GPU_UTIL": 41,
+         "xid_window": {79: 1}}]))
+    # a node whose exporter runs upstream's default counters (no windowed XID count): GPUXidCountMissing, nothing else
+    old_dcgm = Exposition(dcgm_exposition("lab-old-exporter", [
+        {"index": 0, "uuid": GOLD, "DCGM_FI_DEV_FB_USED": 0, "DCGM_FI_DEV_FB_FREE": 16384, "DCGM_FI_DEV_XID_ERRORS": 0, "DCGM_FI_DEV_GPU_UTIL": 0}],
+        xid_count=False))
     ksm = Exposition(ksm_exposition("lab-healthy"))
     rendered = render_role(tmp, gpu_monitoring_rule_interval="1s", gpu_monitoring_waste_for="6s", gpu_monitoring_overallocation_for="3s",
                            gpu_monitoring_xid_for="0s", gpu_monitoring_exporter_down_for="3s", gpu_monitoring_health_for="2s",
                            gpu_monitoring_scrape_static_targets=[
                                {"node": "lab-healthy", "dcgm": dcgm.address, "node_exporter": "127.0.0.1:%d" % node_exporter_port},
+                               {"node": "lab-old-exporter", "dcgm": old_dcgm.address, "node_exporter": "127.0.0.1:%d" % free_port()},
                                # a node whose exporters do not answer
                                {"node": "gpu-z", "dcgm": "127.0.0.1:%d" % free_port(), "node_exporter": "127.0.0.1:%d" % free_port()}])
     jobs = yaml.safe_load((rendered / "gpuops-scrape-configs.yml").read_text())
@@ -177,6 +206,7 @@ def prometheus(tmp_path_factory, fake_lib_dir):
             process.wait(10)
         log.close()
         dcgm.close()
+        old_dcgm.close()
         ksm.close()
 
 
@@ -199,8 +229,13 @@ def test_alerts_fire_and_rules_record(prometheus):
     # the shared pods within their 4 GiB, and team-less duplicates, fire nothing; the down target is gpu-z's
     down = [a for a in alerts if a["labels"]["alertname"] == "GPUExporterDown"]
     assert [a["labels"]["node"] for a in down] == ["gpu-z"]
-    xid = [a for a in alerts if a["labels"]["alertname"] == "GPUXidErrors"][0]
-    assert (xid["labels"]["UUID"], xid["labels"]["Hostname"], xid["labels"]["modelName"]) == (GB, "lab-healthy", "Tesla V100-SXM2-16GB")
+    # the windowed count: GPU 1's XID 79 only, not GPU 0's stale last XID 31 (the sticky gauge's false alarm)
+    xids = [a for a in alerts if a["labels"]["alertname"] == "GPUXidErrors"]
+    assert [(a["labels"]["UUID"], a["labels"]["Hostname"], a["labels"]["xid"], a["labels"]["modelName"]) for a in xids] == [
+        (GB, "lab-healthy", "79", "Tesla V100-SXM2-16GB")]
+    assert xids[0]["annotations"]["summary"] == "GPU 1 (%s) on lab-healthy reported XID 79 1 times in the last 300000 ms" % GB
+    missing = [a for a in alerts if a["labels"]["alertname"] == "GPUXidCountMissing"]
+    assert [(a["labels"]["Hostname"], a["labels"]["UUID"]) for a in missing] == [("lab-old-exporter", GOLD)]
     over = [a for a in alerts if a["labels"]["alertname"] == "GPUMemoryOverAllocation"][0]
     assert over["annotations"]["summary"] == "ml/app-6g-v1-0 uses 6GiB of GPU memory, more than it was allocated"
 

@@ -50,11 +50,11 @@ def test_argument_specs_match_defaults_and_the_readme_lists_every_variable():
 
 def test_promtool_checks_the_rules(rendered):
     proc = promtool("check", "rules", str(rendered / "gpuops-gpu-memory.rules.yml"))
-    assert proc.returncode == 0 and "SUCCESS: 17 rules found" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "SUCCESS: 18 rules found" in proc.stdout, proc.stdout + proc.stderr
     rules = yaml.safe_load((rendered / "gpuops-gpu-memory.rules.yml").read_text())
     alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
     assert sorted(a["alert"] for a in alerts) == ["GPUExporterDown", "GPULost", "GPUMemoryMetricsDown", "GPUMemoryOverAllocation", "GPUMemoryWaste",
-                                                  "GPURecoveryActionRequired", "GPURowRemapFailure", "GPUXidErrors"]
+                                                  "GPURecoveryActionRequired", "GPURowRemapFailure", "GPUXidCountMissing", "GPUXidErrors"]
     for alert in alerts:
         assert alert["annotations"]["runbook"] and alert["annotations"]["runbook_url"].endswith("#" + alert["alert"].lower())
 
@@ -113,6 +113,10 @@ def gpu(node, index, uuid, used, total=16 * GIB):
 # two app-3g-v1 replicas with 4 GiB each that use 3 GiB (nothing to say); a pod of the same name in
 # another namespace uses 3 of its 4 GiB (nothing: alerts group by namespace and pod).
 GA, GB, GC = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-1b7d2a3e-5c8f-4e61-9a0d-3f2c4b5a6d7e", "GPU-7fd52bfc-364d-1129-a142-c3f10e053ccb"
+DCGM_C1 = {"gpu": "1", "UUID": GA[:-1] + "1", "device": "nvidia1", "modelName": "Tesla V100-SXM2-16GB", "Hostname": "gpu-c", "job": "dcgm-exporter",
+           "node": "gpu-c"}
+DCGM_D0 = {"gpu": "0", "UUID": GA[:-1] + "d", "device": "nvidia0", "modelName": "Tesla V100-SXM2-16GB", "Hostname": "gpu-d", "job": "dcgm-exporter",
+           "node": "gpu-d"}
 INPUT = (
     pod("default", "app-3g-v1-0", "u-3g", "gpu-a", {"nvidia_com_gpu": 1}, used=int(3.4 * GIB), gpu=("0", GA))
     + gpu("gpu-a", "0", GA, int(3.4 * GIB))
@@ -124,8 +128,14 @@ INPUT = (
     # a training pod that uses its whole GPU well: no waste
     + pod("ml", "train-0", "u-train", "gpu-c", {"nvidia_com_gpu": 1}, used=14 * GIB, gpu=("1", GA[:-1] + "1"))
     + gpu("gpu-c", "0", GC, 3 * GIB) + gpu("gpu-c", "1", GA[:-1] + "1", 14 * GIB)
-    + [series("DCGM_FI_DEV_XID_ERRORS", {"gpu": "1", "UUID": GA[:-1] + "1", "device": "nvidia1", "modelName": "Tesla V100-SXM2-16GB",
-                                         "Hostname": "gpu-c", "job": "dcgm-exporter", "node": "gpu-c"}, "0x60 79x119"),
+    # dcgm-exporter on gpu-c: XID 79 at 61m, counted in the exporter's 5-minute window (DCGM_EXP_XID_ERRORS_COUNT, one series per
+    # XID, 0 without an xid label otherwise), while the last-value gauge DCGM_FI_DEV_XID_ERRORS keeps 79 until the exporter restarts
+    + [series("DCGM_FI_DEV_XID_ERRORS", DCGM_C1, "0x60 79x119"),
+       series("DCGM_EXP_XID_ERRORS_COUNT", dict(DCGM_C1, window_size_in_ms="300000"), "0x60 _x5 0x114"),
+       series("DCGM_EXP_XID_ERRORS_COUNT", dict(DCGM_C1, window_size_in_ms="300000", xid="79"), "_x60 1x4 _x115"),
+       series("DCGM_FI_DEV_FB_USED", DCGM_C1, 14336),
+       # gpu-d's exporter runs upstream's default counters: no windowed XID count
+       series("DCGM_FI_DEV_FB_USED", DCGM_D0, 0),
        series("up", {"job": "dcgm-exporter", "instance": "10.0.0.7:9400", "node": "gpu-a"}, "1x60 0x119"),
        series("gpuops_metrics_up", {"job": "node-exporter", "node": "gpu-c"}, 1),
        series("gpuops_metrics_up", {"job": "node-exporter", "node": "gpu-b", "reason": "NVIDIA driver is not loaded (NVML: Driver Not Loaded)"},
@@ -149,8 +159,8 @@ def test_the_rules_on_the_field_reports_numbers(rendered, tmp_path):
     rules_file = str(rendered / "gpuops-gpu-memory.rules.yml")
     rules = yaml.safe_load((rendered / "gpuops-gpu-memory.rules.yml").read_text())
     annotations = dict((r["alert"], r["annotations"]) for g in rules["groups"] for r in g["rules"] if "alert" in r)
-    xid = {"severity": "critical", "gpu": "1", "UUID": GA[:-1] + "1", "device": "nvidia1", "modelName": "Tesla V100-SXM2-16GB",
-           "Hostname": "gpu-c", "job": "dcgm-exporter", "node": "gpu-c"}
+    xid = dict(DCGM_C1, severity="critical", window_size_in_ms="300000", xid="79")
+    missing = dict(DCGM_D0, severity="warning")
     down = {"severity": "warning", "job": "dcgm-exporter", "instance": "10.0.0.7:9400", "node": "gpu-a"}
     stale = {"severity": "warning", "job": "node-exporter", "node": "gpu-b", "reason": "NVIDIA driver is not loaded (NVML: Driver Not Loaded)"}
     tests = {"rule_files": [rules_file], "evaluation_interval": "1m", "tests": [{
@@ -185,7 +195,13 @@ def test_the_rules_on_the_field_reports_numbers(rendered, tmp_path):
                 "ml/app-6g-v1-0 uses 6GiB of GPU memory, more than it was allocated")]},
             {"eval_time": "59m", "alertname": "GPUXidErrors", "exp_alerts": []},
             {"eval_time": "61m", "alertname": "GPUXidErrors", "exp_alerts": [expected(
-                annotations, "GPUXidErrors", xid, "GPU 1 (%s) on gpu-c reported XID 79" % xid["UUID"])]},
+                annotations, "GPUXidErrors", xid, "GPU 1 (%s) on gpu-c reported XID 79 1 times in the last 300000 ms" % xid["UUID"])]},
+            # the window passed: resolved, though the last-value gauge still says 79 (the old rule's alert never resolved)
+            {"eval_time": "70m", "alertname": "GPUXidErrors", "exp_alerts": []},
+            # gpu-d's exporter serves no windowed count (after gpu_monitoring_exporter_down_for); gpu-c's does: nothing for it
+            {"eval_time": "4m", "alertname": "GPUXidCountMissing", "exp_alerts": []},
+            {"eval_time": "10m", "alertname": "GPUXidCountMissing", "exp_alerts": [expected(
+                annotations, "GPUXidCountMissing", missing, "dcgm-exporter on gpu-d serves no XID count for GPU 0 (%s)" % DCGM_D0["UUID"])]},
             {"eval_time": "62m", "alertname": "GPUExporterDown", "exp_alerts": []},
             {"eval_time": "70m", "alertname": "GPUExporterDown", "exp_alerts": [expected(
                 annotations, "GPUExporterDown", down, "dcgm-exporter 10.0.0.7:9400 is down")]},
@@ -283,7 +299,8 @@ def test_dcgm_exporter_renders_unprivileged_with_the_socket_read_only():
     docs, spec = daemonset()
     assert [d["kind"] for d in docs] == ["ConfigMap", "DaemonSet", "Service"]
     counters = docs[0]["data"]["counters.csv"]
-    assert all(name in counters for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_XID_ERRORS"))
+    assert all(name in counters for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_XID_ERRORS",
+                                             "DCGM_EXP_XID_ERRORS_COUNT"))
     (ctr,) = spec["containers"]
     assert "privileged" not in ctr["securityContext"] and ctr["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"} in ctr["env"]
