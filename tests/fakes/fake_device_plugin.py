@@ -121,7 +121,8 @@ def health_loop(health, uuids, done):
             if uuid is None:
                 log.info("health: ignoring an event for an unexpected device")
                 continue
-            health.mark([uuid], "XidCriticalError: Xid=%d on Device=%s" % (event.eventData, uuid))
+            log.info("XidCriticalError: Xid=%d on Device=%s; marking device as unhealthy.", event.eventData, uuid)  # upstream's words, every event
+            health.mark([uuid], "XID %d" % event.eventData)
         pynvml.nvmlEventSetFree(events)
     finally:
         pynvml.nvmlShutdown()

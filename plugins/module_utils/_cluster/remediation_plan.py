@@ -241,6 +241,7 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now):
                    gpus=list(verdict["gpus"]), reasons=list(verdict["reasons"]), signals=verdict["signals"],
                    driver_version=health.get("driver_version"))
         if row["action"] not in ACTING:
+            _plugin_unhealthy(row, nodes_by_name.get(item["node"]))
             continue
         row["keys"] = _keys(verdict, health)
         _repeat(row, ledger, now, settings)
@@ -254,6 +255,35 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now):
     result["summary"]["deferred"] = sum(1 for r in rows if r["deferred_reason"])
     result["summary"]["unknown"] = sum(1 for r in rows if r["state"] == "unknown")
     return result
+
+
+def _plugin_unhealthy(row, node):
+    """Row 17: the device plugin withholds GPUs (the Node's allocatable below its capacity for an ``nvidia.com/``
+    resource) while NVML finds nothing that decides an action. Reported as ``observe``, never planned: NVML is the
+    judge of a GPU, and the plugin never marks a device Healthy again by itself (k8s-device-plugin#1014), so the
+    remedy is the plugin pod's restart, not a drain (gpu-health.md B4 row 17; acting on it, after 15 minutes, is
+    remediation's part)."""
+    if row["state"] == "unknown" or not node:
+        return
+    status = node.get("status") or {}
+    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    short = []
+    for resource in sorted(capacity):
+        if resource.startswith("nvidia.com/") and resource in allocatable:
+            have, free = _quantity(capacity[resource]), _quantity(allocatable[resource])
+            if have is not None and free is not None and free < have:
+                short.append("%s %d of %d allocatable" % (resource, free, have))
+    if short:
+        row.update(action="observe", scope=None, row=17, plugin_unhealthy=short,
+                   reasons=row["reasons"] + ["the device plugin reports unhealthy devices (%s) and NVML finds no signal that asks "
+                                             "for an action: restart the device-plugin pod (k8s-device-plugin#1014); if they stay "
+                                             "unhealthy, investigate" % "; ".join(short)])
+
+
+def _quantity(value):
+    """A count resource's quantity (``"8"``), or None where it is not a plain integer."""
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None
 
 
 def _repeat(row, ledger, now, settings):

@@ -51,13 +51,14 @@ def pod(n, node="n1", owner="ReplicaSet", labels=None, namespace="ml", volumes=N
     return {"metadata": meta, "spec": {"nodeName": node, "volumes": volumes or []}, "status": {"phase": "Running"}}
 
 
-def api_node(name, annotations=None):
-    return {"metadata": {"name": name, "annotations": annotations or {}}, "spec": {}}
+def api_node(name, annotations=None, status=None):
+    return {"metadata": {"name": name, "annotations": annotations or {}}, "spec": {}, "status": status or {}}
 
 
-def plan(items, pods=(), pdbs=(), ledger=None, nodes=None, **settings):
+def plan(items, pods=(), pdbs=(), ledger=None, nodes=None, statuses=None, **settings):
     names = nodes or [i["node"] for i in items]
-    return rp.plan(items, [api_node(n) for n in names], list(pods), list(pdbs), ledger or ledgers.empty(), settings, NOW)
+    return rp.plan(items, [api_node(n, status=(statuses or {}).get(n)) for n in names], list(pods), list(pdbs), ledger or ledgers.empty(),
+                   settings, NOW)
 
 
 def one(result, node):
@@ -241,6 +242,22 @@ def test_a_repeat_offender_is_an_rma_candidate():
                                             for i in range(3)])
     row = one(plan(fleet(1), ledger=ledger), "n00")
     assert (row["action"], row["scope"]) == ("replace", "node") and "repeat offender" in row["reasons"][-1]
+
+
+def test_a_gpu_the_plugin_withholds_while_nvml_is_clean_is_row_17_reported_never_planned():
+    items = [{"node": n, "health": health([gpu(0), gpu(1)]), "entries": []} for n in ("n1", "n2", "n3")]
+    statuses = {"n1": {"capacity": {"nvidia.com/gpu": "2", "cpu": "8"}, "allocatable": {"nvidia.com/gpu": "1", "cpu": "7"}},
+                "n2": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}}
+    result = plan(items, [pod(1)], statuses=statuses)
+    row = one(result, "n1")
+    assert (row["action"], row["row"], row["scope"], row["batch"], row["evictions"]) == ("observe", 17, None, None, [])
+    assert row["plugin_unhealthy"] == ["nvidia.com/gpu 1 of 2 allocatable"] and "restart the device-plugin pod" in row["reasons"][-1]
+    # a node whose allocatable equals its capacity, and one the API server reports no status for: nothing
+    assert (one(result, "n2")["action"], one(result, "n3")["action"]) == ("none", "none")
+    assert result["summary"]["planned"] == 0 and result["breaker"]["state"] == "closed"
+    # NVML's own verdict wins: a GPU that asks for a reset is planned as one, whatever the plugin says
+    items[0]["health"] = health([gpu(0, recovery=1), gpu(1)])
+    assert one(plan(items, [pod(1)], statuses=statuses), "n1")["action"] == "reset"
 
 
 def test_an_unknown_node_is_never_planned_and_never_a_signal():
