@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import time
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 
 ANNOTATION = "gpuops.fleet/cordoned-for-sharing-switch"
@@ -89,8 +90,9 @@ def drain_plan(rows, pods, force=False, delete_emptydir_data=False):
     return evictions, refusals
 
 
-def cordoned_by_us(node):
-    return bool((node.get("spec") or {}).get("unschedulable")) and ANNOTATION in (_meta(node).get("annotations") or {})
+def cordoned_by_us(node, annotation=ANNOTATION):
+    """Whether the node is cordoned with our mark (``annotation``: a sharing switch's, or another task's)."""
+    return bool((node.get("spec") or {}).get("unschedulable")) and annotation in (_meta(node).get("annotations") or {})
 
 
 def cordon(api, node, mode):
@@ -102,11 +104,26 @@ def uncordon(api, node):
     api.patch_node(node, {"spec": {"unschedulable": False}, "metadata": {"annotations": {ANNOTATION: None}}})
 
 
-def evict(api, namespace, name, deadline, api_exception, sleep=time.sleep, clock=time.monotonic):
-    """Evict one pod through the Eviction API, retrying while a PodDisruptionBudget refuses (until ``deadline``)."""
+def waiter(client, api):
+    """``wait_gone(node, names, deadline)``: watch the node's pods until none of ``names`` (namespace/name) is left, or
+    ``deadline``; returns those still there."""
+    def wait_gone(node, names, deadline):
+        pods = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
+        pods.wait(lambda w: not any("%s/%s" % k in names for k in w.objects), deadline)
+        return sorted("%s/%s" % k for k in pods.objects if "%s/%s" % k in names)
+    return wait_gone
+
+
+def evict(api, namespace, name, deadline, api_exception, sleep=time.sleep, clock=time.monotonic, uid=None):
+    """Evict one pod through the Eviction API, retrying while a PodDisruptionBudget refuses (until ``deadline``).
+
+    With ``uid``, only that pod: the eviction carries it as a precondition, so a pod recreated under the same name (a
+    StatefulSet's) is never evicted in its place; the API's 409 for a UID that no longer matches means ours is gone."""
     # policy/v1 Eviction from Kubernetes 1.22; the API servers before serve policy/v1beta1 only
     for version in ("policy/v1", "policy/v1beta1"):
         body = {"apiVersion": version, "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
         while True:
             try:
                 api.create_namespaced_pod_eviction(name, namespace, body)
@@ -114,6 +131,8 @@ def evict(api, namespace, name, deadline, api_exception, sleep=time.sleep, clock
             except api_exception as exc:
                 if exc.status == 404 and "not found" in str(exc.body or "").lower() and "pods" in str(exc.body or ""):
                     return  # already gone
+                if exc.status == 409 and uid and "precondition" in str(exc.body or "").lower():
+                    return  # the pod of that name is another one now: ours is gone
                 if exc.status == 429 and clock() < deadline:
                     sleep(EVICTION_RETRY_SECONDS)  # a PodDisruptionBudget says not yet
                     continue

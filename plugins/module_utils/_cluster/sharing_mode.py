@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import gpu_share as share
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
@@ -40,14 +39,6 @@ def check_params(p):
     return dict((name, as_bool("nodes.%s" % name, value)) for name, value in (p["nodes"] or {}).items())
 
 
-def _waiter(client, api):
-    def wait_gone(node, names, deadline):
-        pods = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
-        pods.wait(lambda w: not any("%s/%s" % k in names for k in w.objects), deadline)
-        return sorted("%s/%s" % k for k in pods.objects if "%s/%s" % k in names)
-    return wait_gone
-
-
 def _apply(client, api, p, check_mode, desired):
     nodes = [client.sanitize_for_serialization(n) for n in api.list_node().items]
     pods = [client.sanitize_for_serialization(x) for x in api.list_pod_for_all_namespaces().items]
@@ -68,7 +59,7 @@ def _apply(client, api, p, check_mode, desired):
     def label_node(row):
         api.patch_node(row["node"], {"metadata": {"labels": {p["label"]: row["desired"]}}})
 
-    evicted, uncordoned = drain.drain_and_switch(api, rows, by_name, evictions, label_node, _waiter(client, api), ApiException, p["drain_timeout"])
+    evicted, uncordoned = drain.drain_and_switch(api, rows, by_name, evictions, label_node, drain.waiter(client, api), ApiException, p["drain_timeout"])
     return rows, evicted, [n for n in uncordoned if n in leftover], evictions
 
 

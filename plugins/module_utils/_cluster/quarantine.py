@@ -1,0 +1,285 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: quarantining a node for a GPU remediation, and releasing it
+(module gpu_quarantine). The drain is ``drain``'s (kubectl drain's rules, the Eviction API, a PDB's 429 retried).
+
+**Quarantined.** One patch, at the resourceVersion read (so a concurrent writer makes it fail, never
+mixes): cordon, with our mark ``CORDON_MARK`` only where the node was not cordoned already (a cordon
+someone else set is theirs, and stays); the taint ``TAINT_KEY=<first GPU>:NoSchedule``; and the
+annotation ``REMEDIATION``, JSON ``{gpus, action, scope, step, started, run, cordoned_by_us}``. Then a
+ledger entry (the breakers count it as in flight), then the evictions: for ``scope: gpu`` only the pods
+the plan mapped to the target GPUs, each by its UID (a pod recreated under the same name is not
+ours); for ``scope: node`` every pod on the node but DaemonSet and mirror pods. The step goes
+``draining`` -> ``drained``; a PodDisruptionBudget that still refuses at ``drain_timeout`` leaves the
+node quarantined at ``drain_blocked`` and fails: a faulty GPU must not go back into the pool, and
+nothing may reset it while its pods run. A killed run leaves the annotation; the next run with the same
+GPUs resumes from it (evicting what is left), and a second run of a finished quarantine writes nothing.
+
+**Released.** Removes only what is ours: the taint by its key, the annotation, and the cordon only
+with our mark. The ledger's open entry for the node is closed with ``result`` and its seconds from
+quarantine to release.
+
+Refusals change nothing and name what refuses: a node in another remediation (other GPUs or action),
+a hard blocker of the plan (a pod that uses the GPU outside kubelet's accounting, a host process, a pod
+kubectl drain would not evict), a pod that breaks drain's rules now.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation_plan import QUARANTINE_ANNOTATION as REMEDIATION
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import check_value
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+
+CORDON_MARK = "gpuops.fleet/cordoned-for-gpu-health"
+TAINT_KEY = "gpuops.fleet/gpu-unhealthy"
+ACTIONS = ("reset", "reboot", "replace", "investigate")
+RESULTS = ("recovered", "rebooted", "replaced", "needs_human", "rma_candidate", "cancelled")
+# the plan's blockers that no waiting ends; a PDB's is waited on (drain_timeout)
+HARD_BLOCKERS = ("not_evictable", "outside_accounting", "host_process")
+GPU_ID = re.compile(r"\A(?:GPU|MIG)-[0-9A-Za-z-]{1,90}\Z")
+POD_REF = re.compile(r"\A[a-z0-9](?:[-a-z0-9]*[a-z0-9])?/[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?\Z")
+
+
+class QuarantineError(GpuopsError):
+    """Refused before anything changed, or the drain could not finish (``result`` says where the node stands)."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result or {}
+
+
+def _meta(obj):
+    return obj.get("metadata") or {}
+
+
+def check_params(p):
+    """The module's parameters, checked; a ``plan`` row fills what is not given. ParameterError names the option."""
+    p = dict(p)
+    row = p.get("plan") or {}
+    if not isinstance(row, dict):
+        raise ParameterError("plan", "expected one node's row of gpu_remediation_plan (a dict), got %s" % type(row).__name__)
+    for key in ("node", "gpus", "action", "scope", "evictions", "blockers", "keys", "driver_version"):
+        if p.get(key) in (None, []) and row.get(key) not in (None, []):
+            p[key] = row[key]
+    check_value("node", p.get("node"), "dns_subdomain")
+    if p["drain_timeout"] <= 0:
+        raise ParameterError("drain_timeout", "%d must be a positive number of seconds" % p["drain_timeout"])
+    if p["state"] == "released":
+        if p["result"] not in RESULTS:
+            raise ParameterError("result", "%r is not one of %s" % (p["result"], ", ".join(RESULTS)))
+        return p
+    if p.get("action") not in ACTIONS:
+        raise ParameterError("action", "%r is not an action that quarantines (%s); none and observe change nothing" % (p.get("action"), ", ".join(ACTIONS)))
+    scope = hd.scope_of(p["action"])
+    if p.get("scope") not in (None, scope):
+        raise ParameterError("scope", "%r does not go with action %s (its scope is %s)" % (p["scope"], p["action"], scope))
+    p["scope"] = scope
+    gpus = p.get("gpus") or []
+    if not gpus and scope == "gpu":
+        raise ParameterError("gpus", "a GPU-scoped quarantine needs the target GPUs' UUIDs")
+    for i, uuid in enumerate(gpus):
+        if not isinstance(uuid, str) or not GPU_ID.match(uuid):
+            raise ParameterError("gpus[%d]" % i, "%r is not a GPU UUID (GPU-... or MIG-...)" % (uuid,))
+    evictions = []
+    for i, item in enumerate(p.get("evictions") or ()):
+        ref = item.get("pod") if isinstance(item, dict) else item
+        if not isinstance(ref, str) or not POD_REF.match(ref):
+            raise ParameterError("evictions[%d]" % i, "%r is not namespace/name of a pod (or a plan eviction with pod and uid)" % (item,))
+        evictions.append({"pod": ref, "uid": item.get("uid") if isinstance(item, dict) else None})
+    p["gpus"], p["evictions"] = list(gpus), evictions
+    p["blockers"] = [b for b in p.get("blockers") or () if isinstance(b, dict)]
+    return p
+
+
+def annotation(node):
+    """The node's remediation annotation, parsed; None when there is none. One we cannot read is an error, never ignored."""
+    text = (_meta(node).get("annotations") or {}).get(REMEDIATION)
+    if text is None:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict) or not isinstance(found.get("gpus"), list) or "step" not in found:
+        raise QuarantineError("node %s: annotation %s is not one gpuops.fleet wrote (%r); remove it by hand once you know whose it is"
+                              % (_meta(node).get("name"), REMEDIATION, text[:200]))
+    return found
+
+
+def _taints_with_ours(node, value):
+    taints = list((node.get("spec") or {}).get("taints") or [])
+    if any(t.get("key") == TAINT_KEY for t in taints):
+        return None
+    return taints + [{"key": TAINT_KEY, "value": value, "effect": "NoSchedule"}]
+
+
+def _taint_value(gpus, scope):
+    if scope == "node" or not gpus:
+        return "node"
+    return gpus[0][:12].rstrip("-")  # a label value: at most 63 characters, alphanumeric at both ends
+
+
+def _active(pod):
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not _meta(pod).get("deletionTimestamp")
+
+
+def _targets(p, pods):
+    """``(to_evict [{pod, uid, note}], gone [pod], skipped [{pod, why}], refusals [str])`` by drain's rules."""
+    by_name = dict(("%s/%s" % (_meta(x).get("namespace"), _meta(x).get("name")), x) for x in pods)
+    to_evict, gone, skipped, refusals = [], [], [], []
+    if p["scope"] == "gpu":
+        wanted = p["evictions"]
+    else:
+        wanted = [{"pod": ref, "uid": _meta(x).get("uid")} for ref, x in sorted(by_name.items())]
+    for item in wanted:
+        pod = by_name.get(item["pod"])
+        if pod is None or not _active(pod) or (item.get("uid") and _meta(pod).get("uid") != item["uid"]):
+            gone.append(item["pod"])
+            continue
+        owner = drain.controller(pod)
+        if p["scope"] == "node" and (drain.MIRROR in (_meta(pod).get("annotations") or {}) or (owner and owner.get("kind") == "DaemonSet")):
+            skipped.append({"pod": item["pod"], "why": "a DaemonSet's or mirror pod: kubectl drain leaves it"})
+            continue
+        ok, why = drain.pod_verdict(pod, p["drain_force"], p["drain_delete_emptydir_data"])
+        if ok:
+            to_evict.append({"pod": item["pod"], "uid": _meta(pod).get("uid"), "note": why})
+        else:
+            refusals.append(why)
+    return to_evict, gone, skipped, refusals
+
+
+def _open_entry(ledger, node):
+    for entry in reversed(ledger.get("entries") or []):
+        if entry.get("node") == node and not entry.get("closed_at"):
+            return entry
+    return None
+
+
+def _patch_node(api, node, spec, annotations):
+    body = {"metadata": {"resourceVersion": _meta(node).get("resourceVersion"), "annotations": annotations}}
+    if spec:
+        body["spec"] = spec
+    return api.patch_node(_meta(node)["name"], body)
+
+
+def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.monotonic):
+    """The module's result for ``state: quarantined`` (see the module docstring)."""
+    now = int(now if now is not None else time.time())
+    node = client.sanitize_for_serialization(api.read_node(p["node"]))
+    current = annotation(node)
+    if current and (sorted(current.get("gpus") or []) != sorted(p["gpus"]) or current.get("action") != p["action"]):
+        raise QuarantineError("node %s is already in a remediation (%s of %s, step %s, since %s): finish it or release it first; "
+                              "nothing was changed" % (p["node"], current.get("action"), ", ".join(current.get("gpus") or []) or "the node",
+                                                       current.get("step"), current.get("started")))
+    hard = [b for b in p["blockers"] if b.get("kind") in HARD_BLOCKERS]
+    if hard:
+        raise QuarantineError("node %s: the plan names blockers no drain ends: %s; nothing was changed"
+                              % (p["node"], "; ".join(b.get("detail") or b.get("kind") for b in hard)))
+    pods = [client.sanitize_for_serialization(x) for x in api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % p["node"]).items]
+    to_evict, gone, skipped, refusals = _targets(p, pods)
+    if refusals:
+        raise QuarantineError("node %s: refusing to drain, nothing was changed: %s" % (p["node"], "; ".join(refusals)))
+    spec = (node.get("spec") or {})
+    need_cordon = not spec.get("unschedulable")
+    taints = _taints_with_ours(node, _taint_value(p["gpus"], p["scope"]))
+    result = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "scope": p["scope"], "evicted": [e["pod"] for e in to_evict],
+              "already_gone": gone, "left_on_node": skipped, "eviction_notes": [e for e in to_evict if e["note"]],
+              "cordoned": need_cordon or bool(current and current.get("cordoned_by_us")),
+              "foreign_cordon": bool(spec.get("unschedulable")) and not drain.cordoned_by_us(node, CORDON_MARK),
+              "resumed_from": current.get("step") if current else None}
+    marked = current is not None and taints is None and not need_cordon
+    if marked and current.get("step") == "drained" and not to_evict:
+        return dict(result, changed=False, step="drained", msg="node %s is quarantined and drained already" % p["node"])
+    if check_mode:
+        return dict(result, changed=True, step="drained", msg=_msg(result, "would"))
+    record = dict(current or {}, gpus=p["gpus"], action=p["action"], scope=p["scope"], step="draining",
+                  started=(current or {}).get("started") or now, run=p.get("run") or (current or {}).get("run"),
+                  cordoned_by_us=bool((current or {}).get("cordoned_by_us") or need_cordon))
+    patch_spec = dict(unschedulable=True) if need_cordon else {}
+    if taints is not None:
+        patch_spec["taints"] = taints
+    marks = {REMEDIATION: json.dumps(record, sort_keys=True)}
+    if need_cordon:
+        marks[CORDON_MARK] = "gpu-remediation"
+    node = client.sanitize_for_serialization(_patch_node(api, node, patch_spec, marks))
+    _ledger_open(api, p, now, api_exception)
+    deadline = clock() + p["drain_timeout"]
+    try:
+        for item in to_evict:
+            namespace, name = item["pod"].split("/", 1)
+            drain.evict(api, namespace, name, deadline, api_exception, uid=item["uid"])
+        left = drain.waiter(client, api)(p["node"], set(e["pod"] for e in to_evict), deadline) if to_evict else []
+        if left:
+            raise drain.DrainError("evicted pods still on the node after drain_timeout: %s" % ", ".join(left))
+    except drain.DrainError as exc:
+        record["step"] = "drain_blocked"
+        _set_step(client, api, p["node"], record)
+        raise QuarantineError("node %s stays quarantined (step drain_blocked; no reset or reboot may run): %s" % (p["node"], exc),
+                              dict(result, changed=True, step="drain_blocked")) from exc
+    record["step"] = "drained"
+    _set_step(client, api, p["node"], record)
+    return dict(result, changed=True, step="drained", msg=_msg(result, ""))
+
+
+def _set_step(client, api, name, record):
+    node = client.sanitize_for_serialization(api.read_node(name))
+    _patch_node(api, node, None, {REMEDIATION: json.dumps(record, sort_keys=True)})
+
+
+def _ledger_open(api, p, now, api_exception):
+    ledger, current = ledgers.read(api, p["namespace"], api_exception)
+    if _open_entry(ledger, p["node"]):
+        return
+    entry = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "keys": list(p.get("keys") or []),
+             "driver_version": p.get("driver_version"), "at": now, "closed_at": None, "result": None, "run": p.get("run")}
+    ledgers.write(api, p["namespace"], dict(ledger, entries=(ledger.get("entries") or []) + [entry]), current)
+
+
+def _msg(result, verb):
+    did = ["cordon"] if result["cordoned"] and not result["foreign_cordon"] else []
+    did.append("taint")
+    if verb:
+        text = "would %s %s" % (" and ".join(did), result["node"])
+    else:
+        text = "%s %s" % (" and ".join(d + "ed" for d in did), result["node"])
+    if result["evicted"]:
+        text += "; %s %s" % ("would evict" if verb else "evicted", ", ".join(result["evicted"]))
+    return text
+
+
+def release(client, api, p, check_mode, api_exception, now=None):
+    """The module's result for ``state: released``: only what is ours comes off; the ledger entry is closed."""
+    now = int(now if now is not None else time.time())
+    node = client.sanitize_for_serialization(api.read_node(p["node"]))
+    current = annotation(node)
+    ours_cordon = drain.cordoned_by_us(node, CORDON_MARK)
+    taints = list((node.get("spec") or {}).get("taints") or [])
+    kept = [t for t in taints if t.get("key") != TAINT_KEY]
+    ledger, cm = ledgers.read(api, p["namespace"], api_exception)
+    entry = _open_entry(ledger, p["node"])
+    result = {"node": p["node"], "uncordoned": ours_cordon, "untainted": len(kept) != len(taints), "was": current,
+              "foreign_cordon": bool((node.get("spec") or {}).get("unschedulable")) and not ours_cordon,
+              "recover_seconds": (now - int(entry["at"])) if entry and entry.get("at") is not None else None, "result": p["result"]}
+    if current is None and not ours_cordon and len(kept) == len(taints) and entry is None:
+        return dict(result, changed=False, msg="node %s carries nothing of a GPU remediation" % p["node"])
+    if check_mode:
+        return dict(result, changed=True, msg="would release %s" % p["node"])
+    spec = {}
+    if len(kept) != len(taints):
+        spec["taints"] = kept
+    if ours_cordon:
+        spec["unschedulable"] = False
+    _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None})
+    if entry is not None:
+        entry.update(closed_at=now, result=p["result"], recover_seconds=result["recover_seconds"])
+        ledgers.write(api, p["namespace"], ledger, cm)
+    return dict(result, changed=True, msg="released %s (%s%s)" % (p["node"], p["result"], ", cordon kept: not ours" if result["foreign_cordon"] else ""))

@@ -1,0 +1,239 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: gpu_quarantine
+short_description: Quarantine a node for a faulty GPU (cordon, taint, drain only that GPU's pods), or release it
+version_added: 0.4.0
+description:
+  - O(state=quarantined) takes a node out of scheduling for a GPU remediation and drains it, in one patch and then the
+    evictions. It cordons the node with the mark C(gpuops.fleet/cordoned-for-gpu-health) (a node someone else cordoned
+    keeps their cordon, and it stays theirs), adds the taint C(gpuops.fleet/gpu-unhealthy=<GPU>:NoSchedule), writes the
+    annotation C(gpuops.fleet/gpu-remediation) (the GPUs, action, scope, step and start), and opens an entry in the
+    remediation ledger ConfigMap, which the breakers of M(gpuops.fleet.gpu_remediation_plan) count as in flight.
+  - The drain follows C(kubectl drain)'s rules and uses the Eviction API (C(policy/v1), else C(policy/v1beta1) on a server
+    before 1.22), retrying a PodDisruptionBudget's refusal every 5 s until O(drain_timeout). With O(scope=gpu) (a reset)
+    only the pods the plan mapped to the target GPUs are evicted, each by its UID, so pods on the node's other GPUs keep
+    running; with O(scope=node) every pod on the node but DaemonSet and mirror pods.
+  - A PodDisruptionBudget that still refuses at O(drain_timeout) leaves the node quarantined at step C(drain_blocked) and
+    fails the task, so no reset or reboot runs while the GPU's pods do. A killed run leaves the annotation; the next run
+    for the same GPUs resumes from it. A run on a node already quarantined and drained changes nothing.
+  - Refused before any change, naming the cause: a node already in a remediation for other GPUs or another action, a
+    blocker of the plan no drain ends (a pod that uses the GPU outside kubelet's accounting, a host process), a pod
+    C(kubectl drain) would not evict (no controller without O(drain_force), C(emptyDir) without
+    O(drain_delete_emptydir_data)).
+  - O(state=released) removes only what this module added (the taint, the annotation, and the cordon only with its
+    mark) and closes the node's ledger entry with O(result) and its seconds from quarantine to release.
+  - Check mode reports the cordon, taint and evictions and writes nothing.
+  - Runs on the controller against the cluster, with kubernetes.core's client and authentication options.
+author:
+  - gpuops.fleet maintainers (@gpuops)
+extends_documentation_fragment:
+  - gpuops.fleet.k8s_auth_options
+  - gpuops.fleet.attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  state:
+    description: V(quarantined) to cordon, taint and drain; V(released) to undo what this module added.
+    type: str
+    choices: [quarantined, released]
+    required: true
+  plan:
+    description:
+      - One node's row of M(gpuops.fleet.gpu_remediation_plan)'s RV(gpuops.fleet.gpu_remediation_plan#module:nodes). It
+        fills O(node), O(gpus), O(action), O(scope), O(evictions), O(blockers), O(keys) and O(driver_version) where they
+        are not given.
+    type: dict
+  node:
+    description: The Kubernetes node (a DNS-1123 subdomain). Required, here or in O(plan).
+    type: str
+  gpus:
+    description: The target GPUs' UUIDs. Required for O(scope=gpu).
+    type: list
+    elements: str
+  action:
+    description: The planned action (V(reset), V(reboot), V(replace), V(investigate)). Required with O(state=quarantined).
+    type: str
+  scope:
+    description: V(gpu) for a reset, V(node) for the others; derived from O(action) when not given, refused when it disagrees.
+    type: str
+  evictions:
+    description:
+      - With O(scope=gpu), the pods to evict, as the plan's evictions (C(pod) as namespace/name and C(uid)) or namespace/name
+        strings. A pod no longer there, or there with another UID, is already gone.
+    type: list
+    elements: raw
+  blockers:
+    description: The plan's blockers; any but a PodDisruptionBudget's refuses the quarantine.
+    type: list
+    elements: dict
+  keys:
+    description: The signal keys recorded in the ledger entry (the same-signal breaker counts them).
+    type: list
+    elements: str
+  driver_version:
+    description: The node's driver version, recorded in the ledger entry.
+    type: str
+  run:
+    description: An identifier of this run (an AWX job ID), recorded in the annotation and the ledger.
+    type: str
+  result:
+    description: With O(state=released), the outcome recorded in the ledger entry.
+    type: str
+    choices: [recovered, rebooted, replaced, needs_human, rma_candidate, cancelled]
+    default: recovered
+  namespace:
+    description: The namespace of the ledger ConfigMap C(gpuops-remediation-ledger).
+    type: str
+    default: gpuops-system
+  drain_timeout:
+    description: Seconds to wait for the evicted pods to be gone, and for PodDisruptionBudgets to allow them. Must be positive.
+    type: int
+    default: 300
+  drain_force:
+    description: Evict pods that no controller recreates (bare pods), as C(kubectl drain --force).
+    type: bool
+    default: false
+  drain_delete_emptydir_data:
+    description: Evict pods with C(emptyDir) volumes, whose data is lost, as C(kubectl drain --delete-emptydir-data).
+    type: bool
+    default: false
+notes:
+  - Needs C(get), C(patch) on nodes, C(list), C(watch) on pods, C(create) on C(pods/eviction), and C(get), C(create),
+    C(update) on the ledger ConfigMap in O(namespace).
+requirements:
+  - kubernetes (Python client)
+seealso:
+  - module: gpuops.fleet.gpu_remediation_plan
+  - module: gpuops.fleet.gpu_health_info
+"""
+
+EXAMPLES = r"""
+- name: Plan
+  gpuops.fleet.gpu_remediation_plan:
+  register: plan
+
+- name: Quarantine the planned nodes (only the faulty GPU's pods are evicted for a reset)
+  gpuops.fleet.gpu_quarantine:
+    state: quarantined
+    plan: "{{ item }}"
+    run: "{{ tower_job_id | default(omit) }}"
+  loop: "{{ plan.nodes | selectattr('batch', 'equalto', 1) | list }}"
+  loop_control:
+    label: "{{ item.node }}"
+
+- name: Release a node once its GPU verified healthy
+  gpuops.fleet.gpu_quarantine:
+    state: released
+    node: gpu-node-7
+    result: recovered
+"""
+
+RETURN = r"""
+node:
+  description: The node.
+  returned: always
+  type: str
+step:
+  description: With O(state=quarantined), where the quarantine stands (V(drained), or V(drain_blocked) in a failure).
+  returned: state is quarantined
+  type: str
+evicted:
+  description: The pods evicted (or that would be, in check mode).
+  returned: state is quarantined
+  type: list
+  elements: str
+already_gone:
+  description: Pods of the plan no longer on the node (or there with another UID).
+  returned: state is quarantined
+  type: list
+  elements: str
+left_on_node:
+  description: With O(scope=node), the DaemonSet and mirror pods left running, as C(kubectl drain) leaves them.
+  returned: state is quarantined
+  type: list
+  elements: dict
+eviction_notes:
+  description: The evicted pods that lose something (no controller recreates them, or their emptyDir data).
+  returned: state is quarantined
+  type: list
+  elements: dict
+foreign_cordon:
+  description: The node was cordoned by someone else; that cordon stays.
+  returned: always
+  type: bool
+resumed_from:
+  description: The step an earlier, unfinished run left in the annotation.
+  returned: state is quarantined
+  type: str
+recover_seconds:
+  description: With O(state=released), seconds from the ledger entry's quarantine to this release.
+  returned: state is released
+  type: int
+msg:
+  description: What changed, or would.
+  returned: always
+  type: str
+"""
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import quarantine
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import ApiException
+
+try:
+    from kubernetes.client.api import core_v1_api
+except ImportError:
+    # AnsibleK8SModule reports a missing kubernetes library itself
+    pass
+
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["quarantined", "released"], required=True),
+    plan=dict(type="dict"),
+    node=dict(type="str"),
+    gpus=dict(type="list", elements="str"),
+    action=dict(type="str"),
+    scope=dict(type="str"),
+    evictions=dict(type="list", elements="raw"),
+    blockers=dict(type="list", elements="dict"),
+    keys=dict(type="list", elements="str", no_log=False),
+    driver_version=dict(type="str"),
+    run=dict(type="str"),
+    result=dict(type="str", choices=list(quarantine.RESULTS), default="recovered"),
+    namespace=dict(type="str", default="gpuops-system"),
+    drain_timeout=dict(type="int", default=300),
+    drain_force=dict(type="bool", default=False),
+    drain_delete_emptydir_data=dict(type="bool", default=False),
+)
+
+
+def main():
+    module = k8s_module(ARGUMENT_SPEC)
+    failed = {}
+
+    def work():
+        p = quarantine.check_params(module.params)
+        client = api_client(module)
+        api = core_v1_api.CoreV1Api(client)
+        step = quarantine.quarantine if p["state"] == "quarantined" else quarantine.release
+        try:
+            return step(client, api, p, module.check_mode, ApiException)
+        except quarantine.QuarantineError as exc:
+            failed.update(exc.result)
+            raise
+
+    module.exit_json(**run(module, work, extra=lambda: failed))
+
+
+if __name__ == "__main__":
+    main()

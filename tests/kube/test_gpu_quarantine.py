@@ -1,0 +1,224 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU health, part 2: gpuops.fleet.gpu_quarantine against a real API server (SIMULATED nodes and GPUs), with the
+disruption controller, the audit log as the judge.
+
+A 3-GPU node with one ReplicaSet pod per GPU (kubelet's checkpoint, written by the simulated kubelet, says which);
+GPU 0's recovery action says reset. The plan (playbooks/gpu_health.yml) hands its row to the quarantine: exactly one
+eviction, for GPU 0's pod; the pods on GPUs 1 and 2 keep their UIDs; a second run writes nothing; the release
+removes only what was added. A PodDisruptionBudget blocks the drain: the node stays quarantined at drain_blocked, and
+more replicas let the next run finish. A run killed (SIGKILL) mid-drain leaves the annotation; the next run resumes
+from it. A cordon someone else set survives the release.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import fakenode
+from test_gpu_health_plan import G, OTHER, WRITES, faulty, pdb, pdb_status, replica_set, running
+
+PLAN_TASK = "Plan (read-only unless the breaker trips with gpuops_gpu_health_record, or is reset)"
+REMEDIATION = "gpuops.fleet/gpu-remediation"
+MARK = "gpuops.fleet/cordoned-for-gpu-health"
+TAINT = "gpuops.fleet/gpu-unhealthy"
+
+
+def setup(fleet, fake_lib_dir, nodes=None):
+    f = fleet(nodes or [{"name": "a", "gpus": G}])
+    for node in f.nodes:
+        cfg = str(f.tmp / "nodes" / node["name"] / "fake_nvml.cfg")
+        f.set_host_vars(node["name"], gpuops_node_name=node["name"], checkpoint_guard_checkpoint_path=node["checkpoint"],
+                        checkpoint_guard_environment=fakenode.environ(fake_lib_dir, cfg, base={}), gpuops_gpu_health_kernel_log="none")
+    name = f.nodes[0]["name"]
+    for app in ("on-gpu0", "on-gpu1", "on-gpu2"):
+        replica_set(f, app, name)
+        f.wait(lambda app=app: running(f, app), "%s running" % app)
+    faulty(f, name, "recovery|0|1")
+    return f, name
+
+
+def plan_row(f, name):
+    rc, run = f.play({"gpuops_gpu_health_plan": True, "gpuops_gpu_health_namespace": f.namespace}, playbook="gpu_health.yml")
+    assert rc == 0, run.failure()
+    return dict((r["node"], r) for r in run.localhost(PLAN_TASK)["nodes"])[name]
+
+
+def quarantine_play(f, args):
+    playbook = f.tmp / ("quarantine-%d.yml" % time.monotonic_ns())
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False,
+                                     "tasks": [{"name": "the module", "gpuops.fleet.gpu_quarantine": args, "ignore_errors": True}]}]))
+    return str(playbook)
+
+
+def module(f, args, *extra):
+    rc, run = f.play({}, *extra, playbook=quarantine_play(f, args))
+    return run.localhost("the module"), run
+
+
+def node_state(f, name):
+    node = f.node(name)
+    ann = node.metadata.annotations or {}
+    taints = [(t.key, t.value, t.effect) for t in node.spec.taints or [] if t.key == TAINT]
+    return bool(node.spec.unschedulable), json.loads(ann[REMEDIATION]) if REMEDIATION in ann else None, MARK in ann, taints
+
+
+def writes(run):
+    return [(c["verb"], c["objectRef"]["resource"] + ("/" + c["objectRef"]["subresource"] if c["objectRef"].get("subresource") else ""),
+             c["objectRef"].get("name")) for c in run.api_calls if c["verb"] in WRITES]
+
+
+def evictions(run):
+    """The pods an eviction request succeeded for (201), in order."""
+    return [c["objectRef"]["name"] for c in run.api_calls
+            if c["verb"] == "create" and c["objectRef"].get("subresource") == "eviction" and (c.get("responseStatus") or {}).get("code") == 201]
+
+
+def ledger(f):
+    return json.loads(f.cluster.core.read_namespaced_config_map("gpuops-remediation-ledger", f.namespace).data["ledger.json"])
+
+
+def test_a_gpu_scoped_quarantine_evicts_only_the_faulty_gpus_pod_and_the_release_removes_only_ours(fleet, fake_lib_dir):
+    f, name = setup(fleet, fake_lib_dir)
+    row = plan_row(f, name)
+    assert (row["action"], row["scope"], row["gpus"]) == ("reset", "gpu", [G[0]])
+    uids = dict((app, running(f, app)[0].metadata.uid) for app in ("on-gpu0", "on-gpu1", "on-gpu2"))
+    pod0 = "%s/%s" % (f.namespace, running(f, "on-gpu0")[0].metadata.name)
+    args = {"state": "quarantined", "plan": row, "namespace": f.namespace, "drain_timeout": 60, "run": "job-41"}
+
+    result, run = module(f, args, "--check")
+    assert result["changed"] and result["evicted"] == [pod0] and not result.get("failed"), result
+    assert writes(run) == []  # check mode writes nothing
+
+    result, run = module(f, args)
+    assert result["changed"] and result["step"] == "drained" and result["evicted"] == [pod0], result
+    # exactly one eviction, for GPU 0's pod; one node patch to quarantine, one for the step; the ledger's entry
+    # (a 1.20 API server answers policy/v1's eviction 404 first: drain.evict then asks policy/v1beta1; only that one succeeds)
+    assert evictions(run) == [pod0.split("/")[1]]
+    assert [w[:2] for w in writes(run) if w[1] != "pods/eviction"] == [("patch", "nodes"), ("create", "configmaps"), ("patch", "nodes")]
+    unschedulable, record, marked, taints = node_state(f, name)
+    assert unschedulable and marked and taints == [(TAINT, G[0][:12], "NoSchedule")]
+    assert (record["gpus"], record["action"], record["scope"], record["step"], record["run"], record["cordoned_by_us"]) == (
+        [G[0]], "reset", "gpu", "drained", "job-41", True)
+    # the other GPUs' pods were not touched; GPU 0's ReplicaSet made a new pod (it cannot land here: cordoned)
+    assert [running(f, app)[0].metadata.uid for app in ("on-gpu1", "on-gpu2")] == [uids["on-gpu1"], uids["on-gpu2"]]
+    f.wait(lambda: not [p for p in running(f, "on-gpu0") if p.metadata.uid == uids["on-gpu0"]], "GPU 0's pod gone")
+    entry = ledger(f)["entries"][-1]
+    assert (entry["node"], entry["gpus"], entry["action"], entry["closed_at"], entry["run"]) == (name, [G[0]], "reset", None, "job-41")
+
+    # a second run writes nothing
+    result, run = module(f, args)
+    assert not result["changed"] and result["step"] == "drained", result
+    assert writes(run) == []
+
+    # the plan now counts the node as in flight: a quarantine of ours
+    released, run = module(f, {"state": "released", "node": name, "namespace": f.namespace, "result": "recovered"})
+    assert released["changed"] and released["uncordoned"] and released["untainted"] and not released["foreign_cordon"], released
+    assert node_state(f, name) == (False, None, False, [])
+    entry = ledger(f)["entries"][-1]
+    assert entry["result"] == "recovered" and entry["closed_at"] and entry["recover_seconds"] == released["recover_seconds"] >= 0
+    again, run = module(f, {"state": "released", "node": name, "namespace": f.namespace})
+    assert not again["changed"] and writes(run) == []
+
+
+def test_a_pdb_blocks_the_drain_the_node_stays_quarantined_and_more_replicas_let_the_next_run_finish(fleet, fake_lib_dir):
+    f, name = setup(fleet, fake_lib_dir)
+    pdb(f, "keep-gpu0", "on-gpu0", 1)
+    f.wait(lambda: pdb_status(f, "keep-gpu0").get("disruptionsAllowed") == 0, lambda: "the PDB's status: %s" % pdb_status(f, "keep-gpu0"))
+    row = plan_row(f, name)
+    assert [b["kind"] for b in row["blockers"]] == ["pdb"]
+    args = {"state": "quarantined", "plan": row, "namespace": f.namespace, "drain_timeout": 8}
+    result, run = module(f, args)
+    assert result["failed"] and result["step"] == "drain_blocked" and "PodDisruptionBudget" in result["msg"], result
+    assert "stays quarantined" in result["msg"]
+    unschedulable, record, marked, taints = node_state(f, name)
+    assert unschedulable and record["step"] == "drain_blocked" and taints
+    assert len(running(f, "on-gpu0")) == 1  # nothing was evicted: the PDB held
+
+    # more replicas: the disruption controller allows one eviction; the next run finishes from drain_blocked
+    f.cluster.apps.patch_namespaced_replica_set("on-gpu0", f.namespace, {"spec": {"replicas": 2}})
+    f.wait(lambda: pdb_status(f, "keep-gpu0").get("disruptionsAllowed") == 1, lambda: "the PDB's status: %s" % pdb_status(f, "keep-gpu0"))
+    result, run = module(f, args)
+    assert result["changed"] and result["step"] == "drained" and result["resumed_from"] == "drain_blocked", result
+    assert node_state(f, name)[1]["step"] == "drained"
+
+
+def test_a_killed_run_resumes_from_the_annotation(fleet, fake_lib_dir):
+    f, name = setup(fleet, fake_lib_dir)
+    pdb(f, "keep-gpu0", "on-gpu0", 1)
+    f.wait(lambda: pdb_status(f, "keep-gpu0").get("disruptionsAllowed") == 0, lambda: "the PDB's status: %s" % pdb_status(f, "keep-gpu0"))
+    row = plan_row(f, name)
+    args = {"state": "quarantined", "plan": row, "namespace": f.namespace, "drain_timeout": 120}
+    env = dict(os.environ, K8S_AUTH_KUBECONFIG=os.path.join(f.cluster.workdir, "role.kubeconfig"),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(kubefleet_root(), "build", "collections"))
+    out = f.tmp / "killed-run.log"
+    with open(str(out), "w") as log:
+        proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(f.inventory), quarantine_play(f, args)],
+                                cwd=kubefleet_root(), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        f.wait(lambda: (node_state(f, name)[1] or {}).get("step") == "draining",
+               lambda: "the run's first patch (step draining); the run said: %s" % out.read_text()[-2000:])
+        time.sleep(2)  # inside the eviction's 429 retries
+    finally:
+        # the module runs in a process of its own (AnsiballZ, outside the playbook's process group): kill it too, as a
+        # dead controller or OOM would
+        for pid in module_processes("AnsiballZ_gpu_quarantine"):
+            os.kill(pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    assert not module_processes("AnsiballZ_gpu_quarantine")
+    unschedulable, record, marked, taints = node_state(f, name)
+    assert unschedulable and marked and record["step"] == "draining" and len(running(f, "on-gpu0")) == 1
+
+    f.cluster.apps.patch_namespaced_replica_set("on-gpu0", f.namespace, {"spec": {"replicas": 2}})
+    f.wait(lambda: pdb_status(f, "keep-gpu0").get("disruptionsAllowed") == 1, lambda: "the PDB's status: %s" % pdb_status(f, "keep-gpu0"))
+    result, run = module(f, dict(args, drain_timeout=60))
+    assert result["changed"] and result["step"] == "drained" and result["resumed_from"] == "draining", result
+    assert record["started"] == node_state(f, name)[1]["started"]  # the same quarantine, not a new one
+    assert len([e for e in ledger(f)["entries"] if e["node"] == name and not e["closed_at"]]) == 1  # one ledger entry
+
+
+def test_a_foreign_cordon_is_never_lifted_and_other_gpus_or_bad_input_are_refused_unchanged(fleet, fake_lib_dir):
+    f, name = setup(fleet, fake_lib_dir, [{"name": "a", "gpus": G}, {"name": "b", "gpus": [OTHER[0]]}])
+    f.cluster.core.patch_node(name, {"spec": {"unschedulable": True}})  # someone's kubectl cordon
+    row = plan_row(f, name)
+    result, run = module(f, {"state": "quarantined", "plan": row, "namespace": f.namespace, "drain_timeout": 60})
+    assert result["changed"] and result["foreign_cordon"] and not result["cordoned"], result
+    unschedulable, record, marked, taints = node_state(f, name)
+    assert unschedulable and not marked and record["cordoned_by_us"] is False and taints
+
+    # a quarantine of other GPUs on the same node is refused, naming the one in progress; nothing written
+    other, run = module(f, {"state": "quarantined", "node": name, "gpus": [G[1]], "action": "reset", "namespace": f.namespace})
+    assert other["failed"] and "already in a remediation" in other["msg"] and G[0] in other["msg"] and writes(run) == []
+    # bad input names the option
+    for bad, field in (({"action": "observe", "gpus": [G[0]]}, "action"), ({"action": "reset", "gpus": ["gpu0"]}, "gpus[0]"),
+                       ({"action": "reset", "gpus": [G[0]], "scope": "node"}, "scope"), ({"action": "reset"}, "gpus")):
+        refused, run = module(f, dict(bad, state="quarantined", node=f.nodes[1]["name"], namespace=f.namespace))
+        assert refused["failed"] and refused["msg"].startswith(field + ":"), refused
+        assert writes(run) == []
+
+    released, run = module(f, {"state": "released", "node": name, "namespace": f.namespace})
+    assert released["changed"] and released["foreign_cordon"] and not released["uncordoned"], released
+    assert node_state(f, name) == (True, None, False, [])  # their cordon stays; our taint and annotation are gone
+
+
+def module_processes(marker):
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                    if marker.encode() in handle.read():
+                        found.append(int(pid))
+            except OSError:
+                continue
+    return found
+
+
+def kubefleet_root():
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

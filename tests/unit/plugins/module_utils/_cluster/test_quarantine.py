@@ -1,0 +1,96 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_quarantine's pure parts: the parameters (a plan row fills them, bad input names the option), the annotation read
+strictly, the targets by drain's rules, and the eviction by UID. The API behaviour is tests/kube/test_gpu_quarantine.py's."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import quarantine as q
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+BASE = {"state": "quarantined", "plan": None, "node": None, "gpus": None, "action": None, "scope": None, "evictions": None, "blockers": None,
+        "keys": None, "driver_version": None, "run": None, "result": "recovered", "namespace": "gpuops-system", "drain_timeout": 300,
+        "drain_force": False, "drain_delete_emptydir_data": False}
+ROW = {"node": "gpu-a", "action": "reset", "scope": "gpu", "gpus": [G0], "keys": ["recovery:1"], "driver_version": "580.65.06",
+       "evictions": [{"pod": "ml/train-0", "uid": "u0", "evict": True}], "blockers": [{"kind": "pdb", "pdb": "ml/keep"}]}
+
+
+def params(**kw):
+    return q.check_params(dict(BASE, **kw))
+
+
+def test_a_plan_row_fills_the_options_and_given_options_win():
+    p = params(plan=ROW)
+    assert (p["node"], p["gpus"], p["action"], p["scope"], p["keys"]) == ("gpu-a", [G0], "reset", "gpu", ["recovery:1"])
+    assert p["evictions"] == [{"pod": "ml/train-0", "uid": "u0"}] and p["blockers"] == ROW["blockers"]
+    assert params(plan=ROW, node="gpu-b")["node"] == "gpu-b"
+    # a reboot is node-scoped whatever the row's GPUs
+    assert params(node="gpu-a", action="reboot")["scope"] == "node"
+    assert params(node="gpu-a", gpus=[G0], action="reset", evictions=["ml/train-0"])["evictions"] == [{"pod": "ml/train-0", "uid": None}]
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"node": "Bad_Node", "action": "reset", "gpus": [G0]}, "node"),
+    ({"node": "gpu-a", "action": "observe", "gpus": [G0]}, "action"),
+    ({"node": "gpu-a", "action": "reset"}, "gpus"),
+    ({"node": "gpu-a", "action": "reset", "gpus": ["0"]}, "gpus[0]"),
+    ({"node": "gpu-a", "action": "reset", "gpus": [G0], "scope": "node"}, "scope"),
+    ({"node": "gpu-a", "action": "reset", "gpus": [G0], "evictions": ["ml/Train 0"]}, "evictions[0]"),
+    ({"node": "gpu-a", "action": "reset", "gpus": [G0], "drain_timeout": 0}, "drain_timeout"),
+    ({"node": "gpu-a", "plan": "gpu-a"}, "plan"),
+])
+def test_bad_input_names_the_option(bad, field):
+    with pytest.raises(ParameterError) as err:
+        params(**bad)
+    assert err.value.field == field
+
+
+def test_an_annotation_we_did_not_write_is_an_error_never_ignored():
+    node = {"metadata": {"name": "gpu-a", "annotations": {q.REMEDIATION: "reset please"}}}
+    with pytest.raises(q.QuarantineError) as err:
+        q.annotation(node)
+    assert "not one gpuops.fleet wrote" in str(err.value)
+    assert q.annotation({"metadata": {"name": "gpu-a"}}) is None
+
+
+def pod(name, uid, owner="ReplicaSet", phase="Running"):
+    meta = {"name": name, "namespace": "ml", "uid": uid}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner, "name": "o", "controller": True}]
+    return {"metadata": meta, "spec": {"nodeName": "gpu-a"}, "status": {"phase": phase}}
+
+
+def test_targets_by_uid_for_a_gpu_and_by_drains_rules_for_a_node():
+    pods = [pod("train-0", "u0"), pod("train-1", "u1"), pod("dcgm", "u2", owner="DaemonSet"), pod("done", "u3", phase="Succeeded")]
+    p = params(plan=dict(ROW, evictions=[{"pod": "ml/train-0", "uid": "u0"}, {"pod": "ml/train-1", "uid": "other"}, {"pod": "ml/gone", "uid": "u9"}]))
+    to_evict, gone, skipped, refusals = q._targets(p, pods)
+    # train-1 is there with another UID: a pod recreated under that name is not the one the plan named
+    assert [e["pod"] for e in to_evict] == ["ml/train-0"] and gone == ["ml/train-1", "ml/gone"] and not skipped and not refusals
+    node = params(node="gpu-a", action="reboot")
+    to_evict, gone, skipped, refusals = q._targets(node, pods + [pod("notebook", "u4", owner=None)])
+    assert sorted(e["pod"] for e in to_evict) == ["ml/train-0", "ml/train-1"]
+    assert [s["pod"] for s in skipped] == ["ml/dcgm"] and gone == ["ml/done"]
+    assert len(refusals) == 1 and "ml/notebook has no controller" in refusals[0]
+
+
+class Conflict(Exception):
+    def __init__(self, status, body):
+        super().__init__(body)
+        self.status, self.body = status, body
+
+
+def test_an_eviction_by_uid_carries_the_precondition_and_a_uid_mismatch_means_gone():
+    sent = []
+
+    class Api:
+        def create_namespaced_pod_eviction(self, name, namespace, body):
+            sent.append(body)
+            raise Conflict(409, '{"message":"Precondition failed: UID in precondition: u0, UID in object meta: u7"}')
+
+    drain.evict(Api(), "ml", "train-0", 0, Conflict, uid="u0")
+    assert sent == [{"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "train-0", "namespace": "ml"},
+                     "deleteOptions": {"preconditions": {"uid": "u0"}}}]
