@@ -1,6 +1,13 @@
 # Test stand-in for nvidia-smi: reads the same fake-node file as fake_nvml.c
 # (GPUOPS_FAKE_NVML_CONFIG) and prints what the real CLI prints for the
 # invocations gpuops.fleet uses, including its failure messages and exit codes.
+#
+# -pm 0|1 -i <ids> and -r -i <ids> change the node: the file is rewritten (atomically) as the driver would leave
+# the GPU. A reset is refused, as the real one is, while anything holds the GPU: persistence mode on (NVSentinel#1690:
+# "In use by another client", exit 255), a compute process (proc lines), or a live process that has the fake NVML
+# library initialised (fake_nvml.c registers each in <config>.clients/<pid> until nvmlShutdown: a metrics exporter,
+# the device plugin's health loop); before Ampere (arch < 7), an NVLink peer left out of the command. A reset clears
+# what a reset clears: the recovery action, reset-required, volatile ECC counts, a pending row remap or page retirement.
 import os
 import sys
 
@@ -31,6 +38,102 @@ def load():
     return node
 
 
+IN_USE = ("The following GPUs could not be reset:\n  GPU %s: In use by another client\n\n"
+          "1 device is currently being used by one or more other processes (e.g., Fabric Manager, CUDA application, graphics "
+          "application such as an X server, or a monitoring application such as another instance of nvidia-smi). Please first "
+          "kill all processes using this device and all compute applications running in the system.\n")
+
+
+def _records(path):
+    with open(path) as handle:
+        return [line.rstrip("\r\n").split("|") for line in handle if line.strip()]
+
+
+def _write(path, records):
+    tmp = "%s.tmp-%d" % (path, os.getpid())
+    with open(tmp, "w") as handle:
+        handle.write("".join("|".join(r) + "\n" for r in records))
+    os.replace(tmp, path)
+
+
+def _targets(node, ids):
+    out = []
+    for ident in ids.split(","):
+        found = [i for i, g in enumerate(node["gpus"]) if ident in (g[0], str(i))]
+        if not found:
+            return None, ident
+        out.append(found[0])
+    return out, None
+
+
+def _clients(path):
+    """PIDs alive that hold the fake NVML initialised (not this process)."""
+    alive = []
+    folder = path + ".clients"
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                os.kill(int(name), 0)
+                alive.append(int(name))
+            except OSError:
+                continue
+    return alive
+
+
+def _health(records, kind, index):
+    return [r for r in records if r[0] == kind and r[1] == str(index)]
+
+
+def persistence(node, path, value, ids):
+    targets, bad = _targets(node, ids)
+    if targets is None:
+        sys.stdout.write("No devices were found matching %s\n" % bad)
+        return 6
+    records = [r for r in _records(path) if not (r[0] == "persistence" and int(r[1]) in targets)]
+    records += [["persistence", str(i), value] for i in targets]
+    _write(path, records)
+    for i in targets:
+        sys.stdout.write("%s persistence mode for GPU %s.\n" % ("Enabled" if value == "1" else "Disabled", node["gpus"][i][2]))
+    sys.stdout.write("All done.\n")
+    return 0
+
+
+def reset(node, path, ids):
+    targets, bad = _targets(node, ids)
+    if targets is None:
+        sys.stdout.write("No devices were found matching %s\n" % bad)
+        return 6
+    records = _records(path)
+    clients = _clients(path)
+    for i in targets:
+        bus = node["gpus"][i][2]
+        on = [r for r in _health(records, "persistence", i) if r[2] == "1"]
+        if on or _health(records, "proc", i) or clients:
+            sys.stdout.write(IN_USE % bus)
+            return 255
+        arch = [int(r[2]) for r in _health(records, "arch", i)] or [7]
+        peers = sorted(set(int(r[4]) for r in _health(records, "nvlink", i) if int(r[4]) not in targets))
+        if arch[-1] < 7 and peers:
+            sys.stdout.write("GPU %s: the following GPUs are connected by NVLink and must be reset in the same command: %s\n"
+                             % (bus, ", ".join(node["gpus"][p][2] for p in peers)))
+            return 255
+    kept = []
+    for r in records:
+        if r[0] in ("recovery", "reset_required") and int(r[1]) in targets:
+            continue
+        if r[0] == "ecc" and int(r[1]) in targets:
+            r = [r[0], r[1], "0", "0", r[4], r[5]]
+        elif r[0] == "remap" and int(r[1]) in targets:
+            r = [r[0], r[1], r[2], r[3], "0", r[5]]
+        elif r[0] == "retired" and int(r[1]) in targets:
+            r = [r[0], r[1], r[2], r[3], "0"]
+        kept.append(r)
+    _write(path, kept)
+    for i in targets:
+        sys.stdout.write("GPU %s was successfully reset.\n" % node["gpus"][i][2])
+    return 0
+
+
 def mode(value):
     return {"-1": "[N/A]", "0": "Disabled", "1": "Enabled"}[value]
 
@@ -52,6 +155,11 @@ def main(argv):
             for m in sorted((m for m in node["migs"] if int(m[0]) == i), key=lambda m: int(m[1])):
                 sys.stdout.write("  MIG %-11s Device %2d: (UUID: %s)\n" % (m[3], int(m[1]), m[2]))
         return 0
+    ids = argv[argv.index("-i") + 1] if "-i" in argv and argv.index("-i") + 1 < len(argv) else None
+    if argv[:1] == ["-pm"] and len(argv) == 4 and argv[1] in ("0", "1") and ids:
+        return persistence(node, os.environ["GPUOPS_FAKE_NVML_CONFIG"], argv[1], ids)
+    if argv[:1] in (["-r"], ["--gpu-reset"]) and len(argv) == 3 and ids:
+        return reset(node, os.environ["GPUOPS_FAKE_NVML_CONFIG"], ids)
     query = [a for a in argv if a.startswith("--query-gpu=")]
     fmt = [a for a in argv if a.startswith("--format=")]
     if query and fmt:

@@ -30,6 +30,8 @@
  *                                     again at each wait; an event set delivers only the xid lines appended after it was
  *                                     created, as the real library delivers only events that happen after registration,
  *                                     and only for the GPUs registered in it, in file order.
+ * Clients: a successful init creates <config>.clients/<pid>, nvmlShutdown removes it (the fake nvidia-smi's reset
+ * is refused while a live process holds NVML, as a real client blocks a real reset).
  * Build: gcc -shared -fPIC -Wl,-soname,libnvidia-ml.so.1 -o libnvidia-ml.so.1 fake_nvml.c
  * Older drivers, by the symbols their library lacks (tests/fakes/fakenode.py DRIVERS):
  *   -DFAKE_NVML_NO_PROCS_V3   no nvmlDeviceGetComputeRunningProcesses_v3 (drivers before 510)
@@ -41,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_GPUS 16
@@ -186,6 +189,27 @@ static int open_device(void) {
     if (fd >= 0) { close(fd); return 0; }
     return errno == EPERM ? 999 : 0;
 }
+/* A client holds NVML from init to shutdown: <config>.clients/<pid> says so to the fake nvidia-smi, whose reset is
+ * refused while a live client holds it, as the real driver refuses ("In use by another client"). */
+static void client_path(char *buf, size_t len) {
+    const char *path = getenv("GPUOPS_FAKE_NVML_CONFIG");
+    snprintf(buf, len, "%s.clients/%d", path ? path : "", (int)getpid());
+}
+static void client_register(int on) {
+    char path[4096];
+    const char *config = getenv("GPUOPS_FAKE_NVML_CONFIG");
+    if (!config) return;
+    client_path(path, sizeof path);
+    if (on) {
+        char dir[4096];
+        int fd;
+        snprintf(dir, sizeof dir, "%s.clients", config);
+        mkdir(dir, 0755);
+        if ((fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) >= 0) close(fd);
+    } else {
+        unlink(path);
+    }
+}
 int nvmlInitWithFlags(unsigned flags) {
     int rc;
     (void)flags;
@@ -193,10 +217,11 @@ int nvmlInitWithFlags(unsigned flags) {
     if ((rc = open_device())) return rc;
     if (init_error) return init_error;
     initialized = 1;
+    client_register(1);
     return 0;
 }
 int nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
-int nvmlShutdown(void) { CHECK_INIT(); initialized = 0; return 0; }
+int nvmlShutdown(void) { CHECK_INIT(); initialized = 0; client_register(0); return 0; }
 
 const char *nvmlErrorString(int r) {
     switch (r) {

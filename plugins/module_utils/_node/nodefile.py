@@ -228,9 +228,10 @@ def lock_path(lock_dir, checkpoint_path):
 
 
 @contextlib.contextmanager
-def run_lock(lock_dir, checkpoint_path, timeout=DEFAULT_LOCK_TIMEOUT, sleep=time.sleep, clock=time.monotonic):
-    """Hold an exclusive ``flock`` for ``checkpoint_path``; wait at most ``timeout`` seconds for it."""
-    path = lock_path(lock_dir, checkpoint_path)
+def run_lock(lock_dir, checkpoint_path, timeout=DEFAULT_LOCK_TIMEOUT, sleep=time.sleep, clock=time.monotonic, lock_file=None):
+    """Hold an exclusive ``flock`` for ``checkpoint_path`` (or, with ``lock_file``, the lock of that name in ``lock_dir``,
+    ``checkpoint_path`` then naming what it guards); wait at most ``timeout`` seconds for it."""
+    path = os.path.join(lock_dir, lock_file) if lock_file else lock_path(lock_dir, checkpoint_path)
     try:
         os.makedirs(lock_dir, 0o755, exist_ok=True)  # two first runs may both create it
         fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)

@@ -68,39 +68,43 @@ def _tool(name, which=shutil.which):
     return which(name) or which(name, path="/usr/bin:/bin:/usr/sbin:/sbin")
 
 
-def arm_rescue(unit, seconds, lock_path, run, which=shutil.which):
-    """Arm a transient timer that starts ``unit`` ``seconds`` from now. Returns (ok, error).
-
-    The timer's service waits for the checkpoint's lock first (``flock``, at most
-    RESCUE_LOCK_WAIT seconds): while the run that armed it is alive it holds that lock
-    and starts kubelet itself, then disarms the timer; a run that was killed released
-    the lock with its last file descriptor, so kubelet is started at once. Arguments are
-    passed as argv, never through a shell line.
-    """
+def _arm(name, seconds, description, script, args, run, which):
+    """systemd-run a transient timer ``name`` whose service runs ``sh -c script gpuops-rescue args...`` ``seconds`` from now."""
     systemd_run = _tool("systemd-run", which)
     if systemd_run is None:
         return False, "systemd-run is not installed"
     shell = _tool("sh", which) or "/bin/sh"
-    flock = _tool("flock", which)
-    systemctl = _tool("systemctl", which) or "systemctl"
-    argv = [
-        systemd_run,
-        "--unit=" + rescue_unit(unit),
-        "--on-active=%ds" % seconds,
-        "--timer-property=AccuracySec=1s",
-        "--description=gpuops: start %s if the checkpoint repair that stopped it died" % unit,
-        "--",
-        shell,
-        "-c",
-        _RESCUE_SCRIPT if flock else _RESCUE_SCRIPT_NO_FLOCK,
-        "gpuops-rescue",
-        str(RESCUE_LOCK_WAIT),
-        lock_path,
-        systemctl,
-        unit,
-    ]
+    argv = [systemd_run, "--unit=" + name, "--on-active=%ds" % seconds, "--timer-property=AccuracySec=1s", "--description=" + description,
+            "--", shell, "-c", script, "gpuops-rescue"] + list(args)
     rc, dummy, err = run(argv)
     return rc == 0, err.strip()
+
+
+def arm_rescue(unit, seconds, lock_path, run, which=shutil.which, why="the checkpoint repair that stopped it"):
+    """Arm a transient timer that starts ``unit`` ``seconds`` from now. Returns (ok, error).
+
+    The timer's service waits for the run's lock first (``flock``, at most
+    RESCUE_LOCK_WAIT seconds): while the run that armed it is alive it holds that lock
+    and starts the unit itself, then disarms the timer; a run that was killed released
+    the lock with its last file descriptor, so the unit is started at once. Arguments are
+    passed as argv, never through a shell line.
+    """
+    flock = _tool("flock", which)
+    systemctl = _tool("systemctl", which) or "systemctl"
+    return _arm(rescue_unit(unit), seconds, "gpuops: start %s if %s died" % (unit, why),
+                _RESCUE_SCRIPT if flock else _RESCUE_SCRIPT_NO_FLOCK, [str(RESCUE_LOCK_WAIT), lock_path, systemctl, unit], run, which)
+
+
+_COMMAND_SCRIPT = 'flock -w "$1" "$2" true; shift 2; exec "$@"'
+_COMMAND_SCRIPT_NO_FLOCK = 'shift 2; exec "$@"'
+
+
+def arm_command_rescue(name, seconds, lock_path, argv, description, run, which=shutil.which):
+    """Arm a transient timer ``gpuops-rescue-<name>`` that runs ``argv`` ``seconds`` from now, after the run's lock
+    (as ``arm_rescue``); disarmed with ``disarm_rescue(name, run)``. Returns (ok, error)."""
+    flock = _tool("flock", which)
+    return _arm(rescue_unit(name), seconds, "gpuops: %s" % description, _COMMAND_SCRIPT if flock else _COMMAND_SCRIPT_NO_FLOCK,
+                [str(RESCUE_LOCK_WAIT), lock_path] + list(argv), run, which)
 
 
 def rescue_armed(unit, run):

@@ -1,0 +1,245 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: resetting GPUs on a node (module gpu_reset), runs as root on the node.
+
+There is no reset in NVML's Python binding; ``nvidia-smi -r -i <uuids>`` is NVIDIA's way (its man page, quoted in
+``../shared/specs/gpu-health.md`` A2). Its rules, checked first, each a refusal that changes nothing:
+
+* no application may use the GPUs: a compute process refuses, naming its PID and the pod it belongs to;
+* while MIG instances exist the reset is refused (``allow_mig``);
+* "If Fabric Manager is not running, or if any of the GPUs being reset are based on an architecture preceding
+  Ampere, any GPUs with NVLink connections to a GPU being reset must also be reset in the same command": the
+  peers are added with ``include_peers``, else named in the refusal (their processes refuse too);
+* "On Ampere NVSwitch systems, Fabric Manager is required": refused while it is not active;
+* a GPU NVML cannot read, or has lost, is not reset (a lost GPU needs the machine restarted).
+
+Then NVML's clients are let go: this process shuts NVML down (the health read does), the host units in
+``stop_units`` that are active are stopped, persistence mode is turned off where it was on (a persistence
+daemon's attachment refuses the reset: NVSentinel#1690), and the reset runs. Whatever happens, persistence
+mode and the units come back, and a rescue armed before anything stopped (transient timers, as kubelet's
+rescue) brings them back if this process dies: one timer per unit, one for persistence mode, each waiting
+for this run's lock first. The post-check reads NVML again: the same UUIDs, no recovery action, no pending
+remap, no volatile double-bit ECC errors, no lost or reset-required GPU.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile, systemd
+
+DEFAULT_STOP_UNITS = ("gpuops-metrics.timer", "nvidia-dcgm.service", "dcgm-exporter.service")
+UNIT = re.compile(r"\A[A-Za-z0-9:_.@-]{1,200}\.(?:service|timer|socket)\Z")
+GPU_ID = re.compile(r"\AGPU-[0-9A-Fa-f-]{1,90}\Z")
+LOCK_FILE = "gpu-reset.lock"
+PERSISTENCE_RESCUE = "gpu-reset-persistence"
+AMPERE = 7  # NVML's architecture number
+
+
+class ResetRefused(GpuopsError):
+    """Nothing was changed: a precondition of nvidia-smi's reset does not hold (``result`` says which)."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result or {}
+
+
+class ResetFailed(GpuopsError):
+    """The reset ran and failed, or the GPUs are not healthy after it; persistence mode and the units were restored."""
+
+    def __init__(self, message, result=None):
+        super().__init__(message)
+        self.result = result or {}
+
+
+def check_params(p):
+    gpus = p.get("gpus") or []
+    if not gpus:
+        raise ParameterError("gpus", "give the UUIDs of the GPUs to reset")
+    for i, uuid in enumerate(gpus):
+        if not isinstance(uuid, str) or not GPU_ID.match(uuid):
+            raise ParameterError("gpus[%d]" % i, "%r is not a GPU UUID (GPU-...); a MIG device is reset with its GPU" % (uuid,))
+    for i, unit in enumerate(p.get("stop_units") or ()):
+        if not isinstance(unit, str) or not UNIT.match(unit):
+            raise ParameterError("stop_units[%d]" % i, "%r is not a unit name (letters, digits, :_.@- and .service, .timer or .socket)" % (unit,))
+    if not 10 <= p["rescue_seconds"] <= 3600:
+        raise ParameterError("rescue_seconds", "%d is not between 10 and 3600 seconds" % p["rescue_seconds"])
+    return p
+
+
+def _who(process):
+    pod = process.get("pod_uid")
+    return "PID %s%s" % (process.get("pid"), (" (pod %s, container %s)" % (pod, process.get("container"))) if pod else " (not a pod's)")
+
+
+def reset_set(facts, targets, include_peers=False, allow_mig=False):
+    """``(uuids to reset, peers added, refusals)`` from the health facts, by nvidia-smi's rules (module docstring)."""
+    if not facts.get("available"):
+        return [], [], ["NVML could not be read on this node (%s): nothing is reset on a node whose GPU inventory could not be read"
+                        % (facts.get("reason") or "unknown")]
+    by_uuid = dict((g["uuid"], g) for g in facts.get("gpus") or () if g.get("uuid"))
+    refusals, chosen, added = [], [], []
+    for uuid in targets:
+        if uuid not in by_uuid:
+            refusals.append("%s is not on this node (its GPUs: %s)" % (uuid, ", ".join(sorted(by_uuid)) or "none"))
+        elif uuid not in chosen:
+            chosen.append(uuid)
+    fabric = facts.get("fabric_manager")
+    for uuid in list(chosen):
+        gpu = by_uuid[uuid]
+        peers = [p for p in gpu["nvlink"].get("peers") or () if p not in chosen]
+        old = any((by_uuid[u].get("architecture") or 0) < AMPERE for u in chosen + peers if u in by_uuid)
+        if peers and (old or fabric != "active"):
+            if include_peers:
+                chosen.extend(p for p in peers if p not in chosen)
+                added.extend(p for p in peers if p not in added)
+            else:
+                why = "a GPU before Ampere" if old else "Fabric Manager is %s" % (fabric or "not running")
+                refusals.append("%s has NVLink peers %s that nvidia-smi must reset in the same command (%s): set include_peers to reset "
+                                "them too, after their pods are drained" % (uuid, ", ".join(peers), why))
+    for uuid in chosen:
+        gpu = by_uuid.get(uuid)
+        if gpu is None:
+            continue
+        if gpu["state"] == "lost":
+            refusals.append("%s is lost (off the bus): a reset cannot reach it; the machine must be restarted" % uuid)
+        elif gpu["state"] == "unreadable":
+            refusals.append("%s could not be read (%s): not reset" % (uuid, gpu.get("error")))
+        for process in gpu.get("processes") or ():
+            refusals.append("%s is in use by %s: drain it first (gpu_quarantine)" % (uuid, _who(process)))
+        if gpu.get("mig_devices") and not allow_mig:
+            refusals.append("%s has MIG instances %s: a reset would destroy them; set allow_mig" % (uuid, ", ".join(gpu["mig_devices"])))
+        if facts.get("nvswitch") and gpu.get("architecture") == AMPERE and fabric != "active":
+            refusals.append("%s: an Ampere NVSwitch system needs Fabric Manager for a reset, and it is %s" % (uuid, fabric or "not running"))
+    order = [g["uuid"] for g in facts.get("gpus") or () if g.get("uuid") in chosen]
+    return order, added, refusals
+
+
+def post_check(facts, uuids):
+    """The reasons the reset GPUs are not healthy now (empty: healthy)."""
+    if not facts.get("available"):
+        return ["NVML could not be read after the reset (%s)" % facts.get("reason")]
+    by_uuid = dict((g["uuid"], g) for g in facts.get("gpus") or () if g.get("uuid"))
+    bad = []
+    for uuid in uuids:
+        gpu = by_uuid.get(uuid)
+        if gpu is None:
+            bad.append("%s is gone after the reset (a GPU fell off the bus, or its UUID changed)" % uuid)
+            continue
+        if gpu["state"] != "ok":
+            bad.append("%s is %s after the reset" % (uuid, gpu["state"]))
+        if gpu["recovery_action"].get("value"):
+            bad.append("%s still asks for recovery action %s" % (uuid, gpu["recovery_action"].get("name")))
+        if gpu["remapped_rows"].get("supported") and gpu["remapped_rows"].get("pending"):
+            bad.append("%s still has a row remap pending" % uuid)
+        if gpu["remapped_rows"].get("supported") and gpu["remapped_rows"].get("failure"):
+            bad.append("%s: row remapping failed (an RMA criterion)" % uuid)
+        if gpu["ecc"].get("volatile_dbe"):
+            bad.append("%s has %d double-bit ECC errors since the reset" % (uuid, gpu["ecc"]["volatile_dbe"]))
+    return bad
+
+
+class Node:
+    """What the reset runs with: ``run`` (argv -> rc, out, err), the tools' paths, the lock directory, a reader of the
+    health facts (``read()``)."""
+
+    def __init__(self, run, read, nvidia_smi, lock_dir, which=shutil.which, clock=time.monotonic):
+        self.run, self.read, self.nvidia_smi, self.lock_dir, self.which, self.clock = run, read, nvidia_smi, lock_dir, which, clock
+
+
+def reset(node, p, check_mode):
+    """The module's result (see the module docstring); ResetRefused before any change, ResetFailed after."""
+    started = node.clock()
+    facts = node.read()  # NVML is shut down again when it returns: this process holds no client
+    uuids, peers, refusals = reset_set(facts, p["gpus"], p["include_peers"], p["allow_mig"])
+    result = {"gpus": list(p["gpus"]), "reset": uuids, "peers_included": peers, "persistence_restored": [], "units_stopped": [],
+              "units_restarted": [], "nvidia_smi_rc": None, "stdout": "", "stderr": "", "post": [], "rescue_seconds": p["rescue_seconds"]}
+    if refusals:
+        raise ResetRefused("not reset, nothing was changed: %s" % "; ".join(refusals), result)
+    by_uuid = dict((g["uuid"], g) for g in facts["gpus"] if g.get("uuid"))
+    persistent = [u for u in uuids if by_uuid[u].get("persistence_mode")]
+    units = [u for u in p["stop_units"] if systemd.is_active(u, node.run)]
+    result.update(persistence_off=persistent, units_to_stop=units)
+    if check_mode:
+        return dict(result, changed=True, msg="would reset %s%s" % (", ".join(uuids), _extra(persistent, units)))
+    with nodefile.run_lock(node.lock_dir, "the GPU reset", lock_file=LOCK_FILE) as lock:
+        armed = _arm(node, p, persistent, units, lock)
+        try:
+            for unit in units:
+                ok, err = systemd.stop(unit, node.run)
+                if not ok:
+                    raise ResetFailed("stopping %s failed (%s): not reset" % (unit, err), result)
+                result["units_stopped"].append(unit)
+            for uuid in persistent:
+                rc, out, err = node.run([node.nvidia_smi, "-pm", "0", "-i", uuid])
+                if rc != 0:
+                    raise ResetFailed("turning persistence mode off on %s failed (rc %d): %s" % (uuid, rc, (out + err).strip()), result)
+            rc, out, err = node.run([node.nvidia_smi, "-r", "-i", ",".join(uuids)])
+            result.update(nvidia_smi_rc=rc, stdout=out, stderr=err)
+            if rc != 0:
+                raise ResetFailed("nvidia-smi -r failed (rc %d): %s" % (rc, (out + err).strip()), result)
+        finally:
+            _restore(node, persistent, result)
+            # a rescue whose restore failed stays armed: it tries again when it fires
+            _disarm(node, [a for a in armed if (a == PERSISTENCE_RESCUE and result["persistence_restored"] == persistent)
+                           or a in result["units_restarted"] or (a in units and a not in result["units_stopped"])])
+    post = node.read()
+    result["post"] = post_check(post, uuids)
+    result["seconds"] = round(node.clock() - started, 3)
+    result["after"] = [dict((k, g.get(k)) for k in ("uuid", "state", "recovery_action", "persistence_mode")) for g in post.get("gpus") or ()
+                       if g.get("uuid") in uuids]
+    if result["post"]:
+        raise ResetFailed("the reset ran, and the GPUs are not healthy: %s; NVIDIA: power-cycle the node" % "; ".join(result["post"]), result)
+    return dict(result, changed=True, msg="reset %s%s" % (", ".join(uuids), _extra(persistent, units)))
+
+
+def _extra(persistent, units):
+    text = ""
+    if persistent:
+        text += "; persistence mode off and on again on %s" % ", ".join(persistent)
+    if units:
+        text += "; %s stopped and started again" % ", ".join(units)
+    return text
+
+
+def _arm(node, p, persistent, units, lock):
+    """The rescues, armed before anything stops: persistence mode on again, each unit started again."""
+    armed = []
+    if persistent:
+        ok, err = systemd.arm_command_rescue(PERSISTENCE_RESCUE, p["rescue_seconds"], lock, [node.nvidia_smi, "-pm", "1", "-i", ",".join(persistent)],
+                                             "turn persistence mode on again on %s if the GPU reset died" % ",".join(persistent), node.run, node.which)
+        if not ok:
+            raise ResetRefused("arming the rescue that restores persistence mode failed (%s): not reset, nothing was changed" % err)
+        armed.append(PERSISTENCE_RESCUE)
+    for unit in units:
+        ok, err = systemd.arm_rescue(unit, p["rescue_seconds"], lock, node.run, node.which, why="the GPU reset that stopped it")
+        if not ok:
+            _disarm(node, armed)
+            raise ResetRefused("arming the rescue that starts %s again failed (%s): not reset, nothing was changed" % (unit, err))
+        armed.append(unit)
+    return armed
+
+
+def _restore(node, persistent, result):
+    for uuid in persistent:
+        rc, out, err = node.run([node.nvidia_smi, "-pm", "1", "-i", uuid])
+        if rc == 0:
+            result["persistence_restored"].append(uuid)
+        else:
+            result.setdefault("restore_errors", []).append("persistence mode on %s: %s" % (uuid, (out + err).strip()))
+    for unit in result["units_stopped"]:
+        ok, err = systemd.start(unit, node.run)
+        if ok:
+            result["units_restarted"].append(unit)
+        else:
+            result.setdefault("restore_errors", []).append("starting %s: %s (its rescue timer stays armed)" % (unit, err))
+
+
+def _disarm(node, armed):
+    for name in armed:
+        systemd.disarm_rescue(name, node.run)
