@@ -155,6 +155,14 @@ options:
         DaemonSet just created, whose pods are all current from the start.
     type: bool
     default: false
+  restart:
+    description:
+      - Recreate the pods on O(nodes) even where they are current, then run the checks. The NVIDIA device plugin marks a
+        GPU Healthy again only in a new process (k8s-device-plugin#1014), so a GPU remediation recreates the node's plugin
+        pod this way (the same deletion, wait, allocatable and verification pod as a rollout). Requires O(nodes).
+    type: bool
+    default: false
+    version_added: 0.4.0
   planned_template:
     description:
       - In check mode, the pod template the DaemonSet would get (the dry-run result of the apply). When given, every
@@ -300,6 +308,7 @@ ARGUMENT_SPEC = dict(
         timeout=dict(type="int", default=300))),
     verify_current=dict(type="bool", default=False),
     check_only=dict(type="bool", default=False),
+    restart=dict(type="bool", default=False),
     planned_template=dict(type="dict"),
     describe_container=dict(type="str"),
     allow_rolling_update=dict(type="bool", default=False),

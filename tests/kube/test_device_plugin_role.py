@@ -227,3 +227,27 @@ def test_daemonset_rollout_refuses_a_rolling_update_daemonset_an_empty_node_list
                                                               pod_timeout=300))
     assert unknown["failed"] and "no such node in the cluster: no-such-node (nodes); nothing was deleted" in unknown["msg"], unknown["msg"]
     assert sorted(p.metadata.uid for p in f.plugin_pods()) == before, "a refused rollout deleted a pod"
+
+
+def test_restart_recreates_a_current_plugin_pod_on_the_named_node_only_and_checks_it(fleet):
+    """What a GPU remediation asks after a reset: the node's plugin pod recreated though it is current (the plugin marks
+    a GPU Healthy again only in a new process), allocatable back to capacity, the verification pod on the node."""
+    f = fleet(three_nodes())
+    rc, run = f.play(f.role_vars())
+    assert rc == 0, run.failure()
+    pods = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
+    names = [f.prefix + n for n in ("gpu-a", "gpu-b", "gpu-c")]
+    target = {"namespace": f.namespace, "name": "nvidia-device-plugin-daemonset", "nodes": [names[1]], "restart": True,
+              "resource": "nvidia.com/gpu", "pod_timeout": 60, "resource_timeout": 60}
+
+    refused = f.module("gpuops.fleet.daemonset_rollout", dict(target, nodes=None))
+    assert refused["failed"] and refused["msg"].startswith("restart: recreates the pods of the nodes named in nodes")
+    # without restart a current pod is left alone: nothing to do
+    idle = f.module("gpuops.fleet.daemonset_rollout", dict(target, restart=False))
+    assert not idle["changed"] and dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods()) == pods
+
+    done = f.module("gpuops.fleet.daemonset_rollout", target)
+    assert done["changed"] and not done.get("failed"), done
+    assert [(r["node"], r["status"], r["gpus"]) for r in done["rows"]] == [(names[1], "updated", "2/2")]
+    after = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
+    assert after[names[1]] != pods[names[1]] and (after[names[0]], after[names[2]]) == (pods[names[0]], pods[names[2]])

@@ -219,6 +219,8 @@ def check_params(p):
         rollout.check_int(field, p[field], 1)
     if p["log_check"]:
         rollout.check_pattern("log_check.pattern", p["log_check"]["pattern"], p["log_check"]["expect"])
+    if p.get("restart") and (not p["nodes"] or p["check_only"]):
+        raise ParameterError("restart", "recreates the pods of the nodes named in nodes: name them, and do not combine it with check_only")
 
 
 def roll(cluster, p, check_mode):
@@ -246,7 +248,7 @@ def roll(cluster, p, check_mode):
     uid = (daemonset.get("metadata") or {}).get("uid")
     owned = [pod for pod in pods.list() if rollout.owned_by(pod, uid)]
     the_plan = rollout.plan(daemonset, revision["hash"] if revision else None, owned, p["nodes"], p["batch_size"],
-                            assume_changed=bool(planned), verify_current=p["verify_current"], check_only=p["check_only"])
+                            assume_changed=bool(planned) or bool(p.get("restart")), verify_current=p["verify_current"], check_only=p["check_only"])
     waiting = [s["node"] for s in the_plan["steps"] if s["action"] in ("wait", "check") and s["node"] not in rollout.pod_nodes(owned)]
     if waiting:
         missing = sorted(set(waiting) - set((n.get("metadata") or {}).get("name") for n in cluster.nodes()))
