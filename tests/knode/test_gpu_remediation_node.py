@@ -1,0 +1,111 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU health, part 2, on a REAL kubelet v1.20.2 node (SIMULATED GPUs: fake NVML, fake nvidia-smi, a fake device
+plugin running the real plugin's XID health loop): quarantine, reset, recover, release.
+
+Three GPUs, one ReplicaSet pod on each. An XID 48 with NVML's recovery action "reset" hits train-b's GPU: the plugin
+marks it Unhealthy and the real kubelet lowers allocatable to 2. The plan's row goes to gpuops.fleet.gpu_quarantine:
+exactly train-b's pod is evicted and the real kubelet stops its container; the pods on the other GPUs keep their
+containers. The device plugin holds NVML (its health loop), so gpuops.fleet.gpu_reset refuses while it runs, naming
+nothing changed; with the plugin stopped (on a cluster: its pod paused) the reset runs on the fake nvidia-smi, which
+clears the recovery action. A new plugin process reports every GPU Healthy (the only way the plugin does): allocatable
+is back to 3. The release uncordons the node, and train-b's replacement pod is admitted on the reset GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import fakenode
+import realnode
+from realnode import wait
+from test_gpu_health_node import GPUS, NAMESPACE, gpu_health, holders
+
+BIN = os.path.dirname(sys.executable)
+
+
+def playbook(node, tmp, name, tasks, hosts="localhost"):
+    """One play of ``tasks`` on localhost (the controller) or on the node (local connection, its fake tools)."""
+    path = tmp / ("%s.yml" % name)
+    env_node = node.environ()
+    play = {"hosts": hosts, "gather_facts": False, "tasks": tasks}
+    if hosts == "knode":
+        play["environment"] = {k: env_node[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG", "GPUOPS_FAKE_SYSTEMD_DIR")}
+    path.write_text(json.dumps([play]))
+    inventory = tmp / "inventory-remediation.json"
+    inventory.write_text(json.dumps({"all": {"hosts": {"knode": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
+                                             "vars": {"ansible_python_interpreter": sys.executable}}}))
+    env = dict(realnode.ansible_env(tmp), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", K8S_AUTH_KUBECONFIG=node.cluster.kubeconfig)
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), str(path)], cwd=str(tmp), env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+    out = json.loads(proc.stdout)
+    return [t["hosts"][hosts if hosts != "localhost" else "localhost"] for t in out["plays"][0]["tasks"]]
+
+
+def containers(node):
+    """{pod name: container ID} of the namespace's running pods."""
+    found = {}
+    for name, pod in node.pods(NAMESPACE).items():
+        for status in pod.status.container_statuses or []:
+            if status.container_id and status.state.running:
+                found[name] = status.container_id
+    return found
+
+
+def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_path):
+    node = real_node
+    node.up(GPUS, health=True)
+    node.namespace(NAMESPACE)
+    for app in ("train-a", "train-b", "train-c"):
+        node.create_replicaset(app, NAMESPACE)
+    wait(lambda: len(containers(node)) == 3, "3 GPU pods running", timeout=180)
+    pod_b = next(p for p in node.pods(NAMESPACE) if p.startswith("train-b"))
+    target = node.pod_resources()[(NAMESPACE, pod_b, "cuda")][realnode.RESOURCE][0]
+    index = GPUS.index(target)
+    kept = dict((n, c) for n, c in containers(node).items() if n != pod_b)
+    kernel_log = tmp_path / "kern.log"
+    kernel_log.write_text("")
+    fakenode.append_config(node.nvml_config, fakenode.health("recovery", index, 1), fakenode.xid(index, 48))
+    node.wait_allocatable(2, timeout=60)
+    row, dummy = gpu_health(node, tmp_path, kernel_log, "before")
+    assert (row["action"], row["gpus"], [e["pod"] for e in row["evictions"]]) == ("reset", [target], ["%s/%s" % (NAMESPACE, pod_b)])
+
+    # quarantine: exactly train-b's pod goes; the real kubelet stops its container
+    done = playbook(node, tmp_path, "quarantine", [{"name": "q", "gpuops.fleet.gpu_quarantine": {
+        "state": "quarantined", "plan": row, "namespace": NAMESPACE, "drain_timeout": 120}}])[0]
+    assert done["changed"] and done["step"] == "drained" and done["evicted"] == ["%s/%s" % (NAMESPACE, pod_b)], done
+    wait(lambda: pod_b not in node.pods(NAMESPACE), "train-b's pod gone from the node", timeout=120)
+    assert holders(node, target) == []
+    assert dict((n, c) for n, c in containers(node).items() if n in kept) == kept  # the other GPUs' containers kept running
+
+    # the plugin's health loop holds NVML: the reset is refused, nothing changed
+    reset = {"name": "reset", "gpuops.fleet.gpu_reset": {"gpus": [target], "stop_units": [], "lock_dir": str(tmp_path / "run")},
+             "ignore_errors": True}
+    refused = playbook(node, tmp_path, "reset-held", [reset], hosts="knode")[0]
+    assert refused["failed"] and "In use by another client" in refused["msg"] and refused["persistence_restored"] == [target], refused
+    assert "recovery|%d|1" % index in Path(node.nvml_config).read_text()
+
+    # the plugin paused (stopped), the reset runs and clears the recovery action
+    node.plugin_stop()
+    done = playbook(node, tmp_path, "reset", [dict(reset, ignore_errors=False)], hosts="knode")[0]
+    assert done["changed"] and done["nvidia_smi_rc"] == 0 and done["post"] == [] and done["reset"] == [target], done
+    # a new plugin process: every GPU Healthy again, the real kubelet's allocatable back to capacity
+    node.plugin_start()
+    node.wait_allocatable(3, timeout=60)
+
+    released = playbook(node, tmp_path, "release", [{"name": "r", "gpuops.fleet.gpu_quarantine": {
+        "state": "released", "node": realnode.NAME, "namespace": NAMESPACE, "result": "recovered"}}])[0]
+    assert released["changed"] and released["uncordoned"], released
+    # train-b's replacement is admitted on the reset GPU; the other pods never restarted
+    wait(lambda: len(containers(node)) == 3, "train-b's replacement running", timeout=180)
+    # (the ReplicaSet's pods name the node, as field report 000's do, so kubelet itself refused the replacements while
+    # the GPU was out: OutOf nvidia.com/gpu; with a scheduler the cordon and taint keep them off the node)
+    new_b = next(p for p in containers(node) if p.startswith("train-b"))
+    assert new_b != pod_b and holders(node, target) == ["%s/%s" % (NAMESPACE, new_b)]
+    assert dict((n, c) for n, c in containers(node).items() if n in kept) == kept
+    row, dummy = gpu_health(node, tmp_path, kernel_log, "after")
+    assert row["action"] == "none", row
