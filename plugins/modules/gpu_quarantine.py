@@ -23,7 +23,7 @@ description:
   - A PodDisruptionBudget that still refuses at O(drain_timeout) leaves the node quarantined at step C(drain_blocked) and
     fails the task, so no reset or reboot runs while the GPU's pods do. A killed run leaves the annotation; the next run
     for the same GPUs resumes from it. A run on a node already quarantined and drained changes nothing.
-  - Refused before any change, naming the cause: a node already in a remediation for other GPUs or another action, a
+  - Refused before any change, naming the cause - a node already in a remediation for other GPUs or another action, a
     blocker of the plan no drain ends (a pod that uses the GPU outside kubelet's accounting, a host process), a pod
     C(kubectl drain) would not evict (no controller without O(drain_force), C(emptyDir) without
     O(drain_delete_emptydir_data)).

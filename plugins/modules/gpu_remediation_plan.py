@@ -155,7 +155,7 @@ nodes:
       C(reason), C(evict), C(note), C(pdb)), C(blockers) (C(kind) V(pdb), V(not_evictable), V(outside_accounting) or
       V(host_process), with C(detail)), C(batch) (planned) or C(deferred_reason) (V(fleet_event), V(breaker_tripped),
       V(deferred_capacity), V(blocked), V(gpu_busy)). Row 17 (V(observe), never planned) also carries
-      C(plugin_unhealthy): the Node's C(nvidia.com/) resources whose allocatable is below capacity while NVML is clean
+      C(plugin_unhealthy), the Node's C(nvidia.com/) resources whose allocatable is below capacity while NVML is clean
       (the device plugin withholds a GPU; its pod's restart is the remedy).
   returned: always
   type: list
