@@ -89,7 +89,8 @@ class Health:
 
 def health_loop(health, uuids, done):
     """upstream's runEventMonitor, in pynvml: register XID-critical and ECC events for each GPU, then wait."""
-    import pynvml  # pylint: disable=import-outside-toplevel  (only the --health plugin needs the NVML library)
+    # only the --health plugin needs the NVML library
+    import pynvml  # pylint: disable=import-outside-toplevel
 
     pynvml.nvmlInit()
     try:

@@ -67,7 +67,7 @@ def test_the_plugin_withholds_a_gpu_for_an_xid_and_the_plan_reports_it_then_name
     apps = ("train-a", "train-b", "train-c")
     for app in apps:
         node.create_replicaset(app, NAMESPACE)
-    wait(lambda: settled(node, NAMESPACE, [p for p in node.pods(NAMESPACE)]) and len(node.pods(NAMESPACE)) == 3
+    wait(lambda: settled(node, NAMESPACE, list(node.pods(NAMESPACE))) and len(node.pods(NAMESPACE)) == 3
          and all(p.status.phase == "Running" for p in node.pods(NAMESPACE).values()), "3 GPU pods running", timeout=180)
     # the faulty GPU is whichever kubelet gave train-b's pod: read from kubelet, not assumed
     resources = node.pod_resources()

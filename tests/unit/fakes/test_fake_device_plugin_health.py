@@ -53,8 +53,8 @@ def run(env, config, events, expect):
 
 def test_a_critical_xid_marks_only_its_gpu_unhealthy(tmp_path, fake_lib_dir):
     # an XID written before the plugin started is history: the real library delivers only events after registration
-    config = fakenode.write_config(str(tmp_path / "nvml.cfg"), [fakenode.gpu(A, minor=0), fakenode.gpu(B, bus="00000000:00:08.0", minor=1),
-                                                                 fakenode.xid(0, 79)])
+    records = [fakenode.gpu(A, minor=0), fakenode.gpu(B, bus="00000000:00:08.0", minor=1), fakenode.xid(0, 79)]
+    config = fakenode.write_config(str(tmp_path / "nvml.cfg"), records)
     env = fakenode.environ(fake_lib_dir, config)
     # 13 and 31 are application errors (upstream's ignored list); 48 (DBE) on GPU 1 is critical
     result, log = run(env, config, [fakenode.xid(1, 13), fakenode.xid(1, 31), fakenode.xid(1, 48)], expect=1)

@@ -136,6 +136,7 @@ def test_an_unreadable_node_is_never_reset_and_an_ampere_nvswitch_needs_fabric_m
 
 def test_the_post_check_names_what_is_still_wrong():
     after = facts(recovery_action={"value": 2, "name": "NODE_REBOOT"}, remapped_rows={"supported": True, "pending": True}, ecc={"volatile_dbe": 1})
-    assert gpu_reset.post_check(after, [G[0]]) == ["%s still asks for recovery action NODE_REBOOT" % G[0], "%s still has a row remap pending" % G[0],
-                                                    "%s has 1 double-bit ECC errors since the reset" % G[0]]
+    assert gpu_reset.post_check(after, [G[0]]) == [
+        "%s still asks for recovery action NODE_REBOOT" % G[0], "%s still has a row remap pending" % G[0],
+        "%s has 1 double-bit ECC errors since the reset" % G[0]]
     assert gpu_reset.post_check(facts(), [G[1]]) == ["%s is gone after the reset (a GPU fell off the bus, or its UUID changed)" % G[1]]
