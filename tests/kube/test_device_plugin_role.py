@@ -249,5 +249,7 @@ def test_restart_recreates_a_current_plugin_pod_on_the_named_node_only_and_check
     done = f.module("gpuops.fleet.daemonset_rollout", target)
     assert done["changed"] and not done.get("failed"), done
     assert [(r["node"], r["status"], r["gpus"]) for r in done["rows"]] == [(names[1], "updated", "2/2")]
+    # (read through a wait: on a loaded machine the list can lag the rollout's own watch)
+    f.wait(lambda: names[1] in [p.spec.node_name for p in f.plugin_pods()], "gpu-b's plugin pod listed")
     after = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
     assert after[names[1]] != pods[names[1]] and (after[names[0]], after[names[2]]) == (pods[names[0]], pods[names[2]])
