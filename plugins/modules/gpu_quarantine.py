@@ -27,8 +27,11 @@ description:
     blocker of the plan no drain ends (a pod that uses the GPU outside kubelet's accounting, a host process), a pod
     C(kubectl drain) would not evict (no controller without O(drain_force), C(emptyDir) without
     O(drain_delete_emptydir_data)).
-  - O(state=released) removes only what this module added (the taint, the annotation, and the cordon only with its
-    mark) and closes the node's ledger entry with O(result) and its seconds from quarantine to release.
+  - O(state=paused) and O(state=unpaused) take NVML's clients (the device plugin, dcgm-exporter) off a quarantined node
+    for a reset and bring them back, by node labels their DaemonSets exclude (see O(pause_labels)).
+  - O(state=released) removes only what this module added (the taint, the annotation, the cordon only with its mark,
+    and a pause's labels, restored) and closes the node's ledger entry with O(result) and its seconds from quarantine
+    to release.
   - Check mode reports the cordon, taint and evictions and writes nothing.
   - Runs on the controller against the cluster, with kubernetes.core's client and authentication options.
 author:
@@ -45,10 +48,31 @@ attributes:
     support: full
 options:
   state:
-    description: V(quarantined) to cordon, taint and drain; V(released) to undo what this module added.
+    description:
+      - V(quarantined) to cordon, taint and drain; V(released) to undo what this module added.
+      - V(paused) (a quarantined node) to set O(pause_labels) and wait until no pod of O(pause_pods) runs on the node, so
+        nothing holds NVML for a reset; V(unpaused) to put the labels back as they were, which brings those pods back
+        (a new device-plugin process is what marks a GPU Healthy again). V(released) also undoes a pause.
     type: str
-    choices: [quarantined, released]
+    choices: [quarantined, paused, unpaused, released]
     required: true
+  pause_labels:
+    description:
+      - With O(state=paused), the node labels that take NVML's clients off the node. The collection's device_plugin and
+        gpu_monitoring DaemonSets exclude C(gpuops.fleet/gpu-maintenance=true); on GPU Operator nodes use its
+        C(nvidia.com/gpu.deploy.device-plugin=false) and C(nvidia.com/gpu.deploy.dcgm-exporter=false). Their previous
+        values are kept and restored.
+    type: dict
+    default: {gpuops.fleet/gpu-maintenance: "true"}
+  pause_pods:
+    description: With O(state=paused), the C(matchLabels) of the pods that must be gone from the node (any one matching).
+    type: list
+    elements: dict
+    default: [{name: nvidia-device-plugin-ds}, {name: gpushare-device-plugin-ds}, {app.kubernetes.io/name: dcgm-exporter}]
+  pause_timeout:
+    description: With O(state=paused), seconds to wait for those pods to be gone.
+    type: int
+    default: 300
   plan:
     description:
       - One node's row of M(gpuops.fleet.gpu_remediation_plan)'s RV(gpuops.fleet.gpu_remediation_plan#module:nodes). It
@@ -177,6 +201,14 @@ resumed_from:
   description: The step an earlier, unfinished run left in the annotation.
   returned: state is quarantined
   type: str
+previous_labels:
+  description: With O(state=paused), the pause labels' values before the pause (null where the node had none).
+  returned: state is paused
+  type: dict
+restored_labels:
+  description: With O(state=unpaused) or O(state=released), the labels put back (null removes one).
+  returned: state is unpaused or released
+  type: dict
 recover_seconds:
   description: With O(state=released), seconds from the ledger entry's quarantine to this release.
   returned: state is released
@@ -198,7 +230,11 @@ except ImportError:
     pass
 
 ARGUMENT_SPEC = dict(
-    state=dict(type="str", choices=["quarantined", "released"], required=True),
+    state=dict(type="str", choices=["quarantined", "paused", "unpaused", "released"], required=True),
+    pause_labels=dict(type="dict", default={quarantine.MAINTENANCE_LABEL: "true"}),
+    pause_pods=dict(type="list", elements="dict", default=[{"name": "nvidia-device-plugin-ds"}, {"name": "gpushare-device-plugin-ds"},
+                                                       {"app.kubernetes.io/name": "dcgm-exporter"}]),
+    pause_timeout=dict(type="int", default=300),
     plan=dict(type="dict"),
     node=dict(type="str"),
     gpus=dict(type="list", elements="str"),
@@ -225,7 +261,8 @@ def main():
         p = quarantine.check_params(module.params)
         client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
-        step = quarantine.quarantine if p["state"] == "quarantined" else quarantine.release
+        step = {"quarantined": quarantine.quarantine, "paused": quarantine.pause, "unpaused": quarantine.unpause,
+                "released": quarantine.release}[p["state"]]
         try:
             return step(client, api, p, module.check_mode, ApiException)
         except quarantine.QuarantineError as exc:

@@ -17,8 +17,14 @@ node quarantined at ``drain_blocked`` and fails: a faulty GPU must not go back i
 nothing may reset it while its pods run. A killed run leaves the annotation; the next run with the same
 GPUs resumes from it (evicting what is left), and a second run of a finished quarantine writes nothing.
 
-**Released.** Removes only what is ours: the taint by its key, the annotation, and the cordon only
-with our mark. The ledger's open entry for the node is closed with ``result`` and its seconds from
+**Paused** (a quarantined node): the pause labels (default ``gpuops.fleet/gpu-maintenance=true``, which the
+collection's device plugin and dcgm-exporter DaemonSets exclude) with their previous values kept in the annotation,
+then a watch until no pod of ``pause_pods`` runs on the node: NVML's clients gone, so a reset can run. **Unpaused**:
+the labels back as they were (removed where there was none); the DaemonSets start their pods again, which is how the
+device plugin marks a GPU Healthy again.
+
+**Released.** Removes only what is ours: the taint by its key, the annotation, the cordon only with our mark, and a
+pause's labels, restored. The ledger's open entry for the node is closed with ``result`` and its seconds from
 quarantine to release.
 
 Refusals change nothing and name what refuses: a node in another remediation (other GPUs or action),
@@ -34,6 +40,7 @@ import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation_plan import QUARANTINE_ANNOTATION as REMEDIATION
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import check_value
@@ -76,6 +83,10 @@ def check_params(p):
     if p["state"] == "released":
         if p["result"] not in RESULTS:
             raise ParameterError("result", "%r is not one of %s" % (p["result"], ", ".join(RESULTS)))
+        return p
+    if p["state"] in ("paused", "unpaused"):
+        if p["state"] == "paused" and p.get("pause_timeout", 1) <= 0:
+            raise ParameterError("pause_timeout", "%d must be a positive number of seconds" % p["pause_timeout"])
         return p
     if p.get("action") not in ACTIONS:
         raise ParameterError("action", "%r is not an action that quarantines (%s); none and observe change nothing" % (p.get("action"), ", ".join(ACTIONS)))
@@ -256,6 +267,96 @@ def _msg(result, verb):
     return text
 
 
+# The label that takes the NVML clients' DaemonSets off a node for a reset (the collection's device_plugin and
+# gpu_monitoring DaemonSets exclude it; on GPU Operator nodes its nvidia.com/gpu.deploy.<component>=false labels do that)
+MAINTENANCE_LABEL = "gpuops.fleet/gpu-maintenance"
+
+
+def check_pause(p):
+    labels = p.get("pause_labels") or {}
+    if not labels:
+        raise ParameterError("pause_labels", "name at least one label that takes the NVML clients' pods off the node")
+    for key, value in labels.items():
+        check_value("pause_labels", key, "label_key")
+        check_value("pause_labels.%s" % key, str(value), "label_value")
+    for i, selector in enumerate(p.get("pause_pods") or ()):
+        if not isinstance(selector, dict) or not selector:
+            raise ParameterError("pause_pods[%d]" % i, "expected the matchLabels of the pods that must leave the node, got %r" % (selector,))
+        for key, value in selector.items():
+            check_value("pause_pods[%d]" % i, key, "label_key")
+            check_value("pause_pods[%d].%s" % (i, key), str(value), "label_value")
+    return dict((k, str(v)) for k, v in labels.items())
+
+
+def _matching(pods, selectors):
+    found = []
+    for pod in pods:
+        labels = _meta(pod).get("labels") or {}
+        if any(all(labels.get(k) == str(v) for k, v in sel.items()) for sel in selectors) and _active(pod):
+            found.append("%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name")))
+    return sorted(found)
+
+
+def pause(client, api, p, check_mode, api_exception, clock=time.monotonic):
+    """``state: paused``: the pause labels on a quarantined node (their previous values kept in the annotation), then a
+    watch until no pod of ``pause_pods`` runs there: the NVML clients a reset needs gone."""
+    labels_wanted = check_pause(p)
+    node = client.sanitize_for_serialization(api.read_node(p["node"]))
+    current = annotation(node)
+    if current is None or current.get("step") != "drained":
+        raise QuarantineError("node %s is not quarantined and drained by gpu_quarantine (step %s): pause only a drained node; nothing was "
+                              "changed" % (p["node"], (current or {}).get("step")))
+    labels = _meta(node).get("labels") or {}
+    changes = dict((k, v) for k, v in labels_wanted.items() if labels.get(k) != v)
+    previous = current.get("paused_labels")
+    if previous is None:
+        previous = dict((k, labels.get(k)) for k in labels_wanted)
+    result = {"node": p["node"], "labels": labels_wanted, "previous_labels": previous, "waited_for": []}
+    if check_mode:
+        return dict(result, changed=bool(changes), msg="would label %s %s" % (p["node"], labels_wanted))
+    if changes or "paused_labels" not in current:
+        record = dict(current, paused_labels=previous)
+        body = {"metadata": {"resourceVersion": _meta(node).get("resourceVersion"), "labels": changes,
+                             "annotations": {REMEDIATION: json.dumps(record, sort_keys=True)}}}
+        api.patch_node(p["node"], body)
+    selectors = p.get("pause_pods") or []
+    if selectors:
+        watch = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % p["node"])
+        watch.wait(lambda w: not _matching(w.values(), selectors), clock() + p["pause_timeout"])
+        left = _matching(watch.values(), selectors)
+        result["waited_for"] = [dict(s) for s in selectors]
+        if left:
+            raise QuarantineError("node %s is labelled %s, and %s still run there after pause_timeout: does their DaemonSet exclude the "
+                                  "label? (the collection's device_plugin and gpu_monitoring roles exclude %s=true)"
+                                  % (p["node"], labels_wanted, ", ".join(left), MAINTENANCE_LABEL), dict(result, changed=bool(changes)))
+    return dict(result, changed=bool(changes), msg="labelled %s %s; the NVML clients' pods are gone" % (p["node"], labels_wanted)
+                if changes else "%s is paused already" % p["node"])
+
+
+def _unpause_patch(node, current):
+    """(labels patch, record) restoring the labels a pause changed; (None, current) when nothing is paused."""
+    previous = (current or {}).get("paused_labels")
+    if not previous:
+        return None, current
+    record = dict(current)
+    record.pop("paused_labels")
+    return dict(previous), record
+
+
+def unpause(client, api, p, check_mode, api_exception):
+    """``state: unpaused``: the labels a pause changed back to their previous values (removed where there was none)."""
+    node = client.sanitize_for_serialization(api.read_node(p["node"]))
+    current = annotation(node)
+    labels, record = _unpause_patch(node, current)
+    result = {"node": p["node"], "restored_labels": labels or {}}
+    if labels is None:
+        return dict(result, changed=False, msg="%s is not paused" % p["node"])
+    if not check_mode:
+        api.patch_node(p["node"], {"metadata": {"resourceVersion": _meta(node).get("resourceVersion"), "labels": labels,
+                                                "annotations": {REMEDIATION: json.dumps(record, sort_keys=True)}}})
+    return dict(result, changed=True, msg="%s %s's labels %s" % ("would restore" if check_mode else "restored", p["node"], labels))
+
+
 def release(client, api, p, check_mode, api_exception, now=None):
     """The module's result for ``state: released``: only what is ours comes off; the ledger entry is closed."""
     now = int(now if now is not None else time.time())
@@ -269,6 +370,8 @@ def release(client, api, p, check_mode, api_exception, now=None):
     result = {"node": p["node"], "uncordoned": ours_cordon, "untainted": len(kept) != len(taints), "was": current,
               "foreign_cordon": bool((node.get("spec") or {}).get("unschedulable")) and not ours_cordon,
               "recover_seconds": (now - int(entry["at"])) if entry and entry.get("at") is not None else None, "result": p["result"]}
+    restore, dummy = _unpause_patch(node, current)
+    result["restored_labels"] = restore or {}
     if current is None and not ours_cordon and len(kept) == len(taints) and entry is None:
         return dict(result, changed=False, msg="node %s carries nothing of a GPU remediation" % p["node"])
     if check_mode:
@@ -278,7 +381,12 @@ def release(client, api, p, check_mode, api_exception, now=None):
         spec["taints"] = kept
     if ours_cordon:
         spec["unschedulable"] = False
-    _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None})
+    body = {"metadata": {"resourceVersion": _meta(node).get("resourceVersion"), "annotations": {REMEDIATION: None, CORDON_MARK: None}}}
+    if restore:
+        body["metadata"]["labels"] = restore
+    if spec:
+        body["spec"] = spec
+    api.patch_node(p["node"], body)
     if entry is not None:
         entry.update(closed_at=now, result=p["result"], recover_seconds=result["recover_seconds"])
         ledgers.write(api, p["namespace"], ledger, cm)

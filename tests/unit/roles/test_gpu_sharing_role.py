@@ -37,7 +37,8 @@ def test_the_gpushare_plugin_only_on_sharing_nodes_and_unprivileged():
     (ds,) = render("gpu_sharing", "daemonset.yml.j2", sharing_values(gpu_sharing_label="example.com/share", gpu_sharing_true_value="on"))
     spec = ds["spec"]["template"]["spec"]
     assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
-    assert affinity(spec) == [{"matchExpressions": [{"key": "example.com/share", "operator": "In", "values": ["on"]}]}]
+    # and never while a GPU reset runs on the node (gpu_quarantine state=paused): the plugin holds NVML
+    assert affinity(spec) == [{"matchExpressions": [{"key": "example.com/share", "operator": "In", "values": ["on"]}, {"key": "gpuops.fleet/gpu-maintenance", "operator": "NotIn", "values": ["true"]}]}]
     (ctr,) = spec["containers"]
     assert ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert "--memory-unit=GiB" in ctr["command"] and spec["serviceAccountName"] == "gpushare-device-plugin"
@@ -62,9 +63,11 @@ def test_the_nvidia_plugin_keeps_off_sharing_nodes():
     values = dict(defaults, ansible_managed="managed", __device_plugin_settings=settings,
                   device_plugin_selector_labels={"name": "nvidia-device-plugin-ds"})
     (ds,) = render("device_plugin", "daemonset.yml.j2", values)
-    assert affinity(ds["spec"]["template"]["spec"]) == [{"matchExpressions": [{"key": "cgpu", "operator": "NotIn", "values": ["true"]}]}]
+    maintenance = {"key": "gpuops.fleet/gpu-maintenance", "operator": "NotIn", "values": ["true"]}
+    assert affinity(ds["spec"]["template"]["spec"]) == [{"matchExpressions": [{"key": "cgpu", "operator": "NotIn", "values": ["true"]}, maintenance]}]
+    # without a sharing label, still never on a node in a GPU reset (gpu_quarantine state=paused): the plugin holds NVML
     (off,) = render("device_plugin", "daemonset.yml.j2", dict(values, device_plugin_sharing_label=""))
-    assert "affinity" not in off["spec"]["template"]["spec"]
+    assert affinity(off["spec"]["template"]["spec"]) == [{"matchExpressions": [maintenance]}]
 
 
 def test_modes_come_from_the_host_variable_else_the_group():
