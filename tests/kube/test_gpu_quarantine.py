@@ -222,3 +222,85 @@ def module_processes(marker):
 
 def kubefleet_root():
     return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_pause_takes_the_nvml_clients_pods_off_the_drained_node_and_unpause_brings_them_back(fleet, fake_lib_dir):
+    """Before a reset nothing may hold NVML: the device plugin's DaemonSet excludes gpuops.fleet/gpu-maintenance=true,
+    so the real DaemonSet controller removes its pod from the paused node only; unpaused, it starts a new one (which is
+    how the plugin marks a GPU Healthy again), and the rollout engine waits for it and checks it."""
+    f, name = setup(fleet, fake_lib_dir)
+    rc, run = f.play(f.role_vars())  # the collection's device plugin DaemonSet (OnDelete, the maintenance exclusion)
+    assert rc == 0, run.failure()
+    plugin = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
+    assert name in plugin
+    f.cluster.core.patch_node(name, {"metadata": {"labels": {"gpuops.fleet/gpu-maintenance": "false"}}})  # a value to restore
+    row = plan_row(f, name)
+    selector = [{"name": "nvidia-device-plugin-ds"}]
+
+    refused, run = module(f, {"state": "paused", "node": name, "pause_pods": selector})
+    assert refused["failed"] and "not quarantined and drained" in refused["msg"] and writes(run) == []
+
+    result, run = module(f, {"state": "quarantined", "plan": row, "namespace": f.namespace, "drain_timeout": 60})
+    assert result["step"] == "drained", result
+    paused, run = module(f, {"state": "paused", "node": name, "pause_pods": selector, "pause_timeout": 60})
+    assert paused["changed"] and paused["previous_labels"] == {"gpuops.fleet/gpu-maintenance": "false"}, paused
+    assert name not in [p.spec.node_name for p in f.plugin_pods()]  # the controller took the plugin off this node only
+    assert len(f.plugin_pods()) == len(plugin) - 1
+    again, run = module(f, {"state": "paused", "node": name, "pause_pods": selector, "pause_timeout": 60})
+    assert not again["changed"] and [w for w in writes(run) if w[1] == "nodes"] == []
+
+    unpaused, run = module(f, {"state": "unpaused", "node": name})
+    assert unpaused["changed"] and unpaused["restored_labels"] == {"gpuops.fleet/gpu-maintenance": "false"}, unpaused
+    back = f.module("gpuops.fleet.daemonset_rollout", {"namespace": f.namespace, "name": "nvidia-device-plugin-daemonset", "nodes": [name],
+                                                      "verify_current": True, "pod_timeout": 60})
+    assert not back.get("failed") and [(r["node"], r["status"]) for r in back["rows"]] == [(name, "ready")], back
+    now = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
+    assert now[name] != plugin[name] and all(now[n] == uid for n, uid in plugin.items() if n != name)
+
+    released, run = module(f, {"state": "released", "node": name, "namespace": f.namespace})
+    assert released["changed"] and node_state(f, name) == (False, None, False, [])
+    assert f.node(name).metadata.labels["gpuops.fleet/gpu-maintenance"] == "false"
+
+
+def test_the_remediation_playbook_resets_only_the_faulty_gpu_and_releases_the_node(fleet, fake_lib_dir):
+    """playbooks/gpu_remediation.yml end to end on the simulated fleet: report mode writes nothing; remediate
+    quarantines node a, evicts GPU 0's pod only, pauses the device plugin there (the real DaemonSet controller removes
+    it), resets GPU 0 on the fake node (the recovery action is gone), brings the plugin back, waits for it and
+    releases the node; a second run finds nothing to do."""
+    f, name = setup(fleet, fake_lib_dir, [{"name": "a", "gpus": G}, {"name": "b", "gpus": [OTHER[0]]}, {"name": "c", "gpus": [OTHER[1]]}])
+    for node in f.nodes:
+        cfg = str(f.tmp / "nodes" / node["name"] / "fake_nvml.cfg")
+        systemd_dir = f.tmp / "nodes" / node["name"] / "systemd"
+        systemd_dir.mkdir()
+        f.set_host_vars(node["name"], checkpoint_guard_environment=dict(fakenode.environ(fake_lib_dir, cfg, base={}),
+                                                                        GPUOPS_FAKE_SYSTEMD_DIR=str(systemd_dir)))
+    rc, run = f.play(f.role_vars())  # the device plugin, with its maintenance exclusion
+    assert rc == 0, run.failure()
+    plugin = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
+    uids = dict((app, running(f, app)[0].metadata.uid) for app in ("on-gpu0", "on-gpu1", "on-gpu2"))
+    pod0 = running(f, "on-gpu0")[0].metadata.name
+    extra = {"gpuops_gpu_health_namespace": f.namespace, "gpu_remediation_device_plugin_namespace": f.namespace,
+             "gpu_remediation_pause_pods": [{"name": "nvidia-device-plugin-ds"}], "gpu_remediation_stop_units": [],
+             "gpu_remediation_recovery_timeout": 60, "gpu_remediation_drain_timeout": 60}
+
+    rc, run = f.play(extra, playbook="gpu_remediation.yml")  # report, the default
+    assert rc == 0, run.failure()
+    assert writes(run) == []
+
+    rc, run = f.play(dict(extra, gpu_remediation_mode="remediate"), playbook="gpu_remediation.yml")
+    assert rc == 0, run.failure()
+    assert evictions(run) == [pod0]
+    cfg = (f.tmp / "nodes" / name / "fake_nvml.cfg").read_text()
+    assert "recovery|0|1" not in cfg  # the fake nvidia-smi's reset cleared NVML's recovery action
+    assert node_state(f, name) == (False, None, False, [])
+    assert f.node(name).metadata.labels.get("gpuops.fleet/gpu-maintenance") is None  # the pause's label gone
+    now = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
+    assert now[name] != plugin[name] and all(now[n] == uid for n, uid in plugin.items() if n != name)
+    assert [running(f, app)[0].metadata.uid for app in ("on-gpu1", "on-gpu2")] == [uids["on-gpu1"], uids["on-gpu2"]]
+    entry = ledger(f)["entries"][-1]
+    assert (entry["node"], entry["result"], entry["gpus"]) == (name, "recovered", [G[0]]) and entry["closed_at"]
+
+    rc, run = f.play(dict(extra, gpu_remediation_mode="remediate"), playbook="gpu_remediation.yml")
+    assert rc == 0, run.failure()
+    assert writes(run) == []  # nothing planned, nothing touched
+

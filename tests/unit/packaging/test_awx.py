@@ -21,7 +21,7 @@ TYPES = {"text", "textarea", "password", "integer", "float", "multiplechoice", "
 
 def documented_variables():
     names = set()
-    for role in ("checkpoint_guard", "device_plugin"):
+    for role in ("checkpoint_guard", "device_plugin", "gpu_remediation"):
         with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as handle:
             for entry in yaml.safe_load(handle)["argument_specs"].values():
                 names.update(entry.get("options") or {})
@@ -60,6 +60,19 @@ def test_job_template_playbook_parses_and_uses_only_real_awx_options():
         (play,) = yaml.safe_load(handle)
     used = set(play["tasks"][0]["awx.awx.job_template"])
     assert used <= options, used - options
+    # the workflow: plan (check) -> approval -> act, with options awx.awx.workflow_job_template documents
+    flow_doc = json.loads(subprocess.run([os.path.join(bindir, "ansible-doc"), "-j", "awx.awx.workflow_job_template"], env=env,
+                                         check=True, capture_output=True, text=True).stdout)["awx.awx.workflow_job_template"]["doc"]["options"]
+    flow = play["tasks"][1]["awx.awx.workflow_job_template"]
+    assert set(flow) <= set(flow_doc), set(flow) - set(flow_doc)
+    node_options = set(flow_doc["workflow_nodes"]["suboptions"])
+    nodes = dict((n["identifier"], n) for n in flow["workflow_nodes"])
+    assert all(set(n) <= node_options for n in nodes.values())
+    assert [(n["unified_job_template"]["type"], [s["identifier"] for s in (n.get("related") or {}).get("success_nodes", [])])
+            for n in flow["workflow_nodes"]] == [("job_template", ["approve"]), ("workflow_approval", ["remediate"]), ("job_template", [])]
+    by_name = dict((t["name"], t) for t in play["vars"]["gpuops_awx_templates"])
+    assert by_name[nodes["plan"]["unified_job_template"]["name"]]["job_type"] == "check"
+    assert by_name[nodes["remediate"]["unified_job_template"]["name"]]["job_type"] == "run"
     for template in play["vars"]["gpuops_awx_templates"]:
         assert os.path.exists(os.path.join(AWX, template["survey"]))
         assert os.path.exists(os.path.join(AWX, "project", template.get("playbook", "site.yml")))
