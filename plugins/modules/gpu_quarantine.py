@@ -232,8 +232,8 @@ except ImportError:
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["quarantined", "paused", "unpaused", "released"], required=True),
     pause_labels=dict(type="dict", default={quarantine.MAINTENANCE_LABEL: "true"}),
-    pause_pods=dict(type="list", elements="dict", default=[{"name": "nvidia-device-plugin-ds"}, {"name": "gpushare-device-plugin-ds"},
-                                                       {"app.kubernetes.io/name": "dcgm-exporter"}]),
+    pause_pods=dict(type="list", elements="dict",
+                    default=[{"name": "nvidia-device-plugin-ds"}, {"name": "gpushare-device-plugin-ds"}, {"app.kubernetes.io/name": "dcgm-exporter"}]),
     pause_timeout=dict(type="int", default=300),
     plan=dict(type="dict"),
     node=dict(type="str"),

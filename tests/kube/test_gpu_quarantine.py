@@ -251,8 +251,8 @@ def test_pause_takes_the_nvml_clients_pods_off_the_drained_node_and_unpause_brin
 
     unpaused, run = module(f, {"state": "unpaused", "node": name})
     assert unpaused["changed"] and unpaused["restored_labels"] == {"gpuops.fleet/gpu-maintenance": "false"}, unpaused
-    back = f.module("gpuops.fleet.daemonset_rollout", {"namespace": f.namespace, "name": "nvidia-device-plugin-daemonset", "nodes": [name],
-                                                      "verify_current": True, "pod_timeout": 60})
+    rollout = {"namespace": f.namespace, "name": "nvidia-device-plugin-daemonset", "nodes": [name], "verify_current": True, "pod_timeout": 60}
+    back = f.module("gpuops.fleet.daemonset_rollout", rollout)
     assert not back.get("failed") and [(r["node"], r["status"]) for r in back["rows"]] == [(name, "ready")], back["rows"]
     now = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
     assert now[name] != plugin[name] and all(now[n] == uid for n, uid in plugin.items() if n != name)
@@ -308,4 +308,3 @@ def test_the_remediation_playbook_resets_only_the_faulty_gpu_and_releases_the_no
     rc, run = f.play(dict(extra, gpu_remediation_mode="remediate"), playbook="gpu_remediation.yml")
     assert rc == 0, run.failure()
     assert writes(run) == []  # nothing planned, nothing touched
-

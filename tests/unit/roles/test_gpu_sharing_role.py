@@ -38,7 +38,8 @@ def test_the_gpushare_plugin_only_on_sharing_nodes_and_unprivileged():
     spec = ds["spec"]["template"]["spec"]
     assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
     # and never while a GPU reset runs on the node (gpu_quarantine state=paused): the plugin holds NVML
-    assert affinity(spec) == [{"matchExpressions": [{"key": "example.com/share", "operator": "In", "values": ["on"]}, {"key": "gpuops.fleet/gpu-maintenance", "operator": "NotIn", "values": ["true"]}]}]
+    maintenance = {"key": "gpuops.fleet/gpu-maintenance", "operator": "NotIn", "values": ["true"]}
+    assert affinity(spec) == [{"matchExpressions": [{"key": "example.com/share", "operator": "In", "values": ["on"]}, maintenance]}]
     (ctr,) = spec["containers"]
     assert ctr["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert "--memory-unit=GiB" in ctr["command"] and spec["serviceAccountName"] == "gpushare-device-plugin"
