@@ -51,6 +51,13 @@ def controller(pod):
     return None
 
 
+def left_by_drain(pod):
+    """Whether ``kubectl drain`` leaves the pod where it is: a mirror pod or a DaemonSet's (``skipDeletion``,
+    ``daemonSetFilter``). A node drain skips them; a drain that needs the pod gone refuses instead (``pod_verdict``)."""
+    owner = controller(pod)
+    return MIRROR in (_meta(pod).get("annotations") or {}) or bool(owner and owner.get("kind") == "DaemonSet")
+
+
 def pod_verdict(pod, force=False, delete_emptydir_data=False):
     """``(evict, reason)`` for one pod that holds the resource a switch removes, by kubectl drain's rules."""
     name = "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))

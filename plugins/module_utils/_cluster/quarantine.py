@@ -156,8 +156,7 @@ def _targets(p, pods):
         if pod is None or not _active(pod) or (item.get("uid") and _meta(pod).get("uid") != item["uid"]):
             gone.append(item["pod"])
             continue
-        owner = drain.controller(pod)
-        if p["scope"] == "node" and (drain.MIRROR in (_meta(pod).get("annotations") or {}) or (owner and owner.get("kind") == "DaemonSet")):
+        if p["scope"] == "node" and drain.left_by_drain(pod):
             skipped.append({"pod": item["pod"], "why": "a DaemonSet's or mirror pod: kubectl drain leaves it"})
             continue
         ok, why = drain.pod_verdict(pod, p["drain_force"], p["drain_delete_emptydir_data"])
@@ -175,8 +174,12 @@ def _open_entry(ledger, node):
     return None
 
 
-def _patch_node(api, node, spec, annotations):
-    body = {"metadata": {"resourceVersion": _meta(node).get("resourceVersion"), "annotations": annotations}}
+def _patch_node(api, node, spec=None, annotations=None, labels=None):
+    """One patch of ``node`` at the resourceVersion read (a concurrent writer makes it fail with 409, never mixes)."""
+    body = {"metadata": {"resourceVersion": _meta(node).get("resourceVersion")}}
+    for part, value in (("annotations", annotations), ("labels", labels)):
+        if value:
+            body["metadata"][part] = value
     if spec:
         body["spec"] = spec
     return api.patch_node(_meta(node)["name"], body)
@@ -243,7 +246,7 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
 
 def _set_step(client, api, name, record):
     node = client.sanitize_for_serialization(api.read_node(name))
-    _patch_node(api, node, None, {REMEDIATION: json.dumps(record, sort_keys=True)})
+    _patch_node(api, node, annotations={REMEDIATION: json.dumps(record, sort_keys=True)})
 
 
 def _ledger_open(api, p, now, api_exception):
@@ -316,9 +319,7 @@ def pause(client, api, p, check_mode, api_exception, clock=time.monotonic):
         return dict(result, changed=bool(changes), msg="would label %s %s" % (p["node"], labels_wanted))
     if changes or "paused_labels" not in current:
         record = dict(current, paused_labels=previous)
-        body = {"metadata": {"resourceVersion": _meta(node).get("resourceVersion"), "labels": changes,
-                             "annotations": {REMEDIATION: json.dumps(record, sort_keys=True)}}}
-        api.patch_node(p["node"], body)
+        _patch_node(api, node, annotations={REMEDIATION: json.dumps(record, sort_keys=True)}, labels=changes)
     selectors = p.get("pause_pods") or []
     if selectors:
         watch = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % p["node"])
@@ -352,8 +353,7 @@ def unpause(client, api, p, check_mode, api_exception):
     if labels is None:
         return dict(result, changed=False, msg="%s is not paused" % p["node"])
     if not check_mode:
-        api.patch_node(p["node"], {"metadata": {"resourceVersion": _meta(node).get("resourceVersion"), "labels": labels,
-                                                "annotations": {REMEDIATION: json.dumps(record, sort_keys=True)}}})
+        _patch_node(api, node, annotations={REMEDIATION: json.dumps(record, sort_keys=True)}, labels=labels)
     return dict(result, changed=True, msg="%s %s's labels %s" % ("would restore" if check_mode else "restored", p["node"], labels))
 
 
@@ -381,12 +381,7 @@ def release(client, api, p, check_mode, api_exception, now=None):
         spec["taints"] = kept
     if ours_cordon:
         spec["unschedulable"] = False
-    body = {"metadata": {"resourceVersion": _meta(node).get("resourceVersion"), "annotations": {REMEDIATION: None, CORDON_MARK: None}}}
-    if restore:
-        body["metadata"]["labels"] = restore
-    if spec:
-        body["spec"] = spec
-    api.patch_node(p["node"], body)
+    _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
     if entry is not None:
         entry.update(closed_at=now, result=p["result"], recover_seconds=result["recover_seconds"])
         ledgers.write(api, p["namespace"], ledger, cm)

@@ -344,9 +344,7 @@ def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid,
         for pod in pods or ():
             if (pod.get("spec") or {}).get("nodeName") != row["node"] or not active(pod):
                 continue
-            meta = _meta(pod)
-            owner = drain.controller(pod)
-            if drain.MIRROR in (meta.get("annotations") or {}) or (owner and owner.get("kind") == "DaemonSet"):
+            if drain.left_by_drain(pod):
                 continue  # kubectl drain leaves them; the reboot restarts them
             row["evictions"].append(_eviction(pod, "on the node to reboot", pdbs, settings))
     for ev in row["evictions"]:
