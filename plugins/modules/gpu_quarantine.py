@@ -112,6 +112,13 @@ options:
   run:
     description: An identifier of this run (an AWX job ID), recorded in the annotation and the ledger.
     type: str
+  escalate:
+    description:
+      - With O(state=quarantined) and O(action=reboot), widen a node quarantined for a V(reset) of the same GPUs (the reset
+        failed) to a reboot's quarantine - every pod but DaemonSet and mirror pods is drained - keeping its start, cordon
+        mark and ledger entry (whose action becomes V(reboot), with C(escalated_from)). Without it such a node is refused.
+    type: bool
+    default: false
   result:
     description: With O(state=released), the outcome recorded in the ledger entry.
     type: str
@@ -201,6 +208,21 @@ resumed_from:
   description: The step an earlier, unfinished run left in the annotation.
   returned: state is quarantined
   type: str
+escalated_from:
+  description: With O(escalate), the action the quarantine was widened from (V(reset)); null otherwise.
+  returned: state is quarantined
+  type: str
+boot_id:
+  description: The Node's C(status.nodeInfo.bootID) now.
+  returned: state is quarantined
+  type: str
+boot_id_at_quarantine:
+  description:
+    - The Node's bootID when it was first quarantined (kept in the annotation, so a run killed after a reboot still
+      knows it). Give it to M(gpuops.fleet.node_reboot) as its O(gpuops.fleet.node_reboot#module:previous_boot_id); where
+      it differs from RV(boot_id), the node has rebooted since.
+  returned: state is quarantined
+  type: str
 previous_labels:
   description: With O(state=paused), the pause labels' values before the pause (null where the node had none).
   returned: state is paused
@@ -245,6 +267,7 @@ ARGUMENT_SPEC = dict(
     keys=dict(type="list", elements="str", no_log=False),
     driver_version=dict(type="str"),
     run=dict(type="str"),
+    escalate=dict(type="bool", default=False),
     result=dict(type="str", choices=list(quarantine.RESULTS), default="recovered"),
     namespace=dict(type="str", default="gpuops-system"),
     drain_timeout=dict(type="int", default=300),

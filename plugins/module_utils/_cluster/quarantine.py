@@ -190,7 +190,8 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     now = int(now if now is not None else time.time())
     node = client.sanitize_for_serialization(api.read_node(p["node"]))
     current = annotation(node)
-    if current and (sorted(current.get("gpus") or []) != sorted(p["gpus"]) or current.get("action") != p["action"]):
+    escalation = _escalation(current, p)
+    if current and not escalation and (sorted(current.get("gpus") or []) != sorted(p["gpus"]) or current.get("action") != p["action"]):
         raise QuarantineError("node %s is already in a remediation (%s of %s, step %s, since %s): finish it or release it first; "
                               "nothing was changed" % (p["node"], current.get("action"), ", ".join(current.get("gpus") or []) or "the node",
                                                        current.get("step"), current.get("started")))
@@ -203,13 +204,15 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     if refusals:
         raise QuarantineError("node %s: refusing to drain, nothing was changed: %s" % (p["node"], "; ".join(refusals)))
     spec = (node.get("spec") or {})
+    boot_id = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or None
     need_cordon = not spec.get("unschedulable")
     taints = _taints_with_ours(node, _taint_value(p["gpus"], p["scope"]))
     result = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "scope": p["scope"], "evicted": [e["pod"] for e in to_evict],
               "already_gone": gone, "left_on_node": skipped, "eviction_notes": [e for e in to_evict if e["note"]],
               "cordoned": need_cordon or bool(current and current.get("cordoned_by_us")),
               "foreign_cordon": bool(spec.get("unschedulable")) and not drain.cordoned_by_us(node, CORDON_MARK),
-              "resumed_from": current.get("step") if current else None}
+              "resumed_from": current.get("step") if current else None, "escalated_from": escalation,
+              "boot_id": boot_id, "boot_id_at_quarantine": (current or {}).get("boot_id") or boot_id}
     marked = current is not None and taints is None and not need_cordon
     if marked and current.get("step") == "drained" and not to_evict:
         return dict(result, changed=False, step="drained", msg="node %s is quarantined and drained already" % p["node"])
@@ -217,7 +220,10 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
         return dict(result, changed=True, step="drained", msg=_msg(result, "would"))
     record = dict(current or {}, gpus=p["gpus"], action=p["action"], scope=p["scope"], step="draining",
                   started=(current or {}).get("started") or now, run=p.get("run") or (current or {}).get("run"),
-                  cordoned_by_us=bool((current or {}).get("cordoned_by_us") or need_cordon))
+                  cordoned_by_us=bool((current or {}).get("cordoned_by_us") or need_cordon),
+                  boot_id=(current or {}).get("boot_id") or boot_id)
+    if escalation:
+        record["escalated_from"] = escalation
     patch_spec = dict(unschedulable=True) if need_cordon else {}
     if taints is not None:
         patch_spec["taints"] = taints
@@ -225,7 +231,7 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     if need_cordon:
         marks[CORDON_MARK] = "gpu-remediation"
     node = client.sanitize_for_serialization(_patch_node(api, node, patch_spec, marks))
-    _ledger_open(api, p, now, api_exception)
+    _ledger_open(api, p, now, api_exception, escalation)
     deadline = clock() + p["drain_timeout"]
     try:
         for item in to_evict:
@@ -249,9 +255,24 @@ def _set_step(client, api, name, record):
     _patch_node(api, node, annotations={REMEDIATION: json.dumps(record, sort_keys=True)})
 
 
-def _ledger_open(api, p, now, api_exception):
+def _escalation(current, p):
+    """The action a reset quarantine is widened from (``reset``), where ``escalate`` asks to widen it to a reboot of the same
+    GPUs (the reset failed); else None."""
+    if not (p.get("escalate") and current and p["action"] == "reboot"):
+        return None
+    if current.get("action") not in ("reset", "reboot") or sorted(current.get("gpus") or []) != sorted(p["gpus"]):
+        raise QuarantineError("node %s: escalate widens a reset of the same GPUs to a reboot; it is in a %s of %s: nothing was changed"
+                              % (p["node"], current.get("action"), ", ".join(current.get("gpus") or []) or "the node"))
+    return current.get("escalated_from") or ("reset" if current.get("action") == "reset" else None)
+
+
+def _ledger_open(api, p, now, api_exception, escalation=None):
     ledger, current = ledgers.read(api, p["namespace"], api_exception)
-    if _open_entry(ledger, p["node"]):
+    entry = _open_entry(ledger, p["node"])
+    if entry and escalation and entry.get("action") != p["action"]:
+        entry.update(action=p["action"], escalated_from=escalation)
+        ledgers.write(api, p["namespace"], ledger, current)
+    if entry:
         return
     entry = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "keys": list(p.get("keys") or []),
              "driver_version": p.get("driver_version"), "at": now, "closed_at": None, "result": None, "run": p.get("run")}

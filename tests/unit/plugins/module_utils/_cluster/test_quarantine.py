@@ -94,3 +94,19 @@ def test_an_eviction_by_uid_carries_the_precondition_and_a_uid_mismatch_means_go
     drain.evict(Api(), "ml", "train-0", 0, Conflict, uid="u0")
     assert sent == [{"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "train-0", "namespace": "ml"},
                      "deleteOptions": {"preconditions": {"uid": "u0"}}}]
+
+
+def test_escalate_widens_only_a_reset_of_the_same_gpus_to_a_reboot():
+    reboot = params(node="gpu-a", gpus=[G0], action="reboot", escalate=True)
+    assert q._escalation({"action": "reset", "gpus": [G0], "step": "drained"}, reboot) == "reset"
+    # a rerun of the widened quarantine keeps where it came from
+    assert q._escalation({"action": "reboot", "gpus": [G0], "escalated_from": "reset"}, reboot) == "reset"
+    # not asked, nothing to widen, or not a widening: the usual rules (a node in another remediation is refused)
+    assert q._escalation({"action": "reset", "gpus": [G0]}, dict(reboot, escalate=False)) is None
+    assert q._escalation(None, reboot) is None
+    assert q._escalation({"action": "reset", "gpus": [G0]}, params(plan=ROW, escalate=True)) is None
+    with pytest.raises(q.QuarantineError) as err:
+        q._escalation({"action": "reset", "gpus": ["GPU-other"]}, reboot)
+    assert "widens a reset of the same GPUs" in str(err.value) and "nothing was changed" in str(err.value)
+    with pytest.raises(q.QuarantineError):
+        q._escalation({"action": "replace", "gpus": [G0]}, reboot)
