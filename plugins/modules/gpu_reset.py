@@ -54,10 +54,12 @@ options:
     type: bool
     default: false
   stop_units:
-    description: Host units that hold NVML, stopped for the reset where active and started again.
+    description:
+      - Host units that hold NVML, stopped for the reset where active and started again, in this order (a timer before
+        its service, so that no new run starts while the running one is waited for).
     type: list
     elements: str
-    default: [gpuops-metrics.timer, nvidia-dcgm.service, dcgm-exporter.service]
+    default: [gpuops-metrics.timer, gpuops-metrics.service, nvidia-dcgm.service, dcgm-exporter.service]
   rescue_seconds:
     description: Seconds after which the rescue timers restore persistence mode and the units if this module died (10 to 3600).
     type: int
@@ -69,6 +71,12 @@ options:
     description: Directory of the run's lock file (C(gpu-reset.lock)), which the rescues wait for.
     type: path
     default: /run/gpuops
+  verify_only:
+    description:
+      - Reset nothing - read NVML once and run only the post-check on O(gpus) (after a reboot, the proof that they came
+        back healthy). Fails naming what is still wrong; changes nothing, in check mode too.
+    type: bool
+    default: false
 notes:
   - Runs as root on the node. NVIDIA says a reset "is not guaranteed to work in all cases" and that each reset GPU's health
     should be verified before further use; the post-check is that verification, and M(gpuops.fleet.gpu_quarantine)
@@ -161,13 +169,15 @@ def _work(module):
         run = hostroot.runner(run, base)
         if driver_root:
             driver_root = hostroot.local(driver_root, base)
-    if not smi:
+    if not smi and not p["verify_only"]:
         raise gpu_reset.ResetRefused("nvidia-smi was not found on this node (PATH, or driver_root's usr/bin): not reset, nothing was changed")
 
     def read():
         return gpu_health.read(run, driver_root=driver_root, log_source="none", systemctl=systemctl)
 
     node = gpu_reset.Node(run, read, smi, p["lock_dir"])
+    if p["verify_only"]:
+        return gpu_reset.verify(node, p)
     return gpu_reset.reset(node, p, module.check_mode)
 
 
@@ -181,6 +191,7 @@ def main():
             rescue_seconds=dict(type="int", default=300),
             driver_root=dict(type="path"),
             lock_dir=dict(type="path", default="/run/gpuops"),
+            verify_only=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )

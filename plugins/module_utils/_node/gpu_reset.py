@@ -33,7 +33,7 @@ import time
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile, systemd
 
-DEFAULT_STOP_UNITS = ("gpuops-metrics.timer", "nvidia-dcgm.service", "dcgm-exporter.service")
+DEFAULT_STOP_UNITS = ("gpuops-metrics.timer", "gpuops-metrics.service", "nvidia-dcgm.service", "dcgm-exporter.service")
 UNIT = re.compile(r"\A[A-Za-z0-9:_.@-]{1,200}\.(?:service|timer|socket)\Z")
 GPU_ID = re.compile(r"\AGPU-[0-9A-Fa-f-]{1,90}\Z")
 LOCK_FILE = "gpu-reset.lock"
@@ -196,6 +196,22 @@ def reset(node, p, check_mode):
     if result["post"]:
         raise ResetFailed("the reset ran, and the GPUs are not healthy: %s; NVIDIA: power-cycle the node" % "; ".join(result["post"]), result)
     return dict(result, changed=True, msg="reset %s%s" % (", ".join(uuids), _extra(persistent, units)))
+
+
+def verify(node, p):
+    """``verify_only``: the post-check alone (after a reboot), on a node read once; changes nothing. ResetFailed names what is
+    still wrong."""
+    started = node.clock()
+    facts = node.read()
+    uuids = list(p["gpus"])
+    result = {"gpus": uuids, "reset": [], "peers_included": [], "persistence_restored": [], "units_stopped": [], "units_restarted": [],
+              "nvidia_smi_rc": None, "stdout": "", "stderr": "", "post": post_check(facts, uuids), "changed": False,
+              "after": [dict((k, g.get(k)) for k in ("uuid", "state", "recovery_action", "persistence_mode")) for g in facts.get("gpus") or ()
+                        if g.get("uuid") in uuids]}
+    result["seconds"] = round(node.clock() - started, 3)
+    if result["post"]:
+        raise ResetFailed("the GPUs are not healthy: %s" % "; ".join(result["post"]), result)
+    return dict(result, msg="%s healthy: the same UUIDs, no recovery action, no pending remap, no volatile double-bit ECC error" % ", ".join(uuids))
 
 
 def _extra(persistent, units):

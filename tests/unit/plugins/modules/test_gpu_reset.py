@@ -67,6 +67,13 @@ def test_refusals_change_nothing_and_a_reset_restores_persistence_and_units(fake
     assert [r["msg"].split(":")[0] for r in refused[1:]] == ["gpus[0]", "stop_units[0]", "rescue_seconds"]
     assert all(r["failed"] for r in refused)
 
+    # verify_only (the post-check alone, as after a reboot): fails naming what is wrong before the reset, passes after
+    # it, and never changes anything (no nvidia-smi run)
+    before_reset = got["verify_before"]
+    assert before_reset["failed"] and not before_reset["changed"] and before_reset["nvidia_smi_rc"] is None
+    assert "%s still asks for recovery action" % G[0] in before_reset["msg"] and "row remap pending" in before_reset["msg"]
+    after_reset = got["verify_after"]
+    assert not after_reset.get("failed") and not after_reset["changed"] and after_reset["post"] == [] and after_reset["reset"] == []
     done = got["done"]
     assert done["changed"] and done["nvidia_smi_rc"] == 0 and done["reset"] == [G[0]] and done["post"] == [], done
     assert "GPU %s was successfully reset." % BUS[0] in done["stdout"]
