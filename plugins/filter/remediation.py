@@ -46,11 +46,66 @@ def remediation_targets(plan, mode, allowed_actions):
         if mode == "remediate" and row["action"] in ("reset", "reboot") and row["action"] not in allowed_actions:
             skipped.append({"node": row["node"], "action": row["action"], "why": "%s is not in gpu_remediation_allowed_actions" % row["action"]})
             continue
-        act.append({"host": row.get("host") or row["node"], "node": row["node"], "action": row["action"], "row": row,
-                    "step": "quarantine" if mode == "quarantine" or row["action"] in ("replace", "investigate") else row["action"]})
+        step = "quarantine" if mode == "quarantine" or row["action"] in ("replace", "investigate") else row["action"]
+        # a failed reset goes on to a reboot (NVIDIA's next step) only where the run may reboot
+        act.append({"host": row.get("host") or row["node"], "node": row["node"], "action": row["action"], "row": row, "step": step,
+                    "escalate": step == "reset" and "reboot" in allowed_actions})
     return {"act": act, "skipped": skipped, "mode": mode}
+
+
+# the role's stages, in order, as it registers them (tasks/main.yml)
+STAGES = ("quarantine", "pause", "reset", "escalate", "reboot", "reboot_wait", "verify", "recovery", "release")
+RMA_NEXT = ("replace the GPU: open an RMA with NVIDIA, attaching nvidia-bug-report.sh's log from this node and this report "
+            "(the GPUs' UUIDs, the XIDs and recovery action the plan saw); the node stays quarantined until it is released")
+
+
+def _ran(result):
+    return isinstance(result, dict) and bool(result) and not result.get("skipped")
+
+
+def remediation_report(target, results):
+    """One node's report where the role does not bring it back (``rma_candidate`` or ``needs_human``); None where it did.
+
+    ``results`` maps the role's stages (``STAGES``) to what each registered. A release that ran means the node came back
+    (None). Else the last failed stage decides (a reset that failed and was escalated to a reboot is not the end): a GPU
+    still unhealthy after a reboot is an RMA candidate, as is the plan's ``replace`` (a repeat offender); a reset that
+    failed where a reboot is not allowed (``target["escalate"]`` false), a blocked drain, or anything else needs a human,
+    with what to do next. The node stays quarantined in every case (its ledger entry stays open, so the breakers count it).
+    """
+    if not isinstance(target, dict) or "row" not in target:
+        raise AnsibleFilterError("_remediation_report: expects gpu_remediation_target (a row of _remediation_targets' act)")
+    results = dict((k, v) for k, v in (results or {}).items() if k in STAGES)
+    row = target["row"]
+    if _ran(results.get("release")) and not results["release"].get("failed"):
+        return None
+    failed = next((s for s in reversed(STAGES) if _ran(results.get(s)) and results[s].get("failed")), None)
+    tried = [a for a, stage in (("reset", "reset"), ("reboot", "reboot_wait")) if _ran(results.get(stage))]
+    rebooted = _ran(results.get("reboot_wait")) and bool(results["reboot_wait"].get("rebooted"))
+    if failed is None and target.get("action") not in ("replace", "investigate"):
+        return None
+    report = {"node": target["node"], "host": target.get("host"), "action": target.get("action"), "gpus": list(row.get("gpus") or []),
+              "reasons": list(row.get("reasons") or []), "keys": list(row.get("keys") or []), "driver_version": row.get("driver_version"),
+              "tried": tried, "failed_step": failed, "error": results[failed].get("msg") if failed else None, "rebooted": rebooted,
+              "quarantined": True}
+    if failed is None and target["action"] == "replace":
+        outcome, what = "rma_candidate", RMA_NEXT
+    elif failed is None:
+        outcome, what = "needs_human", "investigate: the plan could not name an automatic action (see reasons); release the node when done"
+    elif failed in ("verify", "recovery") and rebooted:
+        outcome, what = "rma_candidate", "the GPU did not recover from a reboot; " + RMA_NEXT
+    elif failed in ("pause", "reset") and not target.get("escalate"):
+        outcome = "needs_human"
+        what = ("reboot the node, NVIDIA's next step after a failed reset: run again with reboot in gpu_remediation_allowed_actions "
+                "(the quarantine is widened to the whole node), or reboot it yourself and release it")
+    elif failed == "quarantine":
+        outcome, what = "needs_human", ("the drain did not finish (a PodDisruptionBudget, or a pod kubectl drain would not evict): "
+                                        "resolve it and run again; the next run resumes the drain")
+    else:
+        outcome, what = "needs_human", "see error; the node stays quarantined until it is fixed and released"
+    report.update(outcome=outcome, next=what)
+    return report
 
 
 class FilterModule:
     def filters(self):
-        return {"_remediation_targets": remediation_targets}
+        return {"_remediation_targets": remediation_targets, "_remediation_report": remediation_report}

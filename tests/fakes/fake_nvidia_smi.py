@@ -98,6 +98,39 @@ def persistence(node, path, value, ids):
     return 0
 
 
+def cleared(records, targets, drop=("recovery", "reset_required")):
+    """``records`` as the driver leaves GPUs ``targets`` after a reset: ``drop``'s lines gone, volatile ECC counts zero,
+    a pending row remap or page retirement applied."""
+    kept = []
+    for r in records:
+        if r[0] in drop and int(r[1]) in targets:
+            continue
+        if r[0] == "ecc" and int(r[1]) in targets:
+            r = [r[0], r[1], "0", "0", r[4], r[5]]
+        elif r[0] == "remap" and int(r[1]) in targets:
+            r = [r[0], r[1], r[2], r[3], "0", r[5]]
+        elif r[0] == "retired" and int(r[1]) in targets:
+            r = [r[0], r[1], r[2], r[3], "0"]
+        kept.append(r)
+    return kept
+
+
+def power_cycle(path):
+    """The fake node's driver after a reboot (the SIMULATED kubelet's, tests/kube/simkubelet.py): every process that held
+    NVML or ran on a GPU is gone (killed), and every GPU is as a reset leaves it, its XIDs (the kernel log) gone too.
+    Returns the PIDs killed."""
+    killed = _clients(path)
+    for pid in killed:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    records = _records(path)
+    gpus = set(int(r[1]) for r in records if r[0] != "gpu" and len(r) > 1 and r[1].isdigit())
+    _write(path, cleared(records, gpus, drop=("recovery", "reset_required", "xid", "proc")))
+    return killed
+
+
 def reset(node, path, ids):
     targets, bad = _targets(node, ids)
     if targets is None:
@@ -117,18 +150,7 @@ def reset(node, path, ids):
             sys.stdout.write("GPU %s: the following GPUs are connected by NVLink and must be reset in the same command: %s\n"
                              % (bus, ", ".join(node["gpus"][p][2] for p in peers)))
             return 255
-    kept = []
-    for r in records:
-        if r[0] in ("recovery", "reset_required") and int(r[1]) in targets:
-            continue
-        if r[0] == "ecc" and int(r[1]) in targets:
-            r = [r[0], r[1], "0", "0", r[4], r[5]]
-        elif r[0] == "remap" and int(r[1]) in targets:
-            r = [r[0], r[1], r[2], r[3], "0", r[5]]
-        elif r[0] == "retired" and int(r[1]) in targets:
-            r = [r[0], r[1], r[2], r[3], "0"]
-        kept.append(r)
-    _write(path, kept)
+    _write(path, cleared(records, targets))
     for i in targets:
         sys.stdout.write("GPU %s was successfully reset.\n" % node["gpus"][i][2])
     return 0

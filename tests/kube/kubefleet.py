@@ -137,7 +137,9 @@ class Fleet:
             node = {"name": name, "gpus": gpus, "labels": dict(self.label, **spec.get("labels", {})),
                     "taints": spec.get("taints", []), "faults": spec.get("faults", []),
                     "fault_images": spec.get("fault_images"), "driver_version": spec.get("driver_version"),
-                    "checkpoint": str(checkpoint), "gpu_mem_gib": spec.get("gpu_mem_gib", 15)}
+                    "checkpoint": str(checkpoint), "gpu_mem_gib": spec.get("gpu_mem_gib", 15),
+                    # a simulated reboot: a command that creates this file (simkubelet.py's reboots())
+                    "reboot_request": str(root / "reboot-request"), "nvml_config": cfg}
             self.nodes.append(node)
             if spec.get("in_inventory", True):
                 hosts[name] = dict(spec.get("host_vars") or {})

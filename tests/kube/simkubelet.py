@@ -22,6 +22,9 @@ What it models, per node (``--nodes`` JSON: a list of objects):
   it was given, one per line (what ``nvidia-smi --query-gpu=uuid --format=csv,noheader``
   prints in a container that got those GPUs). It fails admission (``UnexpectedAdmissionError``,
   as kubelet does) when the node has fewer allocatable GPUs than it requests.
+* A reboot: once a node's ``reboot_request`` file appears (a role's reboot command creates it), the node goes NotReady,
+  its fake driver (``nvml_config``) is power-cycled (``fake_nvidia_smi.power_cycle``: NVML's clients killed, every GPU
+  as a reset leaves it, its XIDs gone), ``status.nodeInfo.bootID`` changes, and ``--start-delay`` later it is Ready.
 * While a node carries the label ``gpuops.test/reject-gpu-pods=true``, every pod that requests
   ``nvidia.com/gpu`` fails admission (``Failed``/``UnexpectedAdmissionError``, kubelet's message),
   whatever its restart policy; a test removes the label to "repair" the node. This models the
@@ -99,6 +102,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from datetime import datetime, timezone
 
 from kubernetes import client, config
@@ -107,6 +111,8 @@ from kubernetes.client.rest import ApiException
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, os.path.join(ROOT, "tests", "fakes"))
+import fake_nvidia_smi  # noqa: E402  pylint: disable=wrong-import-position
 
 GPU = "nvidia.com/gpu"
 MEM = "aliyun.com/gpu-mem"
@@ -219,6 +225,8 @@ class SimKubelet:
         self.handled = {}  # pod uid -> what was done (started / deleting)
         self.timers = []  # heap of (when, seq, fn, args)
         self.seq = 0
+        self.boot_ids = dict((name, str(uuid.uuid4())) for name in self.nodes)  # status.nodeInfo.bootID
+        self.not_ready = set()  # nodes rebooting
 
     # -- nodes -------------------------------------------------------------------------------
     def register_nodes(self):
@@ -261,12 +269,15 @@ class SimKubelet:
             "capacity": capacity,
             "allocatable": allocatable,
             "conditions": [
+                {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "SIMULATED kubelet: rebooting",
+                 "lastHeartbeatTime": stamp, "lastTransitionTime": stamp} if name in self.not_ready else
                 {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "SIMULATED kubelet (gpuops tests)",
                  "lastHeartbeatTime": stamp, "lastTransitionTime": stamp},
             ],
             "nodeInfo": {"kubeletVersion": "v1.20.2", "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux",
                          "architecture": "amd64", "containerRuntimeVersion": "simulated://0",
-                         "kernelVersion": "", "osImage": "SIMULATED", "machineID": "", "systemUUID": "", "bootID": ""},
+                         "kernelVersion": "", "osImage": "SIMULATED", "machineID": "", "systemUUID": "",
+                         "bootID": self.boot_ids.setdefault(name, str(uuid.uuid4()))},
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
         }
         if self.log_server:
@@ -299,7 +310,27 @@ class SimKubelet:
             return set()
         return set(spec.get("faults") or [])
 
+    def reboots(self):
+        """A node whose ``reboot_request`` file appeared reboots: NotReady at once, the fake driver power-cycled (its
+        NVML clients killed, every GPU as a reset leaves it), a new bootID, Ready ``--start-delay`` later."""
+        for name, node in self.nodes.items():
+            request = node.get("reboot_request")
+            if not request or not os.path.exists(request):
+                continue
+            os.unlink(request)
+            self.not_ready.add(name)
+            self.set_resource(name, GPU, self.allocatable.get(name, {}).get(GPU, 0))
+            if node.get("nvml_config"):
+                fake_nvidia_smi.power_cycle(node["nvml_config"])
+            self.boot_ids[name] = str(uuid.uuid4())
+            self.later(self.start_delay, self.booted, name)
+
+    def booted(self, name):
+        self.not_ready.discard(name)
+        self.set_resource(name, GPU, self.allocatable.get(name, {}).get(GPU, 0))
+
     def sync(self):
+        self.reboots()
         pods = self.api.list_pod_for_all_namespaces().items
         live = set()
         for pod in pods:

@@ -262,12 +262,11 @@ def test_pause_takes_the_nvml_clients_pods_off_the_drained_node_and_unpause_brin
     assert f.node(name).metadata.labels["gpuops.fleet/gpu-maintenance"] == "false"
 
 
-def test_the_remediation_playbook_resets_only_the_faulty_gpu_and_releases_the_node(fleet, fake_lib_dir):
-    """playbooks/gpu_remediation.yml end to end on the simulated fleet: report mode writes nothing; remediate
-    quarantines node a, evicts GPU 0's pod only, pauses the device plugin there (the real DaemonSet controller removes
-    it), resets GPU 0 on the fake node (the recovery action is gone), brings the plugin back, waits for it and
-    releases the node; a second run finds nothing to do."""
-    f, name = setup(fleet, fake_lib_dir, [{"name": "a", "gpus": G}, {"name": "b", "gpus": [OTHER[0]]}, {"name": "c", "gpus": [OTHER[1]]}])
+def remediation_fleet(fleet, fake_lib_dir, nodes=None):
+    """A fleet for playbooks/gpu_remediation.yml: setup()'s node a (GPU 0 says reset) beside healthy b and c, each with a
+    fake systemd; the device plugin deployed (with its maintenance exclusion); earlier tests' quarantines cleared.
+    Returns (fleet, node a, the plugin pods' UIDs by node, the GPU pods' UIDs by app, the playbook's extra vars)."""
+    f, name = setup(fleet, fake_lib_dir, nodes or [{"name": "a", "gpus": G}, {"name": "b", "gpus": [OTHER[0]]}, {"name": "c", "gpus": [OTHER[1]]}])
     for node in f.nodes:
         cfg = str(f.tmp / "nodes" / node["name"] / "fake_nvml.cfg")
         systemd_dir = f.tmp / "nodes" / node["name"] / "systemd"
@@ -283,10 +282,20 @@ def test_the_remediation_playbook_resets_only_the_faulty_gpu_and_releases_the_no
         if REMEDIATION in (other.metadata.annotations or {}) and other.metadata.name != name:
             f.cluster.core.patch_node(other.metadata.name, {"metadata": {"annotations": {REMEDIATION: None}}})
     uids = dict((app, running(f, app)[0].metadata.uid) for app in ("on-gpu0", "on-gpu1", "on-gpu2"))
-    pod0 = running(f, "on-gpu0")[0].metadata.name
     extra = {"gpuops_gpu_health_namespace": f.namespace, "gpu_remediation_device_plugin_namespace": f.namespace,
              "gpu_remediation_pause_pods": [{"name": "nvidia-device-plugin-ds"}], "gpu_remediation_stop_units": [],
-             "gpu_remediation_recovery_timeout": 60, "gpu_remediation_drain_timeout": 60}
+             "gpu_remediation_recovery_timeout": 60, "gpu_remediation_drain_timeout": 60,
+             "gpu_remediation_report_dir": str(f.tmp / "report")}
+    return f, name, plugin, uids, extra
+
+
+def test_the_remediation_playbook_resets_only_the_faulty_gpu_and_releases_the_node(fleet, fake_lib_dir):
+    """playbooks/gpu_remediation.yml end to end on the simulated fleet: report mode writes nothing; remediate
+    quarantines node a, evicts GPU 0's pod only, pauses the device plugin there (the real DaemonSet controller removes
+    it), resets GPU 0 on the fake node (the recovery action is gone), brings the plugin back, waits for it and
+    releases the node; a second run finds nothing to do."""
+    f, name, plugin, uids, extra = remediation_fleet(fleet, fake_lib_dir)
+    pod0 = running(f, "on-gpu0")[0].metadata.name
 
     rc, run = f.play(extra, playbook="gpu_remediation.yml")  # report, the default
     assert rc == 0, run.failure()
@@ -308,3 +317,60 @@ def test_the_remediation_playbook_resets_only_the_faulty_gpu_and_releases_the_no
     rc, run = f.play(dict(extra, gpu_remediation_mode="remediate"), playbook="gpu_remediation.yml")
     assert rc == 0, run.failure()
     assert writes(run) == []  # nothing planned, nothing touched
+
+
+def test_node_reboot_fails_on_an_unchanged_boot_id_and_a_failed_reset_escalates_to_a_reboot_it_proves(fleet, fake_lib_dir):
+    """node_reboot: a bootID that does not change fails the step, naming it. The playbook, with a process outside
+    Kubernetes holding the GPU's NVML (the reset fails, "In use by another client"): with only reset allowed, the node
+    stays quarantined (GPU 0's pod alone evicted, the pause undone) with a needs_human report; with reboot allowed too,
+    the next run widens the quarantine to the node, runs the reboot command (the simulated kubelet power-cycles the fake
+    node: the holder is killed, the GPU cleared, a new bootID), proves the reboot through the API, post-checks the GPU,
+    and releases the node as rebooted; a third run writes nothing."""
+    f, name, dummy, uids, extra = remediation_fleet(fleet, fake_lib_dir, [{"name": "a", "gpus": G}])
+    boot = f.node(name).status.node_info.boot_id
+    same = f.module("gpuops.fleet.node_reboot", {"node": name, "previous_boot_id": boot, "timeout": 2})
+    assert same["failed"] and "did not reboot: its bootID is still %s" % boot in same["msg"] and same["rebooted"] is False
+
+    pods = dict((app, running(f, app)[0].metadata.name) for app in ("on-gpu0", "on-gpu1", "on-gpu2"))
+    cfg = str(f.tmp / "nodes" / name / "fake_nvml.cfg")
+    holder = subprocess.Popen([sys.executable, "-c", "import pynvml, time; pynvml.nvmlInit(); print('up', flush=True); time.sleep(600)"],
+                              env=fakenode.environ(fake_lib_dir, cfg), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        remediate = dict(extra, gpu_remediation_mode="remediate")
+        rc, run = f.play(remediate, playbook="gpu_remediation.yml")
+        assert rc != 0
+        assert evictions(run) == [pods["on-gpu0"]]
+        cordoned, record, marked, taints = node_state(f, name)
+        assert cordoned and marked and (record["action"], record["step"], record["scope"]) == ("reset", "drained", "gpu")
+        assert f.node(name).metadata.labels.get("gpuops.fleet/gpu-maintenance") is None  # the pause undone (always)
+        report = json.loads((f.tmp / "report" / ("gpu-remediation-%s.json" % name)).read_text())
+        assert (report["outcome"], report["failed_step"], report["tried"]) == ("needs_human", "reset", ["reset"]), report
+        assert "In use by another client" in report["error"] and "reboot in gpu_remediation_allowed_actions" in report["next"]
+        assert [running(f, app)[0].metadata.uid for app in ("on-gpu1", "on-gpu2")] == [uids["on-gpu1"], uids["on-gpu2"]]
+
+        rc, run = f.play(dict(remediate, gpu_remediation_allowed_actions=["reset", "reboot"],
+                              gpu_remediation_reboot_command=["touch", f.nodes[0]["reboot_request"]]), playbook="gpu_remediation.yml")
+        assert rc == 0, run.failure()
+        assert holder.wait(30) == -signal.SIGKILL  # the reboot killed it
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(10)
+        holder.stdout.close()
+    # the widened quarantine evicted the pods on the other GPUs (the reboot takes the whole node; the ReplicaSet's
+    # replacement for GPU 0's pod is there too: the test's pods name their node, which a cordon does not stop), never
+    # the device plugin's DaemonSet pod
+    evicted = evictions(run)
+    assert {pods["on-gpu1"], pods["on-gpu2"]} <= set(evicted) and pods["on-gpu0"] not in evicted
+    assert all(p.startswith(("on-gpu0-", "on-gpu1-", "on-gpu2-")) for p in evicted), evicted
+    wait = [h[name] for h in run.tasks("The node back, with a new boot ID, Ready (the API's proof)") if name in h][-1]
+    assert wait["rebooted"] and wait["ready"] and wait["previous_boot_id"] == boot and wait["boot_id"] == f.node(name).status.node_info.boot_id
+    assert "recovery|0|" not in (f.tmp / "nodes" / name / "fake_nvml.cfg").read_text()
+    assert node_state(f, name) == (False, None, False, [])
+    entry = ledger(f)["entries"][-1]
+    assert (entry["node"], entry["result"], entry["action"], entry["escalated_from"]) == (name, "rebooted", "reboot", "reset") and entry["closed_at"]
+
+    rc, run = f.play(dict(remediate, gpu_remediation_allowed_actions=["reset", "reboot"]), playbook="gpu_remediation.yml")
+    assert rc == 0, run.failure()
+    assert writes(run) == []

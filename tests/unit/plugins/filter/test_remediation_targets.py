@@ -1,13 +1,14 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The gpu_remediation role's choice of nodes: the plan's first batch only, by mode and allowed actions."""
+"""The gpu_remediation role's choice of nodes (the plan's first batch only, by mode and allowed actions) and its report of a
+node it leaves quarantined (the last failed stage decides: RMA candidate or what a human does next)."""
 
 from __future__ import annotations
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.fleet.plugins.filter.remediation import remediation_targets
+from ansible_collections.gpuops.fleet.plugins.filter.remediation import remediation_report, remediation_targets
 
 PLAN = {"nodes": [
     {"node": "n1", "host": "h1", "action": "reset", "batch": 1},
@@ -25,6 +26,9 @@ def test_remediate_acts_on_the_first_batch_by_the_allowed_actions():
     assert [(s["node"], s["why"]) for s in got["skipped"]] == [("n2", "reboot is not in gpu_remediation_allowed_actions"), ("n4", "fleet_event")]
     # survey strings: "reset,reboot"
     assert [t["step"] for t in remediation_targets(PLAN, "remediate", "reset,reboot")["act"]] == ["reset", "reboot", "quarantine"]
+    # a failed reset goes on to a reboot only where the run may reboot
+    assert [t["escalate"] for t in got["act"]] == [False, False]
+    assert [t["escalate"] for t in remediation_targets(PLAN, "remediate", ["reset", "reboot"])["act"]] == [True, False, False]
 
 
 def test_quarantine_only_quarantines_and_report_acts_on_nothing():
@@ -42,3 +46,47 @@ def test_bad_input_names_the_variable(mode, allowed, says):
     with pytest.raises(AnsibleFilterError) as err:
         remediation_targets(PLAN, mode, allowed)
     assert str(err.value).startswith(says)
+
+
+G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
+TARGET = {"node": "n1", "host": "h1", "action": "reset", "step": "reset", "escalate": False,
+          "row": {"node": "n1", "action": "reset", "gpus": [G0], "reasons": ["XID 48: double-bit ECC"], "keys": ["xid:48"], "driver_version": "580.65.06"}}
+OK, SKIPPED = {"changed": True}, {"skipped": True}
+
+
+def failed(msg):
+    return {"failed": True, "msg": msg}
+
+
+def test_a_node_brought_back_has_no_report_and_a_failed_reset_says_what_next():
+    assert remediation_report(TARGET, {"quarantine": OK, "pause": OK, "reset": OK, "recovery": OK, "release": OK}) is None
+    # the quarantine mode of a reset: nothing failed, nothing to report
+    assert remediation_report(dict(TARGET, step="quarantine"), {"quarantine": OK}) is None
+    got = remediation_report(TARGET, {"quarantine": OK, "pause": OK, "reset": failed("nvidia-smi -r failed (rc 255): In use by another client"),
+                                      "escalate": SKIPPED, "release": None})
+    assert (got["outcome"], got["failed_step"], got["tried"], got["gpus"], got["quarantined"]) == ("needs_human", "reset", ["reset"], [G0], True)
+    assert "In use by another client" in got["error"] and "reboot in gpu_remediation_allowed_actions" in got["next"]
+    assert got["keys"] == ["xid:48"] and got["driver_version"] == "580.65.06"
+
+
+def test_a_gpu_still_unhealthy_after_the_escalated_reboot_is_an_rma_candidate():
+    results = {"quarantine": OK, "pause": OK, "reset": failed("In use by another client"), "escalate": OK, "reboot": OK,
+               "reboot_wait": {"rebooted": True, "changed": False}, "verify": failed("%s still asks for recovery action NODE_REBOOT" % G0)}
+    got = remediation_report(dict(TARGET, escalate=True), results)
+    assert (got["outcome"], got["failed_step"], got["tried"], got["rebooted"]) == ("rma_candidate", "verify", ["reset", "reboot"], True)
+    assert "did not recover from a reboot" in got["next"] and "nvidia-bug-report.sh" in got["next"]
+    # the escalated reboot brought it back: no report, though the reset had failed
+    assert remediation_report(dict(TARGET, escalate=True), dict(results, verify=OK, recovery=OK, release=OK)) is None
+    # a reboot that never happened (bootID unchanged) needs a human, not an RMA
+    never = dict(results, reboot_wait=dict(failed("node n1 did not reboot: its bootID is still b1"), rebooted=False), verify=SKIPPED)
+    assert remediation_report(dict(TARGET, escalate=True), never)["outcome"] == "needs_human"
+
+
+def test_the_plans_replace_is_an_rma_report_and_a_blocked_drain_needs_a_human():
+    replace = dict(TARGET, action="replace", step="quarantine", row=dict(TARGET["row"], action="replace"))
+    got = remediation_report(replace, {"quarantine": OK})
+    assert got["outcome"] == "rma_candidate" and got["failed_step"] is None and got["tried"] == []
+    blocked = remediation_report(TARGET, {"quarantine": failed("node n1 stays quarantined (step drain_blocked ...)")})
+    assert blocked["outcome"] == "needs_human" and "the next run resumes the drain" in blocked["next"]
+    with pytest.raises(AnsibleFilterError):
+        remediation_report({"node": "n1"}, {})
