@@ -206,7 +206,8 @@ stop() {
 }
 
 case "${1:-}" in
-  build) build ;;
+  # one build at a time: make test's lanes may both ask for it (a second waits, then reuses the first's)
+  build) mkdir -p "$(dirname "$BINDIR")"; exec 9>"$BINDIR.lock"; flock 9; build ;;
   start) [ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$3" = --rbac ]; } || { echo "usage: $0 start DIR [--rbac]" >&2; exit 2; }; start "$2" "${3:-}" ;;
   stop) [ $# -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }; stop "$2" ;;
   *) echo "usage: $0 build | start DIR [--rbac] | stop DIR" >&2; exit 2 ;;
