@@ -278,7 +278,6 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = k8s_module(ARGUMENT_SPEC)
-    failed = {}
 
     def work():
         p = quarantine.check_params(module.params)
@@ -286,13 +285,10 @@ def main():
         api = core_v1_api.CoreV1Api(client)
         step = {"quarantined": quarantine.quarantine, "paused": quarantine.pause, "unpaused": quarantine.unpause,
                 "released": quarantine.release}[p["state"]]
-        try:
-            return step(client, api, p, module.check_mode, ApiException)
-        except quarantine.QuarantineError as exc:
-            failed.update(exc.result)
-            raise
+        # a QuarantineError's result (where the node stands) comes back beside its message (k8s_watch.failure)
+        return step(client, api, p, module.check_mode, ApiException)
 
-    module.exit_json(**run(module, work, extra=lambda: failed))
+    module.exit_json(**run(module, work))
 
 
 if __name__ == "__main__":

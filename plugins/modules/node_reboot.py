@@ -123,18 +123,14 @@ ARGUMENT_SPEC = dict(
 
 def main():
     module = k8s_module(ARGUMENT_SPEC)
-    failed = {}
 
     def work():
         p = node_reboot.check_params(module.params)
         client = api_client(module)
-        try:
-            return node_reboot.wait_rebooted(client, core_v1_api.CoreV1Api(client), p, module.check_mode)
-        except node_reboot.NodeRebootError as exc:
-            failed.update(exc.result)
-            raise
+        # a NodeRebootError's result (what was seen) comes back beside its message (k8s_watch.failure)
+        return node_reboot.wait_rebooted(client, core_v1_api.CoreV1Api(client), p, module.check_mode)
 
-    module.exit_json(**run(module, work, extra=lambda: failed))
+    module.exit_json(**run(module, work))
 
 
 if __name__ == "__main__":

@@ -19,18 +19,14 @@ import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import check_value
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
 
 # what kubelet reports: the kernel's boot_id, a UUID (the simulated nodes of the tests report one too)
 BOOT_ID = re.compile(r"\A[0-9A-Za-z-]{1,64}\Z")
 
 
-class NodeRebootError(GpuopsError):
+class NodeRebootError(ResultError):
     """The node did not come back from a reboot within the timeout (``result`` says what was seen)."""
-
-    def __init__(self, message, result=None):
-        super().__init__(message)
-        self.result = result or {}
 
 
 def check_params(p):

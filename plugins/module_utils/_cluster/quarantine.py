@@ -44,7 +44,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch im
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation_plan import QUARANTINE_ANNOTATION as REMEDIATION
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import check_value
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
 
 CORDON_MARK = "gpuops.fleet/cordoned-for-gpu-health"
 TAINT_KEY = "gpuops.fleet/gpu-unhealthy"
@@ -56,12 +56,8 @@ GPU_ID = re.compile(r"\A(?:GPU|MIG)-[0-9A-Za-z-]{1,90}\Z")
 POD_REF = re.compile(r"\A[a-z0-9](?:[-a-z0-9]*[a-z0-9])?/[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?\Z")
 
 
-class QuarantineError(GpuopsError):
+class QuarantineError(ResultError):
     """Refused before anything changed, or the drain could not finish (``result`` says where the node stands)."""
-
-    def __init__(self, message, result=None):
-        super().__init__(message)
-        self.result = result or {}
 
 
 def _meta(obj):

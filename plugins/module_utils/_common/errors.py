@@ -17,6 +17,15 @@ class GpuopsError(Exception):
     """Base class of every error this collection raises on purpose."""
 
 
+class ResultError(GpuopsError):
+    """An error that carries, beside its message, the result up to where it happened (``result``, None where there is none):
+    the module's edge returns it with the message (``_node/edge.py``, ``_cluster/k8s_watch.failure``)."""
+
+    def __init__(self, message, result=None):
+        self.result = result
+        super().__init__(message)
+
+
 class ParameterError(GpuopsError):
     """A parameter is missing, malformed or contradicts another one."""
 
@@ -79,17 +88,9 @@ class KubeletConfigError(GpuopsError):
     """kubelet's settings were found but could not be read."""
 
 
-class KubeletControlError(GpuopsError):
+class KubeletControlError(ResultError):
     """Stopping or starting kubelet around a repair failed; ``result`` is the reconcile result, if any."""
 
-    def __init__(self, message, result=None):
-        self.result = result
-        super().__init__(message)
 
-
-class KubeletRunningError(GpuopsError):
+class KubeletRunningError(ResultError):
     """kubelet runs and may not be stopped (restart_kubelet false): the checkpoint was left alone."""
-
-    def __init__(self, message, result=None):
-        self.result = result
-        super().__init__(message)

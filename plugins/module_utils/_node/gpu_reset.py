@@ -30,7 +30,7 @@ import re
 import shutil
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile, systemd
 
 DEFAULT_STOP_UNITS = ("gpuops-metrics.timer", "gpuops-metrics.service", "nvidia-dcgm.service", "dcgm-exporter.service")
@@ -41,20 +41,12 @@ PERSISTENCE_RESCUE = "gpu-reset-persistence"
 AMPERE = 7  # NVML's architecture number
 
 
-class ResetRefused(GpuopsError):
+class ResetRefused(ResultError):
     """Nothing was changed: a precondition of nvidia-smi's reset does not hold (``result`` says which)."""
 
-    def __init__(self, message, result=None):
-        super().__init__(message)
-        self.result = result or {}
 
-
-class ResetFailed(GpuopsError):
+class ResetFailed(ResultError):
     """The reset ran and failed, or the GPUs are not healthy after it; persistence mode and the units were restored."""
-
-    def __init__(self, message, result=None):
-        super().__init__(message)
-        self.result = result or {}
 
 
 def check_params(p):

@@ -50,7 +50,7 @@ import re
 import shutil
 import stat
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, NodeFileError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, NodeFileError, ParameterError, ResultError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar, hostroot, mounts, nodefile
 
 # A self-test exit code the guard's ``report`` may end with on a working install: 0 up to
@@ -64,12 +64,8 @@ MANIFEST = "gpuops-install.json"
 _BYPRODUCTS = ("__pycache__", "__init__.py")
 
 
-class InstallError(GpuopsError):
+class InstallError(ResultError):
     """A step of the install failed; ``result`` holds what was done up to then."""
-
-    def __init__(self, message, result=None):
-        self.result = result
-        super().__init__(message)
 
 
 def check_entries(spec):
