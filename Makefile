@@ -51,7 +51,7 @@ lab-test: venv collection-link fakes ## the lab: site.yml twice (repair, then ch
 # 2.20 and 2.21 on pyenv's Python 3.12 and 3.13): module tests through ansible-playbook and the lab
 # on each, MATRIX_JOBS (2) lines at a time.
 ANSIBLE_MAJORS ?= 9 10 11 13 14
-matrix: venv collection-link fakes ## ansible-core 2.16, 2.17, 2.18, 2.20, 2.21: module tests; the lab on 2.16 and 2.21
+matrix: venv collection-link fakes ## ansible-core 2.16, 2.17, 2.18, 2.20, 2.21: module tests and the lab
 	PYTHON=$(PYTHON) hack/ansible-matrix.sh $(ANSIBLE_MAJORS)
 
 # ansible-test sanity (hack/sanity.sh: a copy of the files git knows about, kubernetes.core beside
