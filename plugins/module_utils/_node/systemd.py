@@ -59,8 +59,14 @@ _RESCUE_SCRIPT_NO_FLOCK = 'exec "$3" start --no-block "$4"'
 
 
 def rescue_unit(unit):
-    """The transient unit's base name for ``unit``: ``kubelet.service`` -> ``gpuops-rescue-kubelet``."""
-    base = unit.rsplit(".", 1)[0]
+    """The transient unit's base name for ``unit``: ``kubelet.service`` -> ``gpuops-rescue-kubelet``; another type keeps
+    it, so a timer and its service (both stopped for a GPU reset) get their own: ``gpuops-metrics.timer`` ->
+    ``gpuops-rescue-gpuops-metrics-timer``."""
+    base, dot, kind = unit.rpartition(".")
+    if not dot:
+        base, kind = unit, "service"
+    if kind != "service":
+        base = "%s-%s" % (base, kind)
     return "gpuops-rescue-" + "".join(c if c.isalnum() or c in "_.:-" else "-" for c in base)
 
 

@@ -49,7 +49,9 @@ def test_refusals_change_nothing_and_a_reset_restores_persistence_and_units(fake
     config = env["GPUOPS_FAKE_NVML_CONFIG"]
     systemd_dir = tmp_path / "systemd"
     systemd_dir.mkdir()
+    # the timer and a run of its service in progress: both hold NVML, both are stopped, each with its own rescue
     (systemd_dir / "gpuops-metrics.timer.state").write_text("active\n")
+    (systemd_dir / "gpuops-metrics.service.state").write_text("active\n")
     env["GPUOPS_FAKE_SYSTEMD_DIR"] = str(systemd_dir)
     before = Path(config).read_text()
     playbook("gpu_reset.yml", env, phase="main", gpus=G, lock_dir=str(tmp_path / "run"))
@@ -57,7 +59,7 @@ def test_refusals_change_nothing_and_a_reset_restores_persistence_and_units(fake
 
     check = got["in_check"]
     assert check["changed"] and check["reset"] == [G[0]] and check["persistence_off"] == [G[0]]
-    assert check["units_to_stop"] == ["gpuops-metrics.timer"] and check["nvidia_smi_rc"] is None
+    assert check["units_to_stop"] == ["gpuops-metrics.timer", "gpuops-metrics.service"] and check["nvidia_smi_rc"] is None
     busy = got["busy"]
     assert busy["failed"] and "%s is in use by PID 4242 (not a pod's)" % G[1] in busy["msg"] and "nothing was changed" in busy["msg"]
     no_peer = got["no_peer"]
@@ -78,7 +80,8 @@ def test_refusals_change_nothing_and_a_reset_restores_persistence_and_units(fake
     assert done["changed"] and done["nvidia_smi_rc"] == 0 and done["reset"] == [G[0]] and done["post"] == [], done
     assert "GPU %s was successfully reset." % BUS[0] in done["stdout"]
     assert (done["persistence_off"], done["persistence_restored"]) == ([G[0]], [G[0]])
-    assert (done["units_stopped"], done["units_restarted"]) == (["gpuops-metrics.timer"], ["gpuops-metrics.timer"])
+    units = ["gpuops-metrics.timer", "gpuops-metrics.service"]
+    assert (done["units_stopped"], done["units_restarted"]) == (units, units), done
     assert done["after"][0]["recovery_action"]["value"] == 0 and done["after"][0]["persistence_mode"] is True
     # what the fake driver holds now: GPU 0's reset cleared its recovery action, volatile ECC and pending remap; the
     # refusals touched nothing else
@@ -88,10 +91,11 @@ def test_refusals_change_nothing_and_a_reset_restores_persistence_and_units(fake
     assert set(unchanged) <= set(Path(config).read_text().splitlines())
     # the timer was stopped then started, in that order; no rescue is left armed
     journal = [json.loads(line) for line in (systemd_dir / "journal.jsonl").read_text().splitlines()]
-    assert [(e["unit"], e["verb"]) for e in journal if e["unit"] == "gpuops-metrics.timer"] == [
-        ("gpuops-metrics.timer", "stop"), ("gpuops-metrics.timer", "start")]
+    assert [(e["unit"], e["verb"]) for e in journal if e["unit"] in units] == [
+        ("gpuops-metrics.timer", "stop"), ("gpuops-metrics.service", "stop"), ("gpuops-metrics.timer", "start"), ("gpuops-metrics.service", "start")]
     rescues = sorted(p.name for p in systemd_dir.iterdir() if p.name.startswith("gpuops-rescue-") and p.name.endswith(".state"))
     assert rescues and all((systemd_dir / r).read_text().strip() == "inactive" for r in rescues), rescues
+    assert {"gpuops-rescue-gpuops-metrics.timer.state", "gpuops-rescue-gpuops-metrics-timer.timer.state"} <= set(rescues), rescues
 
 
 def test_a_process_holding_nvml_blocks_the_reset_and_persistence_comes_back(fake_node, playbook, tmp_path):
