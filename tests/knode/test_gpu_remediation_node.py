@@ -8,8 +8,9 @@ marks it Unhealthy and the real kubelet lowers allocatable to 2. The plan's row 
 exactly train-b's pod is evicted and the real kubelet stops its container; the pods on the other GPUs keep their
 containers. The device plugin holds NVML (its health loop), so gpuops.fleet.gpu_reset refuses while it runs, naming
 nothing changed; with the plugin stopped (on a cluster: its pod paused) the reset runs on the fake nvidia-smi, which
-clears the recovery action. A new plugin process reports every GPU Healthy (the only way the plugin does): allocatable
-is back to 3. The release uncordons the node, and train-b's replacement pod is admitted on the reset GPU.
+clears the recovery action; both resets run through gpuops.fleet.k8s_node (a node pod over the API, no SSH). A new
+plugin process reports every GPU Healthy (the only way the plugin does): allocatable is back to 3. The release
+uncordons the node, and train-b's replacement pod is admitted on the reset GPU.
 """
 
 from __future__ import annotations
@@ -28,17 +29,27 @@ from test_gpu_health_node import GPUS, NAMESPACE, gpu_health, holders
 BIN = os.path.dirname(sys.executable)
 
 
-def playbook(node, tmp, name, tasks, hosts="localhost"):
-    """One play of ``tasks`` on localhost (the controller) or on the node (local connection, its fake tools)."""
+NODE_PODS = "gpuops-node-pods"
+
+
+def playbook(node, tmp, name, tasks, hosts="localhost", through_api=False):
+    """One play of ``tasks`` on localhost (the controller) or on the node with its fake tools: a local connection, or
+    ``through_api``: gpuops.fleet.k8s_node (a node pod over the API and the real kubelet's exec stream, chrooted into the
+    host), whose pod a second play deletes."""
     path = tmp / ("%s.yml" % name)
     env_node = node.environ()
-    play = {"hosts": hosts, "gather_facts": False, "tasks": tasks}
+    plays = [{"hosts": hosts, "gather_facts": False, "tasks": tasks}]
     if hosts == "knode":
-        play["environment"] = {k: env_node[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG", "GPUOPS_FAKE_SYSTEMD_DIR")}
-    path.write_text(json.dumps([play]))
-    inventory = tmp / "inventory-remediation.json"
-    inventory.write_text(json.dumps({"all": {"hosts": {"knode": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}},
-                                             "vars": {"ansible_python_interpreter": sys.executable}}}))
+        plays[0]["environment"] = {k: env_node[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG", "GPUOPS_FAKE_SYSTEMD_DIR")}
+    if through_api:
+        plays.append({"hosts": "localhost", "gather_facts": False, "tasks": [
+            {"name": "the run's node pod deleted", "gpuops.fleet.node_pods": {"state": "absent"}, "delegate_to": "knode"}]})
+    path.write_text(json.dumps(plays))
+    host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    if through_api:
+        host.update(realnode.through_api(node, NODE_PODS))
+    inventory = tmp / ("inventory-remediation%s.json" % ("-api" if through_api else ""))
+    inventory.write_text(json.dumps({"all": {"hosts": {"knode": host}, "vars": {"ansible_python_interpreter": sys.executable}}}))
     env = dict(realnode.ansible_env(tmp), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", K8S_AUTH_KUBECONFIG=node.cluster.kubeconfig)
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), str(path)], cwd=str(tmp), env=env,
                           capture_output=True, text=True, timeout=600, check=False)
@@ -82,16 +93,18 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     assert holders(node, target) == []
     assert dict((n, c) for n, c in containers(node).items() if n in kept) == kept  # the other GPUs' containers kept running
 
-    # the plugin's health loop holds NVML: the reset is refused, nothing changed
+    # the plugin's health loop holds NVML: the reset is refused, nothing changed. The resets run through the API alone
+    # (gpuops.fleet.k8s_node: a node pod, chrooted into the host), as on a managed cluster without SSH
+    node.namespace(NODE_PODS)
     reset = {"name": "reset", "gpuops.fleet.gpu_reset": {"gpus": [target], "stop_units": [], "lock_dir": str(tmp_path / "run")},
              "ignore_errors": True}
-    refused = playbook(node, tmp_path, "reset-held", [reset], hosts="knode")[0]
+    refused = playbook(node, tmp_path, "reset-held", [reset], hosts="knode", through_api=True)[0]
     assert refused["failed"] and "In use by another client" in refused["msg"] and refused["persistence_restored"] == [target], refused
     assert "recovery|%d|1" % index in Path(node.nvml_config).read_text()
 
     # the plugin paused (stopped), the reset runs and clears the recovery action
     node.plugin_stop()
-    done = playbook(node, tmp_path, "reset", [dict(reset, ignore_errors=False)], hosts="knode")[0]
+    done = playbook(node, tmp_path, "reset", [dict(reset, ignore_errors=False)], hosts="knode", through_api=True)[0]
     assert done["changed"] and done["nvidia_smi_rc"] == 0 and done["post"] == [] and done["reset"] == [target], done
     # a new plugin process: every GPU Healthy again, the real kubelet's allocatable back to capacity
     node.plugin_start()
@@ -109,3 +122,4 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     assert dict((n, c) for n, c in containers(node).items() if n in kept) == kept
     row, dummy = gpu_health(node, tmp_path, kernel_log, "after")
     assert row["action"] == "none", row
+    assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == [], "a node pod was left"
