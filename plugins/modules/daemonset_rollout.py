@@ -133,6 +133,13 @@ options:
       requested:
         description: The pod asks for this many GPUs, not all of the node's.
         type: int
+      must_see:
+        description:
+          - Node name to the GPU UUIDs the pod must be given (a remediated GPU). On such a node the pod asks for every
+            GPU of O(verify_pod.resource) that no pod holds (allocatable less what the node's pods that have not ended
+            ask for: kubelet gives a pod no GPU by name, and the remediated GPU is free once its pods were drained), and
+            it passes when it Succeeded and saw each of them. No free GPU fails the node, naming them.
+        type: dict
       resource:
         description:
           - The GPU resource whose limit in the first container is set to O(verify_pod.requested), or to the number
@@ -304,7 +311,7 @@ ARGUMENT_SPEC = dict(
     verify_pod=dict(type="dict", options=dict(
         template=dict(type="dict", required=True), namespace=dict(type="str"),
         name_prefix=dict(type="str", default="gpuops-verify"), expected_gpus=dict(type="dict"),
-        requested=dict(type="int"), resource=dict(type="str", default="nvidia.com/gpu"),
+        requested=dict(type="int"), must_see=dict(type="dict"), resource=dict(type="str", default="nvidia.com/gpu"),
         timeout=dict(type="int", default=300))),
     verify_current=dict(type="bool", default=False),
     check_only=dict(type="bool", default=False),

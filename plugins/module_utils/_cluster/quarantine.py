@@ -43,7 +43,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remed
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation_plan import QUARANTINE_ANNOTATION as REMEDIATION
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import check_value
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
 
 CORDON_MARK = "gpuops.fleet/cordoned-for-gpu-health"
@@ -52,7 +52,6 @@ ACTIONS = ("reset", "reboot", "replace", "investigate")
 RESULTS = ("recovered", "rebooted", "replaced", "needs_human", "rma_candidate", "cancelled")
 # the plan's blockers that no waiting ends; a PDB's is waited on (drain_timeout)
 HARD_BLOCKERS = ("not_evictable", "outside_accounting", "host_process")
-GPU_ID = re.compile(r"\A(?:GPU|MIG)-[0-9A-Za-z-]{1,90}\Z")
 POD_REF = re.compile(r"\A[a-z0-9](?:[-a-z0-9]*[a-z0-9])?/[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?\Z")
 
 

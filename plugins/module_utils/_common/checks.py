@@ -12,6 +12,8 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 
 # An NVIDIA UUID body (GPU-<this>, MIG-<this>), as nvidia-smi -L and NVML print it.
 UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+# a GPU or MIG device as NVML names it (GPU-<uuid>, MIG-<uuid>), as the plan, the quarantine and the verification take it
+GPU_ID = re.compile(r"\A(?:GPU|MIG)-[0-9A-Za-z-]{1,90}\Z")
 
 # systemd.unit(5): a unit name is [A-Za-z0-9:_.@\-] plus its type suffix; never an option.
 UNIT_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*\.(?:service|target|socket|mount|path|timer)\Z")

@@ -336,8 +336,49 @@ def verify_listing(pod, expected_uuids, requested=None):
     return result
 
 
-def verify_result(pod, expected_uuids=None, requested=None):
-    """A finished verification pod: compared with ``expected_uuids`` when given, else Succeeded is ok."""
+def verify_seen(pod, must_see):
+    """A verification pod that asked for every free GPU of its node: ok when it Succeeded and was given each GPU of
+    ``must_see`` (a remediated GPU, free once its pods were drained; kubelet has no way to ask for one GPU by name)."""
+    status = _status(pod)
+    phase = status.get("phase")
+    message = termination_message(pod)
+    seen = parse_gpu_listing(message)
+    result = {"phase": phase, "seen": seen, "expected": sorted(set(must_see)), "message": message,
+              "missing": sorted(set(must_see) - set(seen)), "unexpected": []}
+    if phase != "Succeeded":
+        result.update(ok=False, reason="verification pod ended %s: %s" % (phase, status.get("message") or status.get("reason") or message or "no message"))
+    elif result["missing"]:
+        result.update(ok=False, reason="the pod was given every free GPU of the node (%s) and not %s" % (", ".join(seen) or "none",
+                                                                                                        ", ".join(result["missing"])))
+    else:
+        result.update(ok=True, reason=None)
+    return result
+
+
+def free_gpus(node, pods, resource):
+    """How many of ``resource`` the node (a dict) has allocatable and no pod holds: its allocatable less what the
+    containers of its pods that have not ended ask for (an extended resource's limit is its request; an init container
+    holds its own at most while the others wait, so the pod holds the larger of the two, as kubelet counts it)."""
+    allocatable = whole_quantity(((node.get("status") or {}).get("allocatable") or {}).get(resource))
+    held = 0
+    for pod in pods:
+        if (_status(pod).get("phase") or "") in ("Succeeded", "Failed"):
+            continue
+        spec = pod.get("spec") or {}
+
+        def asks(ctr):
+            resources = ctr.get("resources") or {}
+            return whole_quantity((resources.get("limits") or {}).get(resource) or (resources.get("requests") or {}).get(resource))
+
+        held += max(sum(asks(c) for c in spec.get("containers") or ()), max([asks(c) for c in spec.get("initContainers") or ()] or [0]))
+    return max(0, allocatable - held)
+
+
+def verify_result(pod, expected_uuids=None, requested=None, must_see=None):
+    """A finished verification pod: with ``must_see``, it must have been given those GPUs; compared with ``expected_uuids``
+    when given; else Succeeded is ok."""
+    if must_see is not None:
+        return verify_seen(pod, must_see)
     if expected_uuids is not None:
         return verify_listing(pod, expected_uuids, requested)
     phase = _status(pod).get("phase")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.rollout import plan as rollout
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 
@@ -181,10 +182,21 @@ def verify(cluster, daemonset, pending, rows):
     watch.list()
     names = {}
     expected = spec.get("expected_gpus")
+    must_see = spec.get("must_see") or {}
     for node in pending:
         name = ("%s-%s" % (spec["name_prefix"], node))[:253].rstrip("-.")
         gpus = spec.get("requested")
-        if gpus is None and expected is not None:
+        if node in must_see:
+            # kubelet gives a pod no GPU by name: ask for every free one, the remediated GPU among them
+            cluster.calls += 2
+            gpus = rollout.free_gpus(cluster.client.sanitize_for_serialization(cluster.core.read_node(node)),
+                                     [cluster.client.sanitize_for_serialization(x) for x in
+                                      cluster.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % node).items], spec["resource"])
+            if gpus < 1:
+                rows[node].update(verify="failed", status="failed", reason="no %s of the node is free for the verification pod, so %s cannot be "
+                                  "checked: a pod holds it, or it is not allocatable" % (spec["resource"], ", ".join(must_see[node])))
+                continue
+        elif gpus is None and expected is not None:
             gpus = len(expected.get(node) or ()) or None
         body = rollout.verify_pod(spec["template"], node, name, gpus, spec["resource"])
         body["metadata"].setdefault("labels", {})[label] = run
@@ -199,7 +211,8 @@ def verify(cluster, daemonset, pending, rows):
     watch.wait(finished, time.monotonic() + spec["timeout"])
     for node, name in names.items():
         pod = watch.objects.get((namespace, name))
-        result = rollout.verify_result(pod, (expected or {}).get(node, []) if expected is not None else None, spec.get("requested"))
+        result = rollout.verify_result(pod, (expected or {}).get(node, []) if expected is not None else None, spec.get("requested"),
+                                       must_see.get(node))
         rows[node]["verify"] = "ok" if result["ok"] else "failed"
         rows[node]["verify_message"] = result.get("message")
         rows[node]["verify_seen"] = result.get("seen")
@@ -221,6 +234,10 @@ def check_params(p):
         rollout.check_pattern("log_check.pattern", p["log_check"]["pattern"], p["log_check"]["expect"])
     if p.get("restart") and (not p["nodes"] or p["check_only"]):
         raise ParameterError("restart", "recreates the pods of the nodes named in nodes: name them, and do not combine it with check_only")
+    for node, uuids in sorted(((p.get("verify_pod") or {}).get("must_see") or {}).items()):
+        check_value("verify_pod.must_see", node, "dns_subdomain")
+        if not isinstance(uuids, list) or not uuids or not all(isinstance(u, str) and GPU_ID.match(u) for u in uuids):
+            raise ParameterError("verify_pod.must_see[%s]" % node, "%r is not a list of GPU UUIDs (GPU-...)" % (uuids,))
 
 
 def roll(cluster, p, check_mode):

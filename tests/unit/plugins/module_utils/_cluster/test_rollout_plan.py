@@ -191,6 +191,28 @@ def test_verify_result_without_expected_gpus_hands_back_the_message():
     assert ro.verify_result(_finished("boom", phase="Failed"))["ok"] is False
 
 
+def test_a_pod_given_every_free_gpu_must_see_the_remediated_one():
+    g0, g1 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-11111111-2222-3333-4444-555555555555"
+    assert ro.verify_result(_finished(g1 + "\n" + g0), must_see=[g0])["ok"] is True
+    missed = ro.verify_result(_finished(g1), must_see=[g0])
+    assert missed["ok"] is False and missed["missing"] == [g0] and "every free GPU of the node (%s) and not %s" % (g1, g0) in missed["reason"]
+    assert ro.verify_result(_finished("", phase="Failed"), must_see=[g0])["ok"] is False
+
+
+def test_free_gpus_is_allocatable_less_what_the_pods_that_have_not_ended_ask_for():
+    node = {"status": {"allocatable": {"nvidia.com/gpu": "4"}}}
+
+    def pod(phase, *gpus, init=()):
+        ctrs = [{"resources": {"limits": {"nvidia.com/gpu": str(g)}}} for g in gpus]
+        inits = [{"resources": {"requests": {"nvidia.com/gpu": str(g)}}} for g in init]
+        return {"spec": {"containers": ctrs, "initContainers": inits}, "status": {"phase": phase}}
+
+    pods = [pod("Running", 1), pod("Pending", 1, 0), pod("Succeeded", 2), pod("Failed", 1), pod("Running", init=(1,)), {"spec": {"containers": [{}]}}]
+    assert ro.free_gpus(node, pods, "nvidia.com/gpu") == 1
+    assert ro.free_gpus(node, pods + [pod("Running", 3)], "nvidia.com/gpu") == 0
+    assert ro.free_gpus({"status": {}}, [], "nvidia.com/gpu") == 0
+
+
 def test_the_verification_pod_is_pinned_named_and_sized_per_node_without_touching_the_template():
     template = {"metadata": {"generateName": "x-", "labels": {"a": "b"}},
                 "spec": {"containers": [{"name": "v", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}
