@@ -63,14 +63,16 @@ def _ran(result):
     return isinstance(result, dict) and bool(result) and not result.get("skipped")
 
 
-def remediation_report(target, results):
+def remediation_report(target, results, failure=None):
     """One node's report where the role does not bring it back (``rma_candidate`` or ``needs_human``); None where it did.
 
     ``results`` maps the role's stages (``STAGES``) to what each registered. A release that ran means the node came back
-    (None). Else the last failed stage decides (a reset that failed and was escalated to a reboot is not the end): a GPU
+    (None). Else the last stage that ran decides where it failed (a reset that failed and was escalated to a reboot is
+    not the end): a GPU
     still unhealthy after a reboot is an RMA candidate, as is the plan's ``replace`` (a repeat offender); a reset that
     failed where a reboot is not allowed (``target["escalate"]`` false), a blocked drain, or anything else needs a human,
     with what to do next. The node stays quarantined in every case (its ledger entry stays open, so the breakers count it).
+    ``failure`` (``{task, msg}``, the role's rescue) names a failed task that registers no stage (``failed_step: other``).
     """
     if not isinstance(target, dict) or "row" not in target:
         raise AnsibleFilterError("_remediation_report: expects gpu_remediation_target (a row of _remediation_targets' act)")
@@ -78,14 +80,18 @@ def remediation_report(target, results):
     row = target["row"]
     if _ran(results.get("release")) and not results["release"].get("failed"):
         return None
-    failed = next((s for s in reversed(STAGES) if _ran(results.get(s)) and results[s].get("failed")), None)
+    # what stopped the run: the last stage that ran, where it failed; else a task that registers no stage (``failure``)
+    last = next((s for s in reversed(STAGES) if _ran(results.get(s))), None)
+    failure = failure if isinstance(failure, dict) and failure.get("task") else None
+    failed = last if last and results[last].get("failed") else ("other" if failure else None)
     tried = [a for a, stage in (("reset", "reset"), ("reboot", "reboot_wait")) if _ran(results.get(stage))]
     rebooted = _ran(results.get("reboot_wait")) and bool(results["reboot_wait"].get("rebooted"))
     if failed is None and target.get("action") not in ("replace", "investigate"):
         return None
     report = {"node": target["node"], "host": target.get("host"), "action": target.get("action"), "gpus": list(row.get("gpus") or []),
               "reasons": list(row.get("reasons") or []), "keys": list(row.get("keys") or []), "driver_version": row.get("driver_version"),
-              "tried": tried, "failed_step": failed, "error": results[failed].get("msg") if failed else None, "rebooted": rebooted,
+              "tried": tried, "failed_step": failed, "failed_task": failure["task"] if failure else None,
+              "error": (results[failed].get("msg") if failed in results else failure["msg"]) if failed else None, "rebooted": rebooted,
               "quarantined": True}
     if failed is None and target["action"] == "replace":
         outcome, what = "rma_candidate", RMA_NEXT

@@ -23,13 +23,16 @@ OTHER = ["GPU-33333333-2222-3333-4444-555555555555", "GPU-44444444-2222-3333-444
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
 
-def replica_set(f, name, node):
+def replica_set(f, name, node, scheduled=False):
+    """One GPU pod of a ReplicaSet on ``node``: pinned by nodeName (past any cordon, as field report 000's pods are), or
+    ``scheduled`` through the scheduler (a hostname selector), which keeps a replacement off a cordoned node."""
+    pin = {"nodeSelector": {"kubernetes.io/hostname": node}} if scheduled else {"nodeName": node}
     f.cluster.apps.create_namespaced_replica_set(f.namespace, {
         "metadata": {"name": name},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
                  "template": {"metadata": {"labels": {"app": name}},
-                              "spec": {"nodeName": node, "containers": [{"name": "train", "image": "registry.example/train:1",
-                                                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+                              "spec": dict(pin, containers=[{"name": "train", "image": "registry.example/train:1",
+                                                             "resources": {"limits": {"nvidia.com/gpu": "1"}}}])}},
     })
 
 

@@ -29,15 +29,20 @@ MARK = "gpuops.fleet/cordoned-for-gpu-health"
 TAINT = "gpuops.fleet/gpu-unhealthy"
 
 
-def setup(fleet, fake_lib_dir, nodes=None):
+def setup(fleet, fake_lib_dir, nodes=None, before_pods=None):
+    """The first node's three GPU pods (one ReplicaSet each) and GPU 0's recovery action "reset". ``before_pods(f)`` runs
+    first; where it deploys the device plugin the pods go through the scheduler (else they are pinned by nodeName)."""
     f = fleet(nodes or [{"name": "a", "gpus": G}])
     for node in f.nodes:
         cfg = str(f.tmp / "nodes" / node["name"] / "fake_nvml.cfg")
         f.set_host_vars(node["name"], gpuops_node_name=node["name"], checkpoint_guard_checkpoint_path=node["checkpoint"],
                         checkpoint_guard_environment=fakenode.environ(fake_lib_dir, cfg, base={}), gpuops_gpu_health_kernel_log="none")
     name = f.nodes[0]["name"]
+    scheduled = before_pods is not None
+    if scheduled:
+        before_pods(f)
     for app in ("on-gpu0", "on-gpu1", "on-gpu2"):
-        replica_set(f, app, name)
+        replica_set(f, app, name, scheduled)
         f.wait(lambda app=app: running(f, app), "%s running" % app)
     faulty(f, name, "recovery|0|1")
     return f, name
@@ -262,19 +267,33 @@ def test_pause_takes_the_nvml_clients_pods_off_the_drained_node_and_unpause_brin
     assert f.node(name).metadata.labels["gpuops.fleet/gpu-maintenance"] == "false"
 
 
+def verified(run, name):
+    """(verify, verify_seen) of the node's row in the role's verification pod run (device_plugin's entry point verify)."""
+    found = [h[name] for h in run.tasks("Run the verification pod on the nodes (gpuops.fleet.daemonset_rollout, nothing deleted)") if name in h]
+    assert found, "the verification pod did not run"
+    row = [r for r in found[-1]["rows"] if r["node"] == name][0]
+    return row["verify"], row["verify_seen"]
+
+
 def remediation_fleet(fleet, fake_lib_dir, nodes=None):
     """A fleet for playbooks/gpu_remediation.yml: setup()'s node a (GPU 0 says reset) beside healthy b and c, each with a
     fake systemd; the device plugin deployed (with its maintenance exclusion); earlier tests' quarantines cleared.
     Returns (fleet, node a, the plugin pods' UIDs by node, the GPU pods' UIDs by app, the playbook's extra vars)."""
-    f, name = setup(fleet, fake_lib_dir, nodes or [{"name": "a", "gpus": G}, {"name": "b", "gpus": [OTHER[0]]}, {"name": "c", "gpus": [OTHER[1]]}])
-    for node in f.nodes:
-        cfg = str(f.tmp / "nodes" / node["name"] / "fake_nvml.cfg")
-        systemd_dir = f.tmp / "nodes" / node["name"] / "systemd"
-        systemd_dir.mkdir()
-        f.set_host_vars(node["name"], checkpoint_guard_environment=dict(fakenode.environ(fake_lib_dir, cfg, base={}),
-                                                                        GPUOPS_FAKE_SYSTEMD_DIR=str(systemd_dir)))
-    rc, run = f.play(f.role_vars())  # the device plugin, with its maintenance exclusion
-    assert rc == 0, run.failure()
+    def plugin_first(f):
+        for node in f.nodes:
+            cfg = str(f.tmp / "nodes" / node["name"] / "fake_nvml.cfg")
+            systemd_dir = f.tmp / "nodes" / node["name"] / "systemd"
+            systemd_dir.mkdir()
+            f.set_host_vars(node["name"], checkpoint_guard_environment=dict(fakenode.environ(fake_lib_dir, cfg, base={}),
+                                                                            GPUOPS_FAKE_SYSTEMD_DIR=str(systemd_dir)))
+        rc, run = f.play(f.role_vars())  # the device plugin, with its maintenance exclusion
+        assert rc == 0, run.failure()
+        f.wait(lambda: all(f.allocatable(n["name"]) == len(n["gpus"]) for n in f.nodes), "every node's GPUs allocatable")
+
+    # the device plugin first, then the pods through the scheduler: while the node is quarantined their replacements wait,
+    # as on a real cluster, so the verification pod before the release is given the remediated GPU
+    f, name = setup(fleet, fake_lib_dir, nodes or [{"name": "a", "gpus": G}, {"name": "b", "gpus": [OTHER[0]]}, {"name": "c", "gpus": [OTHER[1]]}],
+                    before_pods=plugin_first)
     plugin = dict((p.spec.node_name, p.metadata.uid) for p in f.plugin_pods())
     # this API server is shared by the session's tests, and the plan's fleet-wide cap rightly counts every quarantine
     # of ours in flight: earlier tests' quarantined nodes would defer this one (deferred_capacity)
@@ -313,6 +332,10 @@ def test_the_remediation_playbook_resets_only_the_faulty_gpu_and_releases_the_no
     assert [running(f, app)[0].metadata.uid for app in ("on-gpu1", "on-gpu2")] == [uids["on-gpu1"], uids["on-gpu2"]]
     entry = ledger(f)["entries"][-1]
     assert (entry["node"], entry["result"], entry["gpus"]) == (name, "recovered", [G[0]]) and entry["closed_at"]
+    # before the release, the verification pod asked for every free GPU (GPU 0 alone: the others' pods run, GPU 0's
+    # replacement waited for the cordon to go) and was given GPU 0; after it, the replacement runs again
+    assert verified(run, name) == ("ok", [G[0]]), verified(run, name)
+    f.wait(lambda: running(f, "on-gpu0"), "GPU 0's replacement pod running after the release")
 
     rc, run = f.play(dict(extra, gpu_remediation_mode="remediate"), playbook="gpu_remediation.yml")
     assert rc == 0, run.failure()
@@ -358,12 +381,11 @@ def test_node_reboot_fails_on_an_unchanged_boot_id_and_a_failed_reset_escalates_
             holder.kill()
             holder.wait(10)
         holder.stdout.close()
-    # the widened quarantine evicted the pods on the other GPUs (the reboot takes the whole node; the ReplicaSet's
-    # replacement for GPU 0's pod is there too: the test's pods name their node, which a cordon does not stop), never
-    # the device plugin's DaemonSet pod
-    evicted = evictions(run)
-    assert {pods["on-gpu1"], pods["on-gpu2"]} <= set(evicted) and pods["on-gpu0"] not in evicted
-    assert all(p.startswith(("on-gpu0-", "on-gpu1-", "on-gpu2-")) for p in evicted), evicted
+    # the widened quarantine evicted the pods on the other GPUs (the reboot takes the whole node; GPU 0's replacement
+    # waits for the scheduler), never the device plugin's DaemonSet pod
+    assert sorted(evictions(run)) == sorted([pods["on-gpu1"], pods["on-gpu2"]])
+    # the verification pod asked for every free GPU (all three, now) and was given GPU 0
+    assert verified(run, name) == ("ok", G), verified(run, name)
     wait = [h[name] for h in run.tasks("The node back, with a new boot ID, Ready (the API's proof)") if name in h][-1]
     assert wait["rebooted"] and wait["ready"] and wait["previous_boot_id"] == boot and wait["boot_id"] == f.node(name).status.node_info.boot_id
     assert "recovery|0|" not in (f.tmp / "nodes" / name / "fake_nvml.cfg").read_text()

@@ -90,3 +90,10 @@ def test_the_plans_replace_is_an_rma_report_and_a_blocked_drain_needs_a_human():
     assert blocked["outcome"] == "needs_human" and "the next run resumes the drain" in blocked["next"]
     with pytest.raises(AnsibleFilterError):
         remediation_report({"node": "n1"}, {})
+
+
+def test_a_failed_task_that_registers_no_stage_is_reported_with_its_name():
+    results = {"quarantine": OK, "pause": OK, "reset": failed("In use"), "escalate": OK, "reboot": OK, "reboot_wait": {"rebooted": True}}
+    got = remediation_report(dict(TARGET, escalate=True), results, {"task": "The node's connection back", "msg": "timed out"})
+    # the reset's failure was escalated; what stopped the run is the wait for the connection
+    assert (got["failed_step"], got["failed_task"], got["error"], got["outcome"]) == ("other", "The node's connection back", "timed out", "needs_human")
