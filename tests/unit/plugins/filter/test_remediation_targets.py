@@ -51,7 +51,8 @@ def test_bad_input_names_the_variable(mode, allowed, says):
 G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 TARGET = {"node": "n1", "host": "h1", "action": "reset", "step": "reset", "escalate": False,
           "row": {"node": "n1", "action": "reset", "gpus": [G0], "reasons": ["XID 48: double-bit ECC"], "keys": ["xid:48"], "driver_version": "580.65.06"}}
-OK, SKIPPED = {"changed": True}, {"skipped": True}
+OK = {"changed": True}
+SKIPPED = {"skipped": True}
 
 
 def failed(msg):
