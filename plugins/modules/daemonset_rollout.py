@@ -137,7 +137,7 @@ options:
         description:
           - Node name to the GPU UUIDs the pod must be given (a remediated GPU). On such a node the pod asks for every
             GPU of O(verify_pod.resource) that no pod holds (allocatable less what the node's pods that have not ended
-            ask for: kubelet gives a pod no GPU by name, and the remediated GPU is free once its pods were drained), and
+            ask for; kubelet gives a pod no GPU by name, and the remediated GPU is free once its pods were drained), and
             it passes when it Succeeded and saw each of them. No free GPU fails the node, naming them.
         type: dict
       resource:
