@@ -82,5 +82,5 @@ def wait_rebooted(client, api, p, check_mode, clock=time.monotonic):
     if not ready:
         raise NodeRebootError("node %s rebooted (bootID %s) but is not Ready after %d s: its kubelet did not come back"
                               % (p["node"], boot_id, p["timeout"]), result)
-    return dict(result, msg="node %s rebooted (bootID %s -> %s) and is Ready after %d s" % (p["node"], p["previous_boot_id"], boot_id,
-                                                                                              result["seconds"]))
+    msg = "node %s rebooted (bootID %s -> %s) and is Ready after %d s" % (p["node"], p["previous_boot_id"], boot_id, result["seconds"])
+    return dict(result, msg=msg)

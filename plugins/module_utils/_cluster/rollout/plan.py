@@ -348,8 +348,8 @@ def verify_seen(pod, must_see):
     if phase != "Succeeded":
         result.update(ok=False, reason="verification pod ended %s: %s" % (phase, status.get("message") or status.get("reason") or message or "no message"))
     elif result["missing"]:
-        result.update(ok=False, reason="the pod was given every free GPU of the node (%s) and not %s" % (", ".join(seen) or "none",
-                                                                                                        ", ".join(result["missing"])))
+        given = ", ".join(seen) or "none"
+        result.update(ok=False, reason="the pod was given every free GPU of the node (%s) and not %s" % (given, ", ".join(result["missing"])))
     else:
         result.update(ok=True, reason=None)
     return result
