@@ -175,7 +175,8 @@ def _work(module):
     def read():
         return gpu_health.read(run, driver_root=driver_root, log_source="none", systemctl=systemctl)
 
-    node = gpu_reset.Node(run, read, smi, p["lock_dir"])
+    # beside the host (a node pod), the lock is the host's file, which the rescues (run by the host's systemd) wait for
+    node = gpu_reset.Node(run, read, smi, hostroot.local(p["lock_dir"], base) if base else p["lock_dir"])
     if p["verify_only"]:
         return gpu_reset.verify(node, p)
     return gpu_reset.reset(node, p, module.check_mode)

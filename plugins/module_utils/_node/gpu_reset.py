@@ -31,7 +31,7 @@ import shutil
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile, systemd
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot, nodefile, systemd
 
 DEFAULT_STOP_UNITS = ("gpuops-metrics.timer", "gpuops-metrics.service", "nvidia-dcgm.service", "dcgm-exporter.service")
 UNIT = re.compile(r"\A[A-Za-z0-9:_.@-]{1,200}\.(?:service|timer|socket)\Z")
@@ -216,8 +216,10 @@ def _extra(persistent, units):
 
 
 def _arm(node, p, persistent, units, lock):
-    """The rescues, armed before anything stops: persistence mode on again, each unit started again."""
+    """The rescues, armed before anything stops: persistence mode on again, each unit started again. The host's systemd
+    runs them: the lock is named by its host path (the same file beside the host, ``hostroot``)."""
     armed = []
+    lock = hostroot.host(lock)
     if persistent:
         ok, err = systemd.arm_command_rescue(PERSISTENCE_RESCUE, p["rescue_seconds"], lock, [node.nvidia_smi, "-pm", "1", "-i", ",".join(persistent)],
                                              "turn persistence mode on again on %s if the GPU reset died" % ",".join(persistent), node.run, node.which)

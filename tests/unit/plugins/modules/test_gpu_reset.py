@@ -151,3 +151,19 @@ def test_the_post_check_names_what_is_still_wrong():
         "%s still asks for recovery action NODE_REBOOT" % G[0], "%s still has a row remap pending" % G[0],
         "%s has 1 double-bit ECC errors since the reset" % G[0]]
     assert gpu_reset.post_check(facts(), [G[1]]) == ["%s is gone after the reset (a GPU fell off the bus, or its UUID changed)" % G[1]]
+
+
+def test_beside_the_host_the_rescues_wait_for_the_hosts_lock_file(monkeypatch):
+    """In a node pod (GPUOPS_HOST_ROOT=/host) the module locks /host/run/gpuops/gpu-reset.lock; the host's systemd runs the
+    rescues, which must wait for the same file by its host path, else a rescue could fire while the reset still runs."""
+    monkeypatch.setattr(gpu_reset.hostroot, "root", lambda: "/host")
+    calls = []
+
+    def run(argv):
+        calls.append(argv)
+        return 0, "", ""
+
+    node = gpu_reset.Node(run, None, "/usr/bin/nvidia-smi", "/host/run/gpuops", which=lambda name, path=None: "/usr/bin/" + name)
+    armed = gpu_reset._arm(node, {"rescue_seconds": 30}, [G[0]], ["gpuops-metrics.timer"], "/host/run/gpuops/gpu-reset.lock")
+    assert armed == [gpu_reset.PERSISTENCE_RESCUE, "gpuops-metrics.timer"] and len(calls) == 2
+    assert all("/run/gpuops/gpu-reset.lock" in argv and "/host/run/gpuops/gpu-reset.lock" not in argv for argv in calls), calls
