@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import fakenode
@@ -85,11 +86,18 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     row, dummy = gpu_health(node, tmp_path, kernel_log, "before")
     assert (row["action"], row["gpus"], [e["pod"] for e in row["evictions"]]) == ("reset", [target], ["%s/%s" % (NAMESPACE, pod_b)])
 
+    # the figures of the closing note (out/knode-gpu-remediation.json): each step's seconds, and the API requests of the
+    # node steps through gpuops.fleet.k8s_node (user gpuops; the controller's steps and the test's own run as the admin)
+    seconds = {}
+    offset = node.cluster.audit_offset()
+    started = time.monotonic()
+
     # quarantine: exactly train-b's pod goes; the real kubelet stops its container
     done = playbook(node, tmp_path, "quarantine", [{"name": "q", "gpuops.fleet.gpu_quarantine": {
         "state": "quarantined", "plan": row, "namespace": NAMESPACE, "drain_timeout": 120}}])[0]
     assert done["changed"] and done["step"] == "drained" and done["evicted"] == ["%s/%s" % (NAMESPACE, pod_b)], done
     wait(lambda: pod_b not in node.pods(NAMESPACE), "train-b's pod gone from the node", timeout=120)
+    seconds["quarantine (until the real kubelet stopped the pod)"] = time.monotonic() - started
     assert holders(node, target) == []
     assert dict((n, c) for n, c in containers(node).items() if n in kept) == kept  # the other GPUs' containers kept running
 
@@ -98,21 +106,31 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     node.namespace(NODE_PODS)
     reset = {"name": "reset", "gpuops.fleet.gpu_reset": {"gpus": [target], "stop_units": [], "lock_dir": str(tmp_path / "run")},
              "ignore_errors": True}
+    step = time.monotonic()
     refused = playbook(node, tmp_path, "reset-held", [reset], hosts="knode", through_api=True)[0]
+    seconds["reset refused while the plugin holds NVML (k8s_node)"] = time.monotonic() - step
     assert refused["failed"] and "In use by another client" in refused["msg"] and refused["persistence_restored"] == [target], refused
     assert "recovery|%d|1" % index in Path(node.nvml_config).read_text()
 
     # the plugin paused (stopped), the reset runs and clears the recovery action
     node.plugin_stop()
+    step = time.monotonic()
     done = playbook(node, tmp_path, "reset", [dict(reset, ignore_errors=False)], hosts="knode", through_api=True)[0]
+    seconds["reset (k8s_node)"] = time.monotonic() - step
     assert done["changed"] and done["nvidia_smi_rc"] == 0 and done["post"] == [] and done["reset"] == [target], done
     # a new plugin process: every GPU Healthy again, the real kubelet's allocatable back to capacity
+    step = time.monotonic()
     node.plugin_start()
     node.wait_allocatable(3, timeout=60)
+    seconds["a new plugin process, allocatable back to 3"] = time.monotonic() - step
+    step = time.monotonic()
 
     released = playbook(node, tmp_path, "release", [{"name": "r", "gpuops.fleet.gpu_quarantine": {
         "state": "released", "node": realnode.NAME, "namespace": NAMESPACE, "result": "recovered"}}])[0]
     assert released["changed"] and released["uncordoned"], released
+    seconds["release"] = time.monotonic() - step
+    seconds["quarantine to release"] = time.monotonic() - started
+    calls = realnode.api_calls(node.cluster, offset)
     # train-b's replacement is admitted on the reset GPU; the other pods never restarted
     wait(lambda: len(containers(node)) == 3, "train-b's replacement running", timeout=180)
     # (the ReplicaSet's pods name the node, as field report 000's do, so kubelet itself refused the replacements while
@@ -123,3 +141,7 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     row, dummy = gpu_health(node, tmp_path, kernel_log, "after")
     assert row["action"] == "none", row
     assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == [], "a node pod was left"
+    os.makedirs(os.path.join(realnode.ROOT, "out"), exist_ok=True)
+    with open(os.path.join(realnode.ROOT, "out", "knode-gpu-remediation.json"), "w") as handle:
+        json.dump({"seconds": dict((k, round(v, 1)) for k, v in seconds.items()), "k8s_node_api_calls": calls,
+                   "k8s_node_api_requests": sum(calls.values())}, handle, indent=1, sort_keys=True)
