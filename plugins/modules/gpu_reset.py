@@ -176,7 +176,8 @@ def _work(module):
         return gpu_health.read(run, driver_root=driver_root, log_source="none", systemctl=systemctl)
 
     # beside the host (a node pod), the lock is the host's file, which the rescues (run by the host's systemd) wait for
-    node = gpu_reset.Node(run, read, smi, hostroot.local(p["lock_dir"], base) if base else p["lock_dir"])
+    # and the rescues' tools (systemd-run, flock, sh) are the host's, found by their host paths
+    node = gpu_reset.Node(run, read, smi, hostroot.local(p["lock_dir"], base) if base else p["lock_dir"], which=hostroot.which)
     if p["verify_only"]:
         return gpu_reset.verify(node, p)
     return gpu_reset.reset(node, p, module.check_mode)

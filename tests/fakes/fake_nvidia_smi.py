@@ -18,9 +18,18 @@ DRIVER_MSG = (
 MISMATCH_MSG = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 535.129\n"
 
 
+def config_path():
+    """The fake node file. A node pod beside the host (k8s_node, exec_on pod) names it under /host for the NVML it loads,
+    and runs nvidia-smi chrooted into the host, where the same file has its host path: one driver, one state."""
+    path = os.environ.get("GPUOPS_FAKE_NVML_CONFIG")
+    if path and not os.path.exists(path) and path.startswith("/host/") and os.path.exists(path[len("/host"):]):
+        return path[len("/host"):]
+    return path
+
+
 def load():
     node = {"driver": "535.104.05", "init_error": 0, "gpus": [], "migs": []}
-    path = os.environ.get("GPUOPS_FAKE_NVML_CONFIG")
+    path = config_path()
     if not path or not os.path.exists(path):
         node["init_error"] = 9
         return node
@@ -179,9 +188,9 @@ def main(argv):
         return 0
     ids = argv[argv.index("-i") + 1] if "-i" in argv and argv.index("-i") + 1 < len(argv) else None
     if argv[:1] == ["-pm"] and len(argv) == 4 and argv[1] in ("0", "1") and ids:
-        return persistence(node, os.environ["GPUOPS_FAKE_NVML_CONFIG"], argv[1], ids)
+        return persistence(node, config_path(), argv[1], ids)
     if argv[:1] in (["-r"], ["--gpu-reset"]) and len(argv) == 3 and ids:
-        return reset(node, os.environ["GPUOPS_FAKE_NVML_CONFIG"], ids)
+        return reset(node, config_path(), ids)
     query = [a for a in argv if a.startswith("--query-gpu=")]
     fmt = [a for a in argv if a.startswith("--format=")]
     if query and fmt:

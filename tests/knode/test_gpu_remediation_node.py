@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -33,15 +34,19 @@ BIN = os.path.dirname(sys.executable)
 NODE_PODS = "gpuops-node-pods"
 
 
-def playbook(node, tmp, name, tasks, hosts="localhost", through_api=False):
+def playbook(node, tmp, name, tasks, hosts="localhost", through_api=False, exec_on="auto"):
     """One play of ``tasks`` on localhost (the controller) or on the node with its fake tools: a local connection, or
-    ``through_api``: gpuops.fleet.k8s_node (a node pod over the API and the real kubelet's exec stream, chrooted into the
-    host), whose pod a second play deletes."""
+    ``through_api``: gpuops.fleet.k8s_node (a node pod over the API and the real kubelet's exec stream), chrooted into the
+    host (``exec_on`` auto) or beside it (pod: the image's Python, host files under /host, the rig's NVML where a driver
+    root keeps it, nvidia-smi and systemd's tools chrooted into the host), whose pod a second play deletes."""
     path = tmp / ("%s.yml" % name)
     env_node = node.environ()
     plays = [{"hosts": hosts, "gather_facts": False, "tasks": tasks}]
     if hosts == "knode":
         plays[0]["environment"] = {k: env_node[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG", "GPUOPS_FAKE_SYSTEMD_DIR")}
+        if exec_on == "pod":
+            plays[0]["environment"] = {"PATH": env_node["PATH"], "GPUOPS_FAKE_NVML_CONFIG": "/host" + node.nvml_config,
+                                       "GPUOPS_FAKE_SYSTEMD_DIR": env_node["GPUOPS_FAKE_SYSTEMD_DIR"]}
     if through_api:
         plays.append({"hosts": "localhost", "gather_facts": False, "tasks": [
             {"name": "the run's node pod deleted", "gpuops.fleet.node_pods": {"state": "absent"}, "delegate_to": "knode"}]})
@@ -49,7 +54,9 @@ def playbook(node, tmp, name, tasks, hosts="localhost", through_api=False):
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
     if through_api:
         host.update(realnode.through_api(node, NODE_PODS))
-    inventory = tmp / ("inventory-remediation%s.json" % ("-api" if through_api else ""))
+        if exec_on == "pod":
+            host.update(gpuops_node_exec_on="pod", gpuops_node_pod_image=node.python_image, ansible_python_interpreter="/usr/bin/python3")
+    inventory = tmp / ("inventory-remediation-%s.json" % (exec_on if through_api else "local"))
     inventory.write_text(json.dumps({"all": {"hosts": {"knode": host}, "vars": {"ansible_python_interpreter": sys.executable}}}))
     env = dict(realnode.ansible_env(tmp), ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", K8S_AUTH_KUBECONFIG=node.cluster.kubeconfig)
     proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-i", str(inventory), str(path)], cwd=str(tmp), env=env,
@@ -109,6 +116,14 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     step = time.monotonic()
     refused = playbook(node, tmp_path, "reset-held", [reset], hosts="knode", through_api=True)[0]
     seconds["reset refused while the plugin holds NVML (k8s_node)"] = time.monotonic() - step
+    assert refused["failed"] and "In use by another client" in refused["msg"] and refused["persistence_restored"] == [target], refused
+    # and beside the host (exec_on pod, as on a host without python3): NVML from a driver root in the pod, nvidia-smi on
+    # the host; the same refusal, persistence mode back
+    driver = tmp_path / "driver-root" / "usr" / "lib" / "x86_64-linux-gnu"
+    driver.mkdir(parents=True)
+    shutil.copy(os.path.join(node.lib_dir, "libnvidia-ml.so.1"), str(driver / "libnvidia-ml.so.1"))
+    beside = dict(reset, **{"gpuops.fleet.gpu_reset": dict(reset["gpuops.fleet.gpu_reset"], driver_root=str(tmp_path / "driver-root"))})
+    refused = playbook(node, tmp_path, "reset-held-beside", [beside], hosts="knode", through_api=True, exec_on="pod")[0]
     assert refused["failed"] and "In use by another client" in refused["msg"] and refused["persistence_restored"] == [target], refused
     assert "recovery|%d|1" % index in Path(node.nvml_config).read_text()
 
