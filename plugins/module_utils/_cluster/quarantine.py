@@ -38,7 +38,7 @@ import json
 import re
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain, node_reboot
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation_plan import QUARANTINE_ANNOTATION as REMEDIATION
@@ -199,7 +199,7 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     if refusals:
         raise QuarantineError("node %s: refusing to drain, nothing was changed: %s" % (p["node"], "; ".join(refusals)))
     spec = (node.get("spec") or {})
-    boot_id = ((node.get("status") or {}).get("nodeInfo") or {}).get("bootID") or None
+    boot_id = node_reboot.boot_state(node)[0] or None  # what node_reboot compares with, read the same way
     need_cordon = not spec.get("unschedulable")
     taints = _taints_with_ours(node, _taint_value(p["gpus"], p["scope"]))
     result = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "scope": p["scope"], "evicted": [e["pod"] for e in to_evict],

@@ -304,23 +304,33 @@ def termination_message(pod):
     return None
 
 
-def verify_listing(pod, expected_uuids, requested=None):
-    """Compare what a verification pod saw (its termination message) with the node's GPU UUIDs.
-
-    A pod that asked for all the node's GPUs must see exactly them; one that asked for
-    ``requested`` GPUs must see that many, each a current UUID.
-    """
+def _seen(pod, expected):
+    """What a finished verification pod saw (its termination message) beside ``expected``; ``ok`` False, with the reason,
+    where it did not succeed, and not yet decided otherwise."""
     status = _status(pod)
     phase = status.get("phase")
     message = termination_message(pod)
-    expected = sorted(set(expected_uuids or []))
+    expected = sorted(set(expected or []))
     seen = parse_gpu_listing(message)
     result = {"phase": phase, "seen": seen, "expected": expected, "message": message,
               "missing": sorted(set(expected) - set(seen)), "unexpected": sorted(set(seen) - set(expected))}
     if phase != "Succeeded":
         result["ok"] = False
         result["reason"] = "verification pod ended %s: %s" % (phase, status.get("message") or status.get("reason") or message or "no message")
-    elif not expected:
+    return result
+
+
+def verify_listing(pod, expected_uuids, requested=None):
+    """Compare what a verification pod saw (its termination message) with the node's GPU UUIDs.
+
+    A pod that asked for all the node's GPUs must see exactly them; one that asked for
+    ``requested`` GPUs must see that many, each a current UUID.
+    """
+    result = _seen(pod, expected_uuids)
+    seen, expected = result["seen"], result["expected"]
+    if "ok" in result:
+        return result
+    if not expected:
         result["ok"] = False
         result["reason"] = "no GPUs in gpu_uuid_facts for this node to compare with"
     elif requested is not None and not result["unexpected"]:
@@ -338,17 +348,13 @@ def verify_listing(pod, expected_uuids, requested=None):
 
 def verify_seen(pod, must_see):
     """A verification pod that asked for every free GPU of its node: ok when it Succeeded and was given each GPU of
-    ``must_see`` (a remediated GPU, free once its pods were drained; kubelet has no way to ask for one GPU by name)."""
-    status = _status(pod)
-    phase = status.get("phase")
-    message = termination_message(pod)
-    seen = parse_gpu_listing(message)
-    result = {"phase": phase, "seen": seen, "expected": sorted(set(must_see)), "message": message,
-              "missing": sorted(set(must_see) - set(seen)), "unexpected": []}
-    if phase != "Succeeded":
-        result.update(ok=False, reason="verification pod ended %s: %s" % (phase, status.get("message") or status.get("reason") or message or "no message"))
-    elif result["missing"]:
-        given = ", ".join(seen) or "none"
+    ``must_see`` (a remediated GPU, free once its pods were drained; kubelet has no way to ask for one GPU by name).
+    The node's other free GPUs it was given are expected too."""
+    result = dict(_seen(pod, must_see), unexpected=[])
+    if "ok" in result:
+        return result
+    if result["missing"]:
+        given = ", ".join(result["seen"]) or "none"
         result.update(ok=False, reason="the pod was given every free GPU of the node (%s) and not %s" % (given, ", ".join(result["missing"])))
     else:
         result.update(ok=True, reason=None)

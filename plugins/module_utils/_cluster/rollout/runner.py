@@ -60,6 +60,13 @@ class DaemonSetApi:
                                            % (namespace, name, self.p["observe_timeout"]))
         return watch.values()[0]
 
+    def free_gpus(self, node, resource):
+        """``resource`` the node has allocatable and no pod of it holds (two requests: the Node, its pods)."""
+        self.calls += 2
+        pods = self.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % node).items
+        return rollout.free_gpus(self.client.sanitize_for_serialization(self.core.read_node(node)),
+                                 [self.client.sanitize_for_serialization(x) for x in pods], resource)
+
     def revision(self, daemonset, selector):
         self.calls += 1
         listed = self.apps.list_namespaced_controller_revision(self.p["namespace"], label_selector=selector)
@@ -188,10 +195,7 @@ def verify(cluster, daemonset, pending, rows):
         gpus = spec.get("requested")
         if node in must_see:
             # kubelet gives a pod no GPU by name: ask for every free one, the remediated GPU among them
-            cluster.calls += 2
-            gpus = rollout.free_gpus(cluster.client.sanitize_for_serialization(cluster.core.read_node(node)),
-                                     [cluster.client.sanitize_for_serialization(x) for x in
-                                      cluster.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % node).items], spec["resource"])
+            gpus = cluster.free_gpus(node, spec["resource"])
             if gpus < 1:
                 rows[node].update(verify="failed", status="failed", reason="no %s of the node is free for the verification pod, so %s cannot be "
                                   "checked: a pod holds it, or it is not allocatable" % (spec["resource"], ", ".join(must_see[node])))
