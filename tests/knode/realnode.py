@@ -161,14 +161,24 @@ class RealNode:
         return subprocess.call([SCRIPT, "kubelet-status", self.dir]) == 0
 
     def plugin_start(self):
+        """Start the fake device plugin, and return once it made the GPUs' device nodes and removed a gone GPU's.
+
+        The script starts it in the background; until the new process has run (its Python and gRPC load: seconds on
+        a loaded machine), a gone GPU's device node is still there, and a container restarted with that GPU's cached
+        allocation starts instead of failing (CreateContainerError, field report 000). A CI run under load met that
+        in four story tests of five: the crash came before the plugin's process had removed the node."""
         env = dict(os.environ, GPUOPS_PLUGIN_NVML_LIB=self.lib_dir) if self.health else None
         self._script("plugin-start", self.dir, self.nvml_config, env=env)
+        devdir = os.path.join(self.dir, "dev")
+        wait(lambda: os.path.isdir(devdir) and sorted(os.listdir(devdir)) == sorted(self.gpus), "the device plugin's device nodes of %s" % self.gpus,
+             timeout=90)
 
     def plugin_stop(self):
         self._script("plugin-stop", self.dir)
 
     def set_gpus(self, uuids):
         """The node's GPUs (fake NVML and, at the plugin's next start, kubelet's device plugin)."""
+        self.gpus = list(uuids)
         fakenode.write_config(self.nvml_config, [fakenode.gpu(u, bus="00000000:00:%02x.0" % (7 + n), minor=n) for n, u in enumerate(uuids)])
 
     def environ(self):

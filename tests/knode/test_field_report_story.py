@@ -251,15 +251,19 @@ def field_report_failures(node, ns):
         node.crash(ns, name)
     # kubelet retries a container it could not create with a back-off, and its state reads CrashLoopBackOff between
     # tries (a CI run read that one): each container's CreateContainerError message is kept as it is seen
-    seen = {}
+    seen, last_state = {}, {}
     for name in (mover, "orphan"):
         def create_error(name=name):
-            waiting = (node.pods(ns)[name].status.container_statuses or [None])[0]
-            waiting = waiting.state.waiting if waiting is not None else None
+            status = (node.pods(ns)[name].status.container_statuses or [None])[0]
+            last_state[name] = status and (status.state, status.last_state, status.restart_count)
+            waiting = status.state.waiting if status is not None else None
             if waiting is not None and waiting.reason == "CreateContainerError":
                 seen[name] = waiting.message
             return name in seen
-        wait(create_error, "%s in CreateContainerError" % name, timeout=90)
+        try:
+            wait(create_error, "%s in CreateContainerError" % name, timeout=120)
+        except AssertionError as exc:  # what kubelet last reported instead (e.g. running again: restarted with a GPU)
+            raise AssertionError("%s; the container's last status: %r" % (exc, last_state.get(name))) from None
     assert "no such file or directory" in seen[mover], seen
     return held, gpu_of, mover, new, present
 
