@@ -4,8 +4,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Action plugin for gpuops.fleet.guard_install: build the gpuops command's one file on the
 controller (plugin_utils/_guard_code.py), then install everything with one call of the module on
-the node. The bytes of the code go only where the node's file differs (``sha256sum`` on the node
-first, a shell command, not a module): every run is one module call per node."""
+the node. The bytes of the code go only where the node's file differs (as the plan read it, else ``sha256sum`` on
+the node first, a shell command, not a module).
+
+With ``planned`` (kubelet_checkpoint's ``guard`` result: the plan's read, in its own round trip, of what this
+install would do), a node whose install would change nothing, for exactly these options (``fingerprint``), gets no
+call at all: the result is that reading. ``spec`` gives the options as one mapping (the role's one templated
+value), under the ones the task names."""
 
 from __future__ import annotations
 
@@ -14,9 +19,11 @@ from collections.abc import Mapping
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import build, digest
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
 
 MODULE = "gpuops.fleet.guard_install"
+# what kubelet_checkpoint's guard result adds to the install's own check-mode result
+PLANNED_ONLY = ("needed", "error", "fingerprint")
 
 
 class ActionModule(ActionBase):
@@ -24,30 +31,42 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = dict(self._task.args)
-        code = args.get("code")
-        if not isinstance(code, dict) or not isinstance(code.get("path"), str):
-            return dict(result, failed=True, msg="code: give its path on the node, e.g. code: {path: /usr/local/lib/gpuops/gpuops.pyz}")
-        # ansible-core's own check of an option with suboptions fails with a traceback when the value is not a
-        # mapping (ansible/ansible#81631, open): selftest, like code above, is checked here by name
-        selftest = args.get("selftest")
-        if selftest is not None and not isinstance(selftest, Mapping):
-            return dict(result, failed=True, msg="selftest: give a mapping (see the module's documentation), not %s" % type(selftest).__name__)
-        unknown = sorted(set(code) - {"path", "mode"})
-        if unknown:
-            return dict(result, failed=True, msg="code.%s: not an option here (code takes path and mode; the plugin adds the rest)" % unknown[0])
-        data, names = build()
-        sha = digest(data)
-        # The node's file is compared first with a shell command, not a module (no Python on the node):
-        # the bytes go only where it differs, and every run is one module call. Where sha256sum is
+        raw = dict(self._task.args)
+        planned = raw.pop("planned", None)
+        if planned is not None and not isinstance(planned, Mapping):
+            return dict(result, failed=True, msg="planned: give kubelet_checkpoint's guard result (a mapping), not %s" % type(planned).__name__)
+        options, error = guard_install.merged(raw)
+        if error is None:
+            options, data, names, error = guard_install.request(options)
+        if error:
+            return dict(result, failed=True, msg=error)
+        sha = options["code"]["sha256"]
+        info = {"path": options["code"]["path"], "sha256": sha, "size": len(data), "entries": names, "sent": False}
+        trusted = planned is not None and planned.get("fingerprint") == guard_install.fingerprint(options) and not planned.get("error")
+        if trusted and planned.get("needed") is False:
+            # the plan read, in its own round trip, that this install changes nothing and owes no self-test
+            done = dict((k, v) for k, v in planned.items() if k not in PLANNED_ONLY)
+            warnings = ["left alone, not the guard's to remove: %s" % row["reason"] for row in done.get("left_alone") or ()]
+            result.update(done, changed=False, planned=True, code=info)
+            if warnings:
+                result["warnings"] = warnings
+            return result
+        code = options["code"]
+        # The bytes go only where the node's file differs: as the plan read it (its files name the code's path), else
+        # compared first with a shell command, not a module (no Python on the node). Where sha256sum is
         # missing the bytes go; where the file changed in between, the module asks for them (code_needed).
         # check mode compares only: the module says from the SHA-256 alone that the file would change
-        sent = not self._play_context.check_mode and self._node_sha256(code["path"]) != sha
-        args["code"] = self._code(code, sha, data if sent else None)
+        if self._play_context.check_mode:
+            sent = False
+        elif trusted:
+            sent = any(row.get("path") == code["path"] for row in planned.get("files") or ())
+        else:
+            sent = self._node_sha256(code["path"]) != sha
+        args = dict(options, code=self._code(code, data if sent else None))
         try:
             done = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
             if done.get("code_needed") and not done.get("failed"):
-                args["code"] = self._code(code, sha, data)
+                args["code"] = self._code(code, data)
                 sent = True
                 done = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
         finally:
@@ -55,14 +74,14 @@ class ActionModule(ActionBase):
         # the rendered files are in the task's own arguments: not repeated in the result
         done.pop("invocation", None)
         done.pop("code_needed", None)
-        result.update(done)
-        result["code"] = {"path": code["path"], "sha256": sha, "size": len(data), "entries": names, "sent": sent}
+        result.update(done, planned=False)
+        result["code"] = dict(info, sent=sent)
         return result
 
     @staticmethod
-    def _code(code, sha, data):
+    def _code(code, data):
         """The module's ``code`` option: its SHA-256, and its bytes (base64) only where they go."""
-        return dict(code, sha256=sha, **({} if data is None else {"data": base64.b64encode(data).decode("ascii")}))
+        return dict(code, **({} if data is None else {"data": base64.b64encode(data).decode("ascii")}))
 
     def _node_sha256(self, path):
         """SHA-256 of the node's file from ``sha256sum`` (coreutils, busybox), or None (missing file or tool)."""

@@ -35,6 +35,23 @@ attributes:
   idempotent:
     support: full
 options:
+  spec:
+    description:
+      - This module's options as one mapping, merged under the options the task names (those win) by the module's
+        action plugin on the controller; so a role passes its one built value without a templated argument dict,
+        which ansible-core 2.19 and later warn is unsafe. Keys must be options of this module.
+    type: dict
+    version_added: 0.4.0
+  planned:
+    description:
+      - The RV(gpuops.fleet.kubelet_checkpoint#module:guard) result of a plan that read this install, read-only, in
+        its own round trip (M(gpuops.fleet.kubelet_checkpoint)'s O(gpuops.fleet.kubelet_checkpoint#module:guard) option).
+      - Where it says the install would change nothing and owes no self-test, for exactly this task's options (its
+        C(fingerprint)), the node gets no call at all and the result is that reading (RV(planned) is V(true)). Where it
+        says a change is needed, the code's bytes go only where it found the node's file different (no
+        C(sha256sum) first). A reading for other options, or one that failed, is not trusted.
+    type: dict
+    version_added: 0.4.0
   directories:
     description: Directories to create (with their parents) and give a mode, in this order.
     type: list
@@ -212,9 +229,27 @@ EXAMPLES = r"""
     dev_char_symlinks: true
     units:
       - {name: gpuops.service, enabled: true}
+
+# One round trip per node where nothing changes: the plan reads whether this install would change anything, and
+# the install trusts that reading (the checkpoint_guard role's plan and install steps)
+- name: Plan (read-only), and read the guard's install
+  gpuops.fleet.kubelet_checkpoint:
+    guard: "{{ guard_spec }}"
+  check_mode: true
+  register: plan
+
+- name: Install the boot guard where the plan found something to change
+  gpuops.fleet.guard_install:
+    spec: "{{ guard_spec }}"
+    planned: "{{ plan.guard }}"
 """
 
 RETURN = r"""
+planned:
+  description: Whether the result is the plan's reading (O(planned)), with no call on the node.
+  returned: always
+  type: bool
+  version_added: 0.4.0
 code:
   description: The command's code file the controller built.
   returned: always
@@ -282,66 +317,16 @@ manifest:
   type: str
 """
 
-import base64
-import binascii
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME, SHA256
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import MODE, check_entries, install
-
-ARGUMENT_SPEC = dict(
-    directories=dict(type="list", elements="dict", default=[], options=dict(
-        path=dict(type="path", required=True), mode=dict(type="str", required=True), name=dict(type="str"))),
-    require_persistent=dict(type="bool", default=False),
-    code=dict(type="dict", required=True, options=dict(
-        path=dict(type="path", required=True), mode=dict(type="str", default="0644"),
-        sha256=dict(type="str"), data=dict(type="str", no_log=True))),
-    files=dict(type="list", elements="dict", default=[], options=dict(
-        path=dict(type="path", required=True), content=dict(type="str", required=True),
-        mode=dict(type="str", required=True), unit=dict(type="bool", default=False))),
-    absent=dict(type="list", elements="dict", default=[], options=dict(
-        path=dict(type="path", required=True), unit=dict(type="str"), only=dict(type="str"), contains=dict(type="str"))),
-    links=dict(type="list", elements="dict", default=[], options=dict(
-        path=dict(type="path", required=True), target=dict(type="str", required=True))),
-    selftest=dict(type="dict", options=dict(
-        argv=dict(type="list", elements="str", required=True), environment=dict(type="dict", default={}),
-        always=dict(type="bool", default=False))),
-    systemd=dict(type="bool", default=False),
-    dev_char_symlinks=dict(type="bool", default=False),
-    units=dict(type="list", elements="dict", default=[], options=dict(
-        name=dict(type="str", required=True), enabled=dict(type="bool", required=True))),
-)
-
-
-def checked(params):
-    """The module's options as install()'s spec; ParameterError names the option and the fix."""
-    check_entries(params)
-    code = dict(params["code"])
-    if not os.path.isabs(code["path"]) or not MODE.match(code["mode"]):
-        raise ParameterError("code", "path must be absolute and mode octal, got %r and %r" % (code["path"], code["mode"]))
-    if not code.get("sha256") or not SHA256.match(code["sha256"]):
-        raise ParameterError("code.sha256", "the action plugin sets it: run gpuops.fleet.guard_install as a task, not with -m or a raw module call")
-    if code.get("data") is not None:
-        try:
-            code["data"] = base64.b64decode(code["data"], validate=True)
-        except (binascii.Error, ValueError):
-            raise ParameterError("code.data", "not base64 (the action plugin sets it)") from None
-    selftest = params["selftest"]
-    if selftest:
-        bad = [k for k, v in (selftest["environment"] or {}).items() if not ENV_NAME.match(str(k)) or "\0" in str(v)]
-        if bad:
-            raise ParameterError("selftest.environment", "%r is not a valid variable name or its value holds a NUL byte" % (bad[0],))
-        selftest = {"argv": selftest["argv"], "always": selftest["always"],
-                    "environment": dict((str(k), str(v)) for k, v in selftest["environment"].items())}
-    return dict(params, code=code, selftest=selftest)
-
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import ARGUMENT_SPEC, checked, install
 
 def main():
-    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module = AnsibleModule(argument_spec=dict(ARGUMENT_SPEC, spec=dict(type="dict"), planned=dict(type="dict")), supports_check_mode=True)
+    if module.params["spec"] is not None or module.params["planned"] is not None:
+        module.fail_json(msg="spec and planned: taken by the action plugin of gpuops.fleet.guard_install on the controller; run the "
+                         "module as a task (not through another action), or give the options themselves")
 
     def run(argv, env):
         return module.run_command(argv, environ_update=env or {})

@@ -67,6 +67,17 @@ options:
       - Keys must be options of this module; a key starting with C(_) or V(settings) itself is refused.
     type: dict
     version_added: 0.3.0
+  guard:
+    description:
+      - The boot guard's install, as the options of M(gpuops.fleet.guard_install) (its action plugin's form, the
+        code by its path), checked with that module's own argument spec.
+      - When given, the same call also reads whether that install would change anything (its check mode, whatever
+        this module's mode) and returns it as RV(guard). The C(gpuops.fleet.checkpoint_guard) role passes it with
+        the plan and hands RV(guard) to M(gpuops.fleet.guard_install) (its O(gpuops.fleet.guard_install#module:planned)
+        option), so a node whose guard is in place gets no second call.
+      - The module's action plugin builds the code on the controller and sends its SHA-256, never its bytes.
+    type: dict
+    version_added: 0.4.0
   gpus:
     description:
       - The GPU inventory to compare with, as returned by M(gpuops.fleet.gpu_uuid_facts) in C(ansible_facts.gpuops_gpus).
@@ -356,6 +367,18 @@ recovered:
     - action: removed
       path: /var/lib/kubelet/device-plugins/.kubelet_internal_checkpoint.gpuops-new-4242-0a1b2c3d.tmp
       backup_path: null
+guard:
+  description:
+    - What M(gpuops.fleet.guard_install) would do with O(guard), read-only; the same keys as that module's check-mode
+      result (without a diff), plus C(needed), C(error) and C(fingerprint).
+    - C(needed) is V(true) when the install would change something, owes its self-test, or would fail (C(error) says
+      why; the install then runs and fails with it). C(fingerprint) is the SHA-256 of the install's options, which
+      M(gpuops.fleet.guard_install) compares with its own before it trusts this reading.
+  returned: when O(guard) was given
+  type: dict
+  version_added: 0.4.0
+  sample: {needed: false, error: null, changed: false, files: [], units: [], selftest_owed: false,
+           fingerprint: 5f2c0d7b0e3a4c1f9b8e6d5a4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a291}
 host_root:
   description:
     - Where the module reached the host's files; V(null) when it ran on the host (SSH, local, the node pod chrooted
@@ -395,10 +418,11 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, argument_spec as table_argument_spec
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot, install
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather_on_node
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.kubelet_config import find_kubelet_process
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, PATH_OPTIONS, validate_options
@@ -420,10 +444,25 @@ def _kubelet(module):
                    which=hostroot.which)
 
 
+def _guard(module):
+    """The boot guard's install, read-only (install.would_change), or None when ``guard`` was not given."""
+    options = module.params["guard"]
+    if options is None:
+        return None
+    validated = ArgumentSpecValidator(install.ARGUMENT_SPEC).validate(options)
+    if validated.error_messages:  # the install would refuse these options too: it runs and says so
+        return {"needed": True, "error": "guard: %s" % "; ".join(validated.error_messages)}
+
+    def run(argv, env):
+        return module.run_command(argv, environ_update=env or {})
+
+    return install.would_change(validated.validated_parameters, run)
+
+
 def main():
     # every repair setting is a row of options.TABLE (shared with the boot guard and the role)
     argument_spec = dict(table_argument_spec(), **BACKEND_ARGS)
-    argument_spec.update(gpus=dict(type="dict"), settings=dict(type="dict"))
+    argument_spec.update(gpus=dict(type="dict"), settings=dict(type="dict"), guard=dict(type="dict"))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
     if params["settings"]:  # the action plugin merges them on the controller; here they would be ignored
@@ -450,6 +489,9 @@ def main():
     # the report names host paths, whichever side of the host the module ran on
     done = hostroot.to_host(dict(result, gpus=facts, ansible_facts=gathered))
     done["checkpoint_path"] = params["checkpoint_path"]  # as given (beside the host, its links were followed to reach it)
+    guard = _guard(module)  # the same round trip reads whether the boot guard's install would change anything
+    if guard is not None:
+        done["guard"] = hostroot.to_host(guard)
     module.exit_json(host_root=hostroot.root(), **done)
 
 

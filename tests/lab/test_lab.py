@@ -107,10 +107,24 @@ def test_lab_repairs_in_batches_then_is_idempotent_and_the_installed_guard_accep
     assert [name for name, value in sharing.items() if value] == ["lab-gpushare"]
     assert "7/30 GiB (23%), from checkpoint, 1 GPU gone" in first and "GPU sharing from checkpoint: node-derived" in first
 
-    rc, second = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"))
+    # the second run through an interpreter that logs each module it runs (pipelining off: the module's file is its
+    # argument) and the node it runs for (the node's fake-NVML config, in the task's environment)
+    calls = lab["base"] / "module-calls.log"
+    wrapper = lab["base"] / "python-logging-modules"
+    wrapper.write_text('#!/bin/sh\nprintf "%%s %%s\\n" "$(basename "$1")" "${GPUOPS_FAKE_NVML_CONFIG:-}" >> %s\nexec %s "$@"\n'
+                       % (calls, sys.executable))
+    wrapper.chmod(0o755)
+    rc, second = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"), "-e", "ansible_python_interpreter=%s ansible_pipelining=false" % wrapper)
     assert rc == 0, second[-6000:]
     assert warnings(second) == [], warnings(second)
     assert all(r[1] == 0 and r[2:] == (0, 0) for r in recap(second).values()), recap(second)
+    # one round trip per node (issue 36): the read-only plan, which also read that the guard's install would change
+    # nothing; no module that can change a node ran (the install's result is the plan's reading: planned)
+    ran = [line.split() for line in calls.read_text().splitlines()]
+    on_nodes = sorted((os.path.basename(os.path.dirname(r[1])), r[0]) for r in ran if len(r) == 2)
+    assert on_nodes == [(node, "AnsiballZ_kubelet_checkpoint.py") for node in sorted(EXPECTED_GUARD_EXIT)], ran
+    # and on the controller, the report's files (the summary play, localhost)
+    assert set(r[0] for r in ran if len(r) == 1) == {"AnsiballZ_file.py", "AnsiballZ_stat.py", "AnsiballZ_copy.py"}, ran
     after = dict((n["node"], n) for n in json.loads((lab["base"] / "report" / "fleet-summary.json").read_text())["nodes"])
     # the prune took the replaced GPU's registrations and its pod's entry out
     assert after["lab-gpushare"]["sharing"] == {"source": "checkpoint", "allocated_gib": 4, "total_gib": 15, "percent": 26,

@@ -42,6 +42,8 @@ Check mode changes nothing and says what would change. ``run`` is ``run(argv, en
 
 from __future__ import annotations
 
+import base64
+import binascii
 import errno
 import hashlib
 import json
@@ -50,6 +52,7 @@ import re
 import shutil
 import stat
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME, SHA256
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, NodeFileError, ParameterError, ResultError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import devchar, hostroot, mounts, nodefile
 
@@ -66,6 +69,32 @@ _BYPRODUCTS = ("__pycache__", "__init__.py")
 
 class InstallError(ResultError):
     """A step of the install failed; ``result`` holds what was done up to then."""
+
+
+# gpuops.fleet.guard_install's options (the module's argument spec): kubelet_checkpoint's guard option checks its value with
+# the same table, so the plan's read of the install and the install itself take one input.
+ARGUMENT_SPEC = dict(
+    directories=dict(type="list", elements="dict", default=[], options=dict(
+        path=dict(type="path", required=True), mode=dict(type="str", required=True), name=dict(type="str"))),
+    require_persistent=dict(type="bool", default=False),
+    code=dict(type="dict", required=True, options=dict(
+        path=dict(type="path", required=True), mode=dict(type="str", default="0644"),
+        sha256=dict(type="str"), data=dict(type="str", no_log=True))),
+    files=dict(type="list", elements="dict", default=[], options=dict(
+        path=dict(type="path", required=True), content=dict(type="str", required=True),
+        mode=dict(type="str", required=True), unit=dict(type="bool", default=False))),
+    absent=dict(type="list", elements="dict", default=[], options=dict(
+        path=dict(type="path", required=True), unit=dict(type="str"), only=dict(type="str"), contains=dict(type="str"))),
+    links=dict(type="list", elements="dict", default=[], options=dict(
+        path=dict(type="path", required=True), target=dict(type="str", required=True))),
+    selftest=dict(type="dict", options=dict(
+        argv=dict(type="list", elements="str", required=True), environment=dict(type="dict", default={}),
+        always=dict(type="bool", default=False))),
+    systemd=dict(type="bool", default=False),
+    dev_char_symlinks=dict(type="bool", default=False),
+    units=dict(type="list", elements="dict", default=[], options=dict(
+        name=dict(type="str", required=True), enabled=dict(type="bool", required=True))),
+)
 
 
 def check_entries(spec):
@@ -87,6 +116,29 @@ def check_entries(spec):
 
 PERSISTENT_HINT = ("choose a directory on a persistent, writable filesystem (Container-Optimized OS: under /home/kubernetes/bin "
                    "or /var/lib; its /etc is tmpfs, so its units cannot persist and the boot guard cannot be installed there)")
+
+
+def checked(params):
+    """The module's options as install()'s spec; ParameterError names the option and the fix."""
+    check_entries(params)
+    code = dict(params["code"])
+    if not os.path.isabs(code["path"]) or not MODE.match(code["mode"]):
+        raise ParameterError("code", "path must be absolute and mode octal, got %r and %r" % (code["path"], code["mode"]))
+    if not code.get("sha256") or not SHA256.match(code["sha256"]):
+        raise ParameterError("code.sha256", "the action plugin sets it: run gpuops.fleet.guard_install as a task, not with -m or a raw module call")
+    if code.get("data") is not None:
+        try:
+            code["data"] = base64.b64decode(code["data"], validate=True)
+        except (binascii.Error, ValueError):
+            raise ParameterError("code.data", "not base64 (the action plugin sets it)") from None
+    selftest = params["selftest"]
+    if selftest:
+        bad = [k for k, v in (selftest["environment"] or {}).items() if not ENV_NAME.match(str(k)) or "\0" in str(v)]
+        if bad:
+            raise ParameterError("selftest.environment", "%r is not a valid variable name or its value holds a NUL byte" % (bad[0],))
+        selftest = {"argv": selftest["argv"], "always": selftest["always"],
+                    "environment": dict((str(k), str(v)) for k, v in selftest["environment"].items())}
+    return dict(params, code=code, selftest=selftest)
 
 
 def check_filesystems(entries, require_persistent, mountinfo=mounts.MOUNTINFO):
@@ -437,3 +489,20 @@ def _done(result, diffs):
     if diffs:
         result["diff"] = diffs
     return result
+
+
+def would_change(spec, run):
+    """Read-only: what ``install(spec)`` would do, as its check-mode result (no diff), plus ``needed`` and ``error``.
+
+    ``spec`` are guard_install's options after its argument spec (ARGUMENT_SPEC) was applied. ``needed``: a real run
+    would change something or owes the self-test, or the install would fail (``error``, its message); the controller
+    then calls ``gpuops.fleet.guard_install`` itself, which reports that failure as its own. Otherwise the install
+    would change nothing, and the controller makes no second call (kubelet_checkpoint's ``guard`` option)."""
+    try:
+        result = install(checked(spec), run, check_mode=True)
+    except GpuopsError as exc:
+        return {"needed": True, "error": str(exc)}
+    result.pop("diff", None)
+    result.update(needed=bool(result["changed"] or result["selftest_owed"] or result["code_needed"]), error=None)
+    return result
+

@@ -168,5 +168,17 @@ def test_the_install_is_one_module_call_check_mode_writes_nothing_and_a_second_r
     first, changed = run()
     assert changed == 1 and first["code"]["sent"] and first["selftest"]["rc"] in (0, 3, 4, 5)
     assert {os.path.basename(f["path"]) for f in first["files"]} == {"gpuops.pyz", "gpuops", "gpuops.json", "gpuops.service"}
+    assert first["planned"] is False  # the plan read that the install had work to do: the install ran
     second, changed = run()
     assert changed == 0 and not second["changed"] and not second["code"]["sent"] and second["files"] == []
+    # issue 36: the plan's round trip read that nothing would change, so the install made no call (its result is
+    # that reading); tests/lab proves no module but the plan ran on the nodes
+    assert second["planned"] is True and second["selftest_owed"] is False
+    # a file changed on the node: the plan reads it, and the install rewrites that file alone (the code's bytes stay)
+    config = next(root.rglob("gpuops.json"))
+    config.write_text(config.read_text().replace('"backup_keep"', '"backup_keep_edited"'))
+    third, changed = run()
+    assert changed == 1 and third["planned"] is False and not third["code"]["sent"]
+    assert [os.path.basename(f["path"]) for f in third["files"]] == ["gpuops.json"] and third["selftest"]["rc"] in (0, 3, 4, 5)
+    fourth, changed = run()
+    assert changed == 0 and fourth["planned"] is True

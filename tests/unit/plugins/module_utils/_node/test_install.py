@@ -415,3 +415,29 @@ def test_an_empty_directory_made_for_the_guard_gets_its_mode(tmp_path):
     result = inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"))
     assert {"path": str(tmp_path / "backups"), "action": "mode"} in result["directories"]
     assert stat.S_IMODE(os.stat(str(tmp_path / "backups")).st_mode) == 0o700
+
+
+def test_would_change_reads_the_install_without_writing_and_says_when_it_is_needed(tmp_path):
+    """Issue 36: the plan's round trip reads the install (kubelet_checkpoint's guard option). ``needed`` is false only
+    where a real install would change nothing and owes no self-test; an install that would fail is needed (it then
+    runs and fails with its own message)."""
+    options = spec(tmp_path)
+    options["code"] = dict((k, v) for k, v in options["code"].items() if k != "data")  # the plan sends the SHA-256 alone
+    fresh = Systemctl()
+    planned = inst.would_change(options, fresh)
+    assert planned["needed"] is True and planned["error"] is None and "diff" not in planned
+    assert [os.path.basename(f["path"]) for f in planned["files"]] == ["gpuops.pyz", "gpuops", "gpuops.service"]
+    assert sorted(os.listdir(str(tmp_path))) == [] and fresh.verbs() == [], "nothing written, nothing enabled"
+
+    inst.install(spec(tmp_path), Systemctl(), dev_root=str(tmp_path / "nodev"))
+    done = inst.would_change(options, Systemctl(enabled={"gpuops.service": True}))
+    assert done["needed"] is False and done["changed"] is False and done["files"] == [] and done["selftest"] is None
+    # a unit someone disabled, a file someone edited: needed, and named
+    assert inst.would_change(options, Systemctl(enabled={"gpuops.service": False}))["units"] == [{"unit": "gpuops.service", "enabled": True}]
+    (tmp_path / "lib" / "gpuops").write_text("#!/bin/sh\n")
+    edited = inst.would_change(options, Systemctl(enabled={"gpuops.service": True}))
+    assert edited["needed"] is True and [f["action"] for f in edited["files"]] == ["updated"]
+    assert (tmp_path / "lib" / "gpuops").read_text() == "#!/bin/sh\n"
+
+    refused = inst.would_change(dict(options, code=dict(options["code"], path="gpuops.pyz")), Systemctl())
+    assert refused["needed"] is True and "code" in refused["error"] and set(refused) == {"needed", "error"}
