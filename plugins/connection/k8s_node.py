@@ -198,6 +198,24 @@ options:
       - name: ansible_kubectl_client_key
     env:
       - name: K8S_AUTH_KEY_FILE
+  pipelining:
+    description:
+      - Send each module to the node on the exec stream's stdin (one C(kubectl exec) per module call) instead of as a
+        file first (a temp directory, the file, the run and the clean-up, four or five execs, each a request for the pod
+        and one for the stream).
+      - On by default for this connection, whatever ansible-core's own default; V(false) (here, with
+        C(ansible_pipelining), C(ANSIBLE_PIPELINING) or C(pipelining) in C([defaults])) turns it off.
+    type: boolean
+    default: true
+    version_added: 0.4.0
+    vars:
+      - name: ansible_pipelining
+      - name: ansible_k8s_node_pipelining
+    env:
+      - name: ANSIBLE_PIPELINING
+    ini:
+      - section: defaults
+        key: pipelining
   ca_cert:
     description: Path to the API server's CA certificate.
     default: ''

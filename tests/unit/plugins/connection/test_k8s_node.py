@@ -270,3 +270,15 @@ def test_the_run_s_pod_is_deleted_by_node_pods_as_no_change_said_apart(kubectl, 
     assert state(tmp_path)["pods"] == {}
     again = conn.remove_node_pod()
     assert (again["changed"], again["deleted"]) == (False, False) and again["msg"].startswith("no node pod of this run")
+
+
+def test_modules_are_pipelined_unless_the_user_turns_it_off(kubectl, monkeypatch):
+    """Issue 36: one exec per module call (the module on the stream's stdin), not four or five (a temp directory, the file,
+    the run, the clean-up), each kubectl exec a request for the pod and one for the stream. ansible-core's own default
+    (off) does not apply here; the user's ansible_pipelining or ANSIBLE_PIPELINING does."""
+    monkeypatch.delenv("ANSIBLE_PIPELINING", raising=False)
+    assert connection(kubectl).is_pipelining_enabled() is True
+    assert connection(kubectl).is_pipelining_enabled(wrap_async=True) is False, "async still writes its files"
+    assert connection(kubectl, ansible_pipelining=False).is_pipelining_enabled() is False
+    monkeypatch.setenv("ANSIBLE_PIPELINING", "false")
+    assert connection(kubectl).is_pipelining_enabled() is False
