@@ -6,7 +6,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 COLUMNS = (
     ("node", "node"),
@@ -58,6 +63,39 @@ def _sharing(node_vars, k8s_name, result, gpu_share):
                 "percent": shared.get("percent"), "gpus_gone": sum(1 for g in shared.get("gpus") or () if g.get("index") is None),
                 "unattributed_gib": shared.get("unattributed_gib") or 0}
     return None
+
+
+def _tag_runs(tags, run_tags, skip_tags):
+    """Whether a task tagged ``tags`` (none of them ``always`` or ``never``) runs under ``--tags``/``--skip-tags``."""
+    run, skip, tags = set(run_tags or ("all",)), set(skip_tags or ()), set(tags)
+    if skip & (tags | {"tagged", "all"}):
+        return False
+    return bool(run & (tags | {"tagged", "all"}))
+
+
+def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
+    """The nodes site.yml sends to its throttled repair play: the plan said ``repair_needed`` (the checkpoint must
+    change, or a killed run left kubelet stopped), ``checkpoint_guard_reconcile_now`` is not false, and the plan and the
+    guard's install did not fail. Decided once on the controller (issue 36), not by a group_by task per node; none
+    where the run's tags leave out ``checkpoint`` (the repair's tag), as that task's were."""
+    if not _tag_runs(("checkpoint",), run_tags, skip_tags):
+        return []
+    chosen = []
+    for node in nodes or ():
+        node_vars = hostvars[node]
+        plan = node_vars.get("checkpoint_guard_plan")
+        if not isinstance(plan, Mapping) or plan.get("failed") or plan.get("unreachable") or not plan.get("repair_needed"):
+            continue
+        installed = node_vars.get("checkpoint_guard_installed")
+        if isinstance(installed, Mapping) and (installed.get("failed") or installed.get("unreachable")):
+            continue
+        try:
+            now = as_bool("checkpoint_guard_reconcile_now", node_vars.get("checkpoint_guard_reconcile_now", True))
+        except ParameterError as exc:
+            raise AnsibleFilterError("gpuops.fleet._checkpoint_repair_nodes: node %s: %s" % (node, exc)) from exc
+        if now:
+            chosen.append(node)
+    return chosen
 
 
 def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None, gpu_share=None, gpu_memory=None):
@@ -336,4 +374,4 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
 class FilterModule:
     def filters(self):
         return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary,
-                "gpu_health_row": gpu_health_row}
+                "gpu_health_row": gpu_health_row, "_checkpoint_repair_nodes": checkpoint_repair_nodes}

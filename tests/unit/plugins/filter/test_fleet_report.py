@@ -222,3 +222,28 @@ def test_the_gpu_memory_column_when_prometheus_was_read():
 def test_node_summary_says_whether_the_guard_is_in_place(installed, check_mode, guard):
     node = _node_vars("n1", {"status": "up_to_date", "action": "none"}, checkpoint_guard_installed=installed)
     assert fr.fleet_node_summary(node, ["n1"], check_mode=check_mode)["guard"] == guard
+
+
+def test_the_repair_play_s_nodes_are_decided_once_from_each_node_s_plan():
+    """Issue 36: site.yml's repair play takes its hosts from this filter, not from a group_by task per node."""
+    from ansible_collections.gpuops.fleet.plugins.filter.fleet_report import checkpoint_repair_nodes
+
+    hostvars = {
+        "stale": {"checkpoint_guard_plan": {"repair_needed": True}},
+        "marked": {"checkpoint_guard_plan": {"repair_needed": True, "action": "none"}, "checkpoint_guard_reconcile_now": "yes"},
+        "fine": {"checkpoint_guard_plan": {"repair_needed": False}},
+        "held": {"checkpoint_guard_plan": {"repair_needed": True}, "checkpoint_guard_reconcile_now": "false"},
+        "plan-failed": {"checkpoint_guard_plan": {"failed": True, "repair_needed": True}},
+        "install-failed": {"checkpoint_guard_plan": {"repair_needed": True}, "checkpoint_guard_installed": {"failed": True}},
+        "unreachable": {"checkpoint_guard_plan": {"unreachable": True}},
+        "not-planned": {},
+    }
+    nodes = sorted(hostvars)
+    assert checkpoint_repair_nodes(nodes, hostvars) == ["marked", "stale"]
+    assert checkpoint_repair_nodes(nodes, hostvars, ["checkpoint"], []) == ["marked", "stale"]
+    assert checkpoint_repair_nodes(nodes, hostvars, ["all"], []) == ["marked", "stale"]
+    # the run's tags leave the repair out, as they left out the group_by task
+    assert checkpoint_repair_nodes(nodes, hostvars, ["guard"], []) == []
+    assert checkpoint_repair_nodes(nodes, hostvars, ["all"], ["checkpoint"]) == []
+    with pytest.raises(AnsibleFilterError, match="node held: checkpoint_guard_reconcile_now: expected true or false"):
+        checkpoint_repair_nodes(["held"], {"held": dict(hostvars["held"], checkpoint_guard_reconcile_now="maybe")})
