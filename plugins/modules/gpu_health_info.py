@@ -173,48 +173,12 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import xid_catalog
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, gpu_health, hostroot
 
 
-def _work(module):
-    params = module.params
-    if params["gpus_expected"] is not None and params["gpus_expected"] < 0:
-        raise ParameterError("gpus_expected", "must be 0 or more, got %d: give the number of GPUs the node should have, or leave it unset"
-                             % params["gpus_expected"])
-    if params["kernel_log"] == "file" and not params["kernel_log_path"]:
-        raise ParameterError("kernel_log_path", "is required with kernel_log=file: give the path of the saved kernel log")
-    overrides = xid_catalog.check_overrides("xid_overrides", params["xid_overrides"])
-    base = hostroot.root()
-    run = module.run_command
-    if base is None:
-        journalctl = module.get_bin_path("journalctl")
-        systemctl = module.get_bin_path("systemctl")
-    else:
-        journalctl = hostroot.which("journalctl", base=base)
-        systemctl = hostroot.which("systemctl", base=base)
-        run = hostroot.runner(run, base)
-    driver_root = params["driver_root"] or None
-    if driver_root and base is not None:
-        driver_root = hostroot.local(driver_root, base)
-    return gpu_health.read(run, driver_root=driver_root, gpus_expected=params["gpus_expected"], log_source=params["kernel_log"],
-                           log_path=params["kernel_log_path"], overrides=overrides, journalctl=journalctl, systemctl=systemctl)
-
-
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            backend=dict(type="str", default="auto", choices=["auto", "nvml"]),
-            driver_root=dict(type="path"),
-            gpus_expected=dict(type="int"),
-            kernel_log=dict(type="str", default="auto", choices=["auto", "journal", "kmsg", "file", "none"]),
-            kernel_log_path=dict(type="path"),
-            xid_overrides=dict(type="dict", default={}),
-        ),
-        supports_check_mode=True,
-    )
-    facts = edge.run(module, lambda: _work(module))
+    module = AnsibleModule(argument_spec=gpu_health.ARGUMENT_SPEC, supports_check_mode=True)
+    facts = edge.run(module, lambda: gpu_health.read_with(module.params, module.run_command, module.get_bin_path))
     module.exit_json(changed=False, ansible_facts={"gpuops_gpu_health": hostroot.to_host(facts)})
 
 

@@ -78,6 +78,15 @@ options:
       - The module's action plugin builds the code on the controller and sends its SHA-256, never its bytes.
     type: dict
     version_added: 0.4.0
+  health:
+    description:
+      - The options of M(gpuops.fleet.gpu_health_info), checked with that module's own argument spec; C(driver_root)
+        defaults to this module's O(driver_root).
+      - When given, the same call also reads the GPUs' health, read-only, as that module does, and sets the same fact,
+        C(ansible_facts.gpuops_gpu_health) (C(playbooks/site.yml) with C(gpuops_gpu_health), through the
+        C(gpuops.fleet.checkpoint_guard) role's C(checkpoint_guard_gpu_health)), with no second call per node.
+    type: dict
+    version_added: 0.4.0
   gpus:
     description:
       - The GPU inventory to compare with, as returned by M(gpuops.fleet.gpu_uuid_facts) in C(ansible_facts.gpuops_gpus).
@@ -415,6 +424,11 @@ ansible_facts:
       returned: when O(gpus) was not given
       type: dict
       sample: {"available": true, "backend": "nvml", "count": 1, "driver_version": "535.104.05", "gpus": []}
+    gpuops_gpu_health:
+      description: The GPUs' health, as M(gpuops.fleet.gpu_health_info) sets it (see that module for the keys).
+      returned: when O(health) was given
+      type: dict
+      version_added: 0.4.0
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -459,10 +473,23 @@ def _guard(module):
     return install.would_change(validated.validated_parameters, run)
 
 
+def _health(module):
+    """The GPUs' health with gpu_health_info's options (``health``), as that module reads it; fails the module by name."""
+    # imported here: the plan's runs without a health read do not compile the health code
+    from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_health
+
+    options = dict(module.params["health"])
+    options.setdefault("driver_root", module.params["driver_root"])
+    validated = ArgumentSpecValidator(gpu_health.ARGUMENT_SPEC).validate(options)
+    if validated.error_messages:
+        module.fail_json(msg="health: %s" % "; ".join(validated.error_messages))
+    return edge.run(module, lambda: gpu_health.read_with(validated.validated_parameters, module.run_command, module.get_bin_path))
+
+
 def main():
     # every repair setting is a row of options.TABLE (shared with the boot guard and the role)
     argument_spec = dict(table_argument_spec(), **BACKEND_ARGS)
-    argument_spec.update(gpus=dict(type="dict"), settings=dict(type="dict"), guard=dict(type="dict"))
+    argument_spec.update(gpus=dict(type="dict"), settings=dict(type="dict"), guard=dict(type="dict"), health=dict(type="dict"))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
     if params["settings"]:  # the action plugin merges them on the controller; here they would be ignored
@@ -492,6 +519,8 @@ def main():
     guard = _guard(module)  # the same round trip reads whether the boot guard's install would change anything
     if guard is not None:
         done["guard"] = hostroot.to_host(guard)
+    if params["health"] is not None:  # and the GPUs' health, as gpu_health_info reads it
+        done["ansible_facts"] = dict(done["ansible_facts"], gpuops_gpu_health=hostroot.to_host(_health(module)))
     module.exit_json(host_root=hostroot.root(), **done)
 
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision, xid_catalog
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, gpu_metrics, hostroot, kernel_log
 
 FIELDS = {
@@ -324,3 +324,40 @@ def _xid154(gpu):
         if xid["code"] == 154 and xid.get("recovery_action") is not None:
             rec.update(value=xid["recovery_action"], name=xid_catalog.recovery_name(xid["recovery_action"]), source="xid154_log")
             return
+
+
+# gpu_health_info's options (its argument spec): kubelet_checkpoint's health option checks its value with the same
+# table, so the plan's round trip reads the health as the module does (issue 36)
+ARGUMENT_SPEC = dict(
+    backend=dict(type="str", default="auto", choices=["auto", "nvml"]),
+    driver_root=dict(type="path"),
+    gpus_expected=dict(type="int"),
+    kernel_log=dict(type="str", default="auto", choices=["auto", "journal", "kmsg", "file", "none"]),
+    kernel_log_path=dict(type="path"),
+    xid_overrides=dict(type="dict", default={}),
+)
+
+
+def read_with(params, run, get_bin_path):
+    """``read`` with gpu_health_info's options (ARGUMENT_SPEC applied): checked first (ParameterError names the option),
+    the host's journalctl, systemctl and driver root found on whichever side of the host this runs."""
+    if params["gpus_expected"] is not None and params["gpus_expected"] < 0:
+        raise ParameterError("gpus_expected", "must be 0 or more, got %d: give the number of GPUs the node should have, or leave it unset"
+                             % params["gpus_expected"])
+    if params["kernel_log"] == "file" and not params["kernel_log_path"]:
+        raise ParameterError("kernel_log_path", "is required with kernel_log=file: give the path of the saved kernel log")
+    overrides = xid_catalog.check_overrides("xid_overrides", params["xid_overrides"])
+    base = hostroot.root()
+    if base is None:
+        journalctl = get_bin_path("journalctl")
+        systemctl = get_bin_path("systemctl")
+    else:
+        journalctl = hostroot.which("journalctl", base=base)
+        systemctl = hostroot.which("systemctl", base=base)
+        run = hostroot.runner(run, base)
+    driver_root = params["driver_root"] or None
+    if driver_root and base is not None:
+        driver_root = hostroot.local(driver_root, base)
+    return read(run, driver_root=driver_root, gpus_expected=params["gpus_expected"], log_source=params["kernel_log"],
+                log_path=params["kernel_log_path"], overrides=overrides, journalctl=journalctl, systemctl=systemctl)
+

@@ -110,3 +110,39 @@ def test_beside_the_host_the_module_takes_and_reports_host_paths(playbook, tmp_p
     assert not os.path.exists(str(root / "mnt/data/kubelet/device-plugins/kubelet_internal_checkpoint")), "moved aside on the host's disk"
     assert not results["again"]["changed"] and results["info"]["exists"] is False, results["info"]
     assert changed == 2, out  # the plan (check mode says what would change) and the repair
+
+
+HEALTH = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: the plan's call, with the health read (issue 36)
+      gpuops.fleet.kubelet_checkpoint: {kubelet_unit: '', checkpoint_path: "{{ workdir }}/none", health: {kernel_log: none, gpus_expected: 2}}
+      check_mode: true
+      register: plan
+    - name: the health module alone
+      gpuops.fleet.gpu_health_info: {kernel_log: none, gpus_expected: 2}
+      register: alone
+    - name: a bad health option
+      gpuops.fleet.kubelet_checkpoint: {kubelet_unit: '', checkpoint_path: "{{ workdir }}/none", health: {kernel_log: syslog}}
+      check_mode: true
+      register: bad
+      ignore_errors: true
+    - name: show
+      ansible.builtin.debug:
+        msg: "RESULTS={{ {'plan': plan, 'alone': alone, 'bad': bad} | to_json }}"
+"""
+
+
+def test_the_plan_reads_the_gpus_health_in_its_own_call_as_gpu_health_info_does(fake_node, playbook, tmp_path):
+    import json
+    import re
+    env = fake_node([fakenode.gpu(NEW), fakenode.gpu(OLD, bus="00000000:00:08.0", minor=1)])
+    (tmp_path / "health.yml").write_text(HEALTH)
+    ok, changed, out = playbook(str(tmp_path / "health.yml"), env)
+    results = json.loads(re.search(r"RESULTS=(\{.*\})", out).group(1).replace('\\"', '"'))
+    read, alone = results["plan"]["ansible_facts"]["gpuops_gpu_health"], results["alone"]["ansible_facts"]["gpuops_gpu_health"]
+    assert read["available"] and [g["uuid"] for g in read["gpus"]] == [NEW, OLD] and read["gpus_expected"] == 2
+    assert read["verdict"] == alone["verdict"] and read["gpus"] == alone["gpus"]
+    assert results["plan"]["ansible_facts"]["gpuops_gpus"]["count"] == 2, "the plan's own facts are still there"
+    assert results["bad"]["failed"] and results["bad"]["msg"].startswith("health: value of kernel_log must be one of"), results["bad"]
