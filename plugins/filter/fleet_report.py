@@ -73,6 +73,12 @@ def _tag_runs(tags, run_tags, skip_tags):
     return bool(run & (tags | {"tagged", "all"}))
 
 
+def tags_run(tags, run_tags=None, skip_tags=None):
+    """Whether a task tagged ``tags`` runs under the run's ``--tags`` and ``--skip-tags`` (``ansible_run_tags``,
+    ``ansible_skip_tags``)."""
+    return _tag_runs(tags, run_tags, skip_tags)
+
+
 def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
     """The nodes site.yml sends to its throttled repair play: the plan said ``repair_needed`` (the checkpoint must
     change, or a killed run left kubelet stopped), ``checkpoint_guard_reconcile_now`` is not false, and the plan and the
@@ -374,4 +380,4 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
 class FilterModule:
     def filters(self):
         return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary,
-                "gpu_health_row": gpu_health_row, "_checkpoint_repair_nodes": checkpoint_repair_nodes}
+                "gpu_health_row": gpu_health_row, "_checkpoint_repair_nodes": checkpoint_repair_nodes, "_tags_run": tags_run}

@@ -438,7 +438,6 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._node import options 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, argument_spec as table_argument_spec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot, install
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather_on_node
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.kubelet_config import find_kubelet_process
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, PATH_OPTIONS, validate_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import Kubelet, repair
 
@@ -451,6 +450,9 @@ def _kubelet(module):
         return None
     # the host's systemctl, also from the node pod beside the host (hostroot: run chrooted into it, host paths)
     if hostroot.which("systemctl") is None:
+        # imported here: kubelet_config loads PyYAML (about 30 ms a run), which only this path needs
+        from ansible_collections.gpuops.fleet.plugins.module_utils._node.kubelet_config import find_kubelet_process
+
         # no systemd to stop kubelet with (Talos): a running kubelet is never repaired under (hostPID beside the host)
         found = find_kubelet_process()
         return Kubelet.unmanaged(unit, found[0]) if found else None

@@ -247,3 +247,11 @@ def test_the_repair_play_s_nodes_are_decided_once_from_each_node_s_plan():
     assert checkpoint_repair_nodes(nodes, hostvars, ["all"], ["checkpoint"]) == []
     with pytest.raises(AnsibleFilterError, match="node held: checkpoint_guard_reconcile_now: expected true or false"):
         checkpoint_repair_nodes(["held"], {"held": dict(hostvars["held"], checkpoint_guard_reconcile_now="maybe")})
+
+
+@pytest.mark.parametrize("run_tags, skip_tags, runs", [
+    (["all"], [], True), (["guard"], [], True), (["facts", "checkpoint"], [], False), (["tagged"], [], True),
+    (["all"], ["guard"], False), (["all"], ["tagged"], False), (None, None, True),
+])
+def test_tags_run_as_ansible_decides_for_a_tagged_task(run_tags, skip_tags, runs):
+    assert fr.tags_run(["checkpoint_guard", "checkpoint_guard_install", "guard"], run_tags, skip_tags) is runs
