@@ -229,7 +229,9 @@ options:
 import json
 import multiprocessing
 import os
+import select
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -247,6 +249,9 @@ except ImportError as exc:  # pragma: no cover - kubernetes.core is a declared d
     raise ImportError("gpuops.fleet.k8s_node needs the kubernetes.core collection: %s" % exc) from exc
 
 display = Display()
+
+# what the watch of a new node pod prints per change: its phase and its Ready condition's status (kubectl's JSONPath)
+READY_LINE = 'jsonpath={.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\\n"}'
 
 
 def run_pid():
@@ -420,9 +425,10 @@ class Connection(KubectlConnection):
         ``changed`` is false: the pod was this run's own transport, made by this run, so the cluster is left as the run
         found it; ``deleted`` says whether there was one to delete."""
         node, namespace, dummy, dummy2, dummy3, name = self._identity()
-        exists = self._own_pod(node, namespace, name) is not None
-        if exists and not check_mode:
-            self._delete(node, [name])
+        if check_mode:
+            exists = self._own_pod(node, namespace, name) is not None
+        else:  # the delete says whether there was one (no read first: a request saved)
+            exists = self._delete(node, [name]) > 0
         self._node_pod = None
         if exists:
             msg = "this run's node pod %s %s" % (name, "would be deleted" if check_mode else "deleted")
@@ -456,7 +462,8 @@ class Connection(KubectlConnection):
             manifest = node_pod.pod_manifest(name, node, namespace, self.get_option("gpuops_node_pod_image"), idle, deadline, run,
                                              self.get_option("gpuops_node_pod_gpu_access"), self.get_option("gpuops_node_pod_runtime_class"),
                                              self.get_option("gpuops_node_exec_on"), run_origin=self._origin(pid))
-            rc, out, err = self._run(["create", "-f", "-"], data=json.dumps(manifest).encode())
+            # the manifest is built here from checked data: no OpenAPI schema fetched to validate it (a request saved)
+            rc, out, err = self._run(["create", "--validate=false", "-f", "-"], data=json.dumps(manifest).encode())
             if rc != 0 and "AlreadyExists" not in err:  # another worker of this run created it first
                 raise AnsibleConnectionFailure("node %s: could not create node pod %s in namespace %s: %s" % (node, name, namespace, err))
         if not node_pod.ready(pod):  # a pod the run's earlier tasks already use needs no wait
@@ -473,16 +480,57 @@ class Connection(KubectlConnection):
         return node_pod.origin(boot, namespace, pid, start) if boot and namespace and start else ""
 
     def _wait_ready(self, node, namespace, name):
+        """Until the pod is Ready: one watch of the one pod (``kubectl get --watch``, a read then the watch: two requests,
+        where ``kubectl wait`` makes three, a read, a list and the watch)."""
         timeout = int(self.get_option("gpuops_node_pod_ready_timeout"))
-        rc, out, err = self._run(["wait", "--for=condition=Ready", "pod/" + name, "--timeout=%ds" % timeout], timeout=timeout + 30)
-        if rc != 0:
+        argv, censored = self._kubectl()
+        args = ["get", "pod", name, "--watch", "-o", READY_LINE]
+        display.vvv("NODE POD %s" % (censored + args,), host=self._play_context.remote_addr)
+        seen, err = self._watch(argv + args, timeout)
+        if not (seen and seen.split()[-1:] == ["True"]):
             raise AnsibleConnectionFailure("node %s: node pod %s not running after %d s (image %s pulled? namespace %s admits hostPID and "
-                                           "hostPath pods?): %s" % (node, name, timeout, self.get_option("gpuops_node_pod_image"), namespace, err))
+                                           "hostPath pods?): %s" % (node, name, timeout, self.get_option("gpuops_node_pod_image"), namespace,
+                                                                   err or "last seen: phase and Ready %r" % (seen or "nothing",)))
+
+    def _watch(self, argv, timeout):
+        """Run a ``kubectl get --watch`` printing READY_LINE's lines until one says Ready (``True``) or ``timeout``.
+
+        Returns (the last line seen, or "", kubectl's stderr when it ended by itself)."""
+        seen, buf = "", b""
+        deadline = time.monotonic() + timeout
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen([to_bytes(a, errors="surrogate_or_strict") for a in argv], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=errors, env=self._local_env())
+            try:
+                while time.monotonic() < deadline:
+                    ready, dummy, dummy2 = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+                    if not ready:
+                        break
+                    chunk = os.read(proc.stdout.fileno(), 65536)
+                    if not chunk:  # kubectl ended (an error, or the watch closed)
+                        proc.wait()
+                        errors.seek(0)
+                        return seen, errors.read().decode(errors="replace").strip()
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        seen = line.decode(errors="replace").strip() or seen
+                        if seen.split()[-1:] == ["True"]:
+                            return seen, ""
+                return seen, ""
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                proc.stdout.close()
+                self.delete_temporary_file()
 
     def _delete(self, node, names):
-        rc, dummy, err = self._run(["delete", "pod", "--wait=true", "--ignore-not-found"] + list(names), timeout=120)
+        """Delete the pods and wait until they are gone; how many there were (kubectl prints a line per pod deleted)."""
+        rc, out, err = self._run(["delete", "pod", "--wait=true", "--ignore-not-found"] + list(names), timeout=120)
         if rc != 0:
             raise AnsibleConnectionFailure("node %s: could not delete node pods %s: %s" % (node, ", ".join(names), err))
+        return sum(1 for line in out.splitlines() if line.strip().endswith(" deleted"))
 
     def _connect(self, port=None):
         if self._node_pod is None:

@@ -14,6 +14,7 @@ import json
 import os
 import stat
 import sys
+import time
 
 import pytest
 import yaml
@@ -26,7 +27,7 @@ from ansible_collections.gpuops.fleet.plugins.connection import k8s_node
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_pod
 
 FAKE_KUBECTL = r'''#!%(python)s
-import json, os, subprocess, sys
+import json, os, subprocess, sys, time
 state_file, log = os.environ["FAKE_KUBECTL_STATE"], os.environ["FAKE_KUBECTL_LOG"]
 argv = sys.argv[1:]
 with open(log, "a") as handle:
@@ -37,6 +38,13 @@ def save():
 while argv and argv[0] in ("--kubeconfig", "--context", "-n", "--server"):
     argv = argv[2:]
 verb = argv[0]
+if verb == "get" and argv[1] == "pod" and "--watch" in argv:  # the pod becomes Ready (kubectl get --watch prints each change)
+    pod = state["pods"][argv[2]]
+    print(pod["status"]["phase"] + " " + pod["status"]["conditions"][0]["status"], flush=True)
+    if os.environ.get("FAKE_KUBECTL_NEVER_READY"):
+        time.sleep(30); sys.exit(0)
+    pod["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    save(); print("Running True", flush=True); time.sleep(30); sys.exit(0)
 if verb == "get" and argv[1] == "pod":
     pod = state["pods"].get(argv[2])
     if pod is None:
@@ -50,7 +58,8 @@ if verb == "create":
     state["pods"][pod["metadata"]["name"]] = pod; save(); sys.exit(0)
 if verb == "delete":
     for name in [a for a in argv[2:] if not a.startswith("-")]:
-        state["pods"].pop(name, None)
+        if state["pods"].pop(name, None) is not None:
+            print('pod "%%s" deleted' %% name)
     save(); sys.exit(0)
 if verb == "wait":  # the pod is Ready from now on
     for pod in state["pods"].values():
@@ -121,7 +130,9 @@ def test_the_first_command_makes_the_run_s_pod_then_every_command_runs_chrooted_
     made = calls(tmp_path)
     name = node_pod.pod_name("gpu-1", node_pod.run_id(os.uname()[1], k8s_node.run_token()))
     assert made[0] == ["-n", "gpuops-system", "--kubeconfig", "/etc/ops/kubeconfig", "get", "pod", name, "-o", "json"]
-    assert [c[4:6] for c in made[1:4]] == [["get", "pods"], ["create", "-f"], ["wait", "--for=condition=Ready"]]
+    # issue 36: the manifest unvalidated (no OpenAPI fetch), then one watch of the pod until Ready (not kubectl wait's three requests)
+    assert [c[4:7] for c in made[1:4]] == [["get", "pods", "-l"], ["create", "--validate=false", "-f"], ["get", "pod", name]]
+    assert made[3][7:9] == ["--watch", "-o"] and made[3][9] == k8s_node.READY_LINE
     execs = [c for c in made if "exec" in c]
     assert len(execs) == 2 and all(c[4:10] == ["exec", "-i", name, "-c", node_pod.CONTAINER, "--"] for c in execs)
     assert all(c[12] == node_pod.exec_argv([])[2] for c in execs), "every command goes through the node pod's prologue (host or beside it)"
@@ -282,3 +293,22 @@ def test_modules_are_pipelined_unless_the_user_turns_it_off(kubectl, monkeypatch
     assert connection(kubectl, ansible_pipelining=False).is_pipelining_enabled() is False
     monkeypatch.setenv("ANSIBLE_PIPELINING", "false")
     assert connection(kubectl).is_pipelining_enabled() is False
+
+
+def test_a_node_pod_that_never_gets_ready_fails_at_the_timeout_and_says_what_was_seen(kubectl, monkeypatch):
+    monkeypatch.setenv("FAKE_KUBECTL_NEVER_READY", "1")
+    conn = connection(kubectl, gpuops_node_pod_ready_timeout=2)
+    started = time.monotonic()
+    with pytest.raises(AnsibleConnectionFailure, match=r"not running after 2 s .*last seen: phase and Ready 'Running False'"):
+        conn.exec_command("true")
+    assert time.monotonic() - started < 20, "the watch is ended at the timeout, not left to kubectl"
+
+
+def test_the_run_s_pod_is_deleted_without_a_read_first(kubectl, tmp_path):
+    conn = connection(kubectl)
+    conn.exec_command("true")
+    before = len(calls(tmp_path))
+    assert conn.remove_node_pod()["deleted"] is True
+    assert [c[4:5] for c in calls(tmp_path)[before:]] == [["delete"]], "the delete alone says whether there was one"
+    assert connection(kubectl).remove_node_pod()["deleted"] is False
+
