@@ -397,11 +397,14 @@ class Connection(KubectlConnection):
         return rc, out.decode(errors="replace"), err.decode(errors="replace").strip()
 
     def _own_pod(self, node, namespace, name):
-        """This run's node pod as the API has it (a dict), or None where there is none."""
-        rc, out, err = self._run(["get", "pod", name, "-o", "json"])
-        if rc != 0 and "NotFound" not in err:
+        """This run's node pod as the API has it (a dict), or None where there is none.
+
+        Listed by its name (the API server reads that one key), not read: where it is missing, kubectl 1.20 answers a
+        read's 404 with a second request, for the namespace, only to word its error."""
+        rc, out, err = self._run(["get", "pods", "--field-selector", "metadata.name=" + name, "-o", "json"])
+        if rc != 0:
             raise AnsibleConnectionFailure("node %s: cannot read node pod %s in namespace %s: %s" % (node, name, namespace, err))
-        return json.loads(out) if rc == 0 else None
+        return next(iter(json.loads(out).get("items") or ()), None)
 
     def _identity(self):
         """(node, namespace, idle, deadline, run, pod name), the options checked."""

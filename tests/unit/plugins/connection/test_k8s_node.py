@@ -50,6 +50,9 @@ if verb == "get" and argv[1] == "pod":
     if pod is None:
         sys.stderr.write('Error from server (NotFound): pods "%%s" not found\n' %% argv[2]); sys.exit(1)
     print(json.dumps(pod)); sys.exit(0)
+if verb == "get" and argv[1] == "pods" and "--field-selector" in argv:
+    name = argv[argv.index("--field-selector") + 1].split("=", 1)[1]
+    print(json.dumps({"items": [p for n, p in state["pods"].items() if n == name]})); sys.exit(0)
 if verb == "get" and argv[1] == "pods":
     print(json.dumps({"items": list(state["pods"].values())})); sys.exit(0)
 if verb == "create":
@@ -129,7 +132,8 @@ def test_the_first_command_makes_the_run_s_pod_then_every_command_runs_chrooted_
     assert rc == 3
     made = calls(tmp_path)
     name = node_pod.pod_name("gpu-1", node_pod.run_id(os.uname()[1], k8s_node.run_token()))
-    assert made[0] == ["-n", "gpuops-system", "--kubeconfig", "/etc/ops/kubeconfig", "get", "pod", name, "-o", "json"]
+    assert made[0] == ["-n", "gpuops-system", "--kubeconfig", "/etc/ops/kubeconfig", "get", "pods", "--field-selector", "metadata.name=" + name,
+                       "-o", "json"]
     # issue 36: the manifest unvalidated (no OpenAPI fetch), then one watch of the pod until Ready (not kubectl wait's three requests)
     assert [c[4:7] for c in made[1:4]] == [["get", "pods", "-l"], ["create", "--validate=false", "-f"], ["get", "pod", name]]
     assert made[3][7:9] == ["--watch", "-o"] and made[3][9] == k8s_node.READY_LINE
@@ -148,7 +152,7 @@ def test_a_later_task_finds_the_run_s_pod_ready_with_one_call(kubectl, tmp_path)
     rc, out, err = connection(kubectl).exec_command("echo again")  # a new task: Ansible makes a new connection
     assert (rc, out) == (0, b"again\n")
     later = [c[4:6] for c in calls(tmp_path)[before:]]
-    assert later == [["get", "pod"], ["exec", "-i"]], "no list, create or wait for a pod already Ready"
+    assert later == [["get", "pods"], ["exec", "-i"]], "no sweep, create or wait for a pod already Ready"
 
 
 def test_a_worker_that_outlived_its_killed_run_starts_no_pod_and_deletes_none(kubectl, tmp_path, monkeypatch):
