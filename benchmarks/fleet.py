@@ -22,9 +22,9 @@ of ansible's process tree, from wait4) and seconds per host.
 With --health, also the GPU health read alone (benchmarks/health_read.yml: gpu_health_info, one module call per
 node) and playbooks/gpu_health.yml (the read, the checkpoint's pods, the report; no cluster, so no plan).
 
-Goals: the check stage over 200 hosts within 1.5x of ping over the same hosts (issue 11), cost
-linear in N; the first full run within 5x ping, a second within 2.5x ping (issue 22). Local
-connections: the "nodes" share this machine's cores with the controller.
+Goals (issue 36): at 200 and 1,000 hosts the check stage within 1.3x of ping over the same hosts, the first full run
+within 3x, a second within 1.5x, cost linear in N, the controller's peak RSS within 300 MiB at 1,000. Local connections:
+the "nodes" share this machine's cores with the controller, and their modules' CPU is in the CPU column.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ BIN = os.path.join(ROOT, ".venv", "bin")
 
 
 def run(argv, env):
-    """(wall seconds, peak RSS MiB, rc, output tail) of one command, its tree's peak RSS from wait4."""
+    """(wall seconds, peak RSS MiB, rc, output tail, CPU seconds) of one command, its tree's peak RSS and CPU from wait4."""
     with tempfile.TemporaryFile() as out:
         start = time.monotonic()
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -53,7 +53,7 @@ def run(argv, env):
         out.seek(0)
         tail = out.read().decode(errors="replace")[-3000:]
     # Linux: ru_maxrss of a reaped child is the largest of it and its reaped descendants, in KiB
-    return wall, usage.ru_maxrss / 1024.0, proc.returncode, tail
+    return wall, usage.ru_maxrss / 1024.0, proc.returncode, tail, usage.ru_utime + usage.ru_stime
 
 
 def environment(forks, pipelining):
@@ -88,7 +88,7 @@ def measure(nodes, env, work, repair=True, health=False):
                                         env)))
         rows.append(("gpu_health.yml", run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "playbooks", "gpu_health.yml"),
                                             "-e", "gpuops_report_dir=" + report, "-e", "gpuops_gpu_health_kernel_log=none"], env)))
-    for name, (_wall, _rss, rc, tail) in rows:
+    for name, (_wall, _rss, rc, tail, _cpu) in rows:
         if rc != 0:
             raise SystemExit("%s on %d nodes failed (rc %d):\n%s" % (name, nodes, rc, tail))
     return rows
@@ -121,14 +121,16 @@ def main(argv=None):
     files, lines, cluster, size = guard_contents()
     print("the guard on each node: one file of %d bytes, %d code files, %d lines; controller code in it: %s"
           % (size, files, lines, ", ".join(cluster) or "none"))
-    print("%-6s %-16s %9s %8s %10s %10s" % ("nodes", "stage", "wall s", "x ping", "peak MiB", "s/host"))
+    # CPU: the command's whole process tree, so with local connections also the modules the "nodes" ran
+    print("%-6s %-16s %9s %8s %10s %10s %12s" % ("nodes", "stage", "wall s", "x ping", "peak MiB", "s/host", "CPU s/host"))
     summary = []
     with tempfile.TemporaryDirectory(prefix="gpuops-fleet-bench-") as work:
         for nodes in args.nodes:
             rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max, health=args.health)
             ping = rows[1][1][0]
-            for name, (wall, rss, dummy, dummy2) in rows:
-                print("%-6d %-16s %9.1f %8s %10.0f %10.3f" % (nodes, name, wall, "%.2f" % (wall / ping) if name != "lab set-up" else "-", rss, wall / nodes))
+            for name, (wall, rss, dummy, dummy2, cpu) in rows:
+                print("%-6d %-16s %9.1f %8s %10.0f %10.3f %12.3f" % (nodes, name, wall, "%.2f" % (wall / ping) if name != "lab set-up" else "-", rss,
+                                                                    wall / nodes, cpu / nodes))
             walls = dict((name, result[0]) for name, result in rows)
             summary.append((nodes, ping, walls["check stage"], walls.get("full repair"), walls.get("second full run")))
             if "health read" in walls:
@@ -140,11 +142,11 @@ def main(argv=None):
         print("check stage per host: %.3f s at %d nodes, %.3f s at %d nodes (linear when these agree)"
               % (first[2] / first[0], first[0], last[2] / last[0], last[0]))
     nodes, ping, check = summary[-1][:3]
-    print("goal: check stage within 1.5x of ping at %d nodes: %.2fx -> %s" % (nodes, check / ping, "met" if check <= 1.5 * ping else "NOT met"))
-    for nodes, ping, _check, first, second in summary:
+    for nodes, ping, check, first, second in summary:
+        print("goal at %d nodes (issue 36): check stage within 1.3x of ping: %.2fx -> %s" % (nodes, check / ping, "met" if check <= 1.3 * ping else "NOT met"))
         if first is not None:
-            print("goal at %d nodes: first full run within 5x ping: %.2fx -> %s; second within 2.5x ping: %.2fx -> %s" % (
-                nodes, first / ping, "met" if first <= 5 * ping else "NOT met", second / ping, "met" if second <= 2.5 * ping else "NOT met"))
+            print("goal at %d nodes (issue 36): first full run within 3x ping: %.2fx -> %s; second within 1.5x ping: %.2fx -> %s" % (
+                nodes, first / ping, "met" if first <= 3 * ping else "NOT met", second / ping, "met" if second <= 1.5 * ping else "NOT met"))
     return 0
 
 
