@@ -476,7 +476,8 @@ def _guard(module):
 
 
 def _health(module):
-    """The GPUs' health with gpu_health_info's options (``health``), as that module reads it; fails the module by name."""
+    """The GPUs' health with gpu_health_info's options (``health``), as that module reads it (a GpuopsError goes to the
+    module's one edge); bad options fail the module by name."""
     # imported here: the plan's runs without a health read do not compile the health code
     from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_health
 
@@ -485,7 +486,7 @@ def _health(module):
     validated = ArgumentSpecValidator(gpu_health.ARGUMENT_SPEC).validate(options)
     if validated.error_messages:
         module.fail_json(msg="health: %s" % "; ".join(validated.error_messages))
-    return edge.run(module, lambda: gpu_health.read_with(validated.validated_parameters, module.run_command, module.get_bin_path))
+    return gpu_health.read_with(validated.validated_parameters, module.run_command, module.get_bin_path)
 
 
 def main():
@@ -509,7 +510,10 @@ def main():
             # GPUs and plans (or repairs); gpu_uuid_facts is then not needed beforehand
             context["gpus"] = gather_on_node(module.run_command, params["backend"], driver_root=params["driver_root"], get_bin_path=module.get_bin_path)
             context["ansible_facts"] = {"gpuops_gpus": context["gpus"]}
-        return repair(context["gpus"], options, _kubelet(module), check_mode=module.check_mode, diff=module._diff)
+        done = repair(context["gpus"], options, _kubelet(module), check_mode=module.check_mode, diff=module._diff)
+        if params["health"] is not None:  # and the GPUs' health, as gpu_health_info reads it, in the same call
+            context["health"] = _health(module)
+        return done
 
     result = edge.run(module, work, context)
     facts, gathered = context["gpus"], context["ansible_facts"]
@@ -521,8 +525,8 @@ def main():
     guard = _guard(module)  # the same round trip reads whether the boot guard's install would change anything
     if guard is not None:
         done["guard"] = hostroot.to_host(guard)
-    if params["health"] is not None:  # and the GPUs' health, as gpu_health_info reads it
-        done["ansible_facts"] = dict(done["ansible_facts"], gpuops_gpu_health=hostroot.to_host(_health(module)))
+    if "health" in context:
+        done["ansible_facts"] = dict(done["ansible_facts"], gpuops_gpu_health=hostroot.to_host(context["health"]))
     module.exit_json(host_root=hostroot.root(), **done)
 
 
