@@ -88,6 +88,8 @@ def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
         return []
     chosen = []
     for node in nodes or ():
+        if node not in hostvars:  # no variables yet (ansible-playbook --syntax-check): not planned, not chosen
+            continue
         node_vars = hostvars[node]
         plan = node_vars.get("checkpoint_guard_plan")
         if not isinstance(plan, Mapping) or plan.get("failed") or plan.get("unreachable") or not plan.get("repair_needed"):

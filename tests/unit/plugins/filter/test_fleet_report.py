@@ -255,3 +255,10 @@ def test_the_repair_play_s_nodes_are_decided_once_from_each_node_s_plan():
 ])
 def test_tags_run_as_ansible_decides_for_a_tagged_task(run_tags, skip_tags, runs):
     assert fr.tags_run(["checkpoint_guard", "checkpoint_guard_install", "guard"], run_tags, skip_tags) is runs
+
+
+def test_without_variables_no_node_is_chosen_for_the_repair():
+    """ansible-playbook --syntax-check (ansible-lint's) templates the repair play's hosts with no hostvars."""
+    from ansible_collections.gpuops.fleet.plugins.filter.fleet_report import checkpoint_repair_nodes
+
+    assert checkpoint_repair_nodes(["gpu-1", "gpu-2"], {}, [], []) == []
