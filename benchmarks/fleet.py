@@ -129,8 +129,8 @@ def main(argv=None):
             rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max, health=args.health)
             ping = rows[1][1][0]
             for name, (wall, rss, dummy, dummy2, cpu) in rows:
-                print("%-6d %-16s %9.1f %8s %10.0f %10.3f %12.3f" % (nodes, name, wall, "%.2f" % (wall / ping) if name != "lab set-up" else "-", rss,
-                                                                    wall / nodes, cpu / nodes))
+                ratio = "%.2f" % (wall / ping) if name != "lab set-up" else "-"
+                print("%-6d %-16s %9.1f %8s %10.0f %10.3f %12.3f" % (nodes, name, wall, ratio, rss, wall / nodes, cpu / nodes))
             walls = dict((name, result[0]) for name, result in rows)
             summary.append((nodes, ping, walls["check stage"], walls.get("full repair"), walls.get("second full run")))
             if "health read" in walls:

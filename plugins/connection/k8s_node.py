@@ -491,9 +491,9 @@ class Connection(KubectlConnection):
         display.vvv("NODE POD %s" % (censored + args,), host=self._play_context.remote_addr)
         seen, err = self._watch(argv + args, timeout)
         if not (seen and seen.split()[-1:] == ["True"]):
+            why = err or "last seen: phase and Ready %r" % (seen or "nothing",)
             raise AnsibleConnectionFailure("node %s: node pod %s not running after %d s (image %s pulled? namespace %s admits hostPID and "
-                                           "hostPath pods?): %s" % (node, name, timeout, self.get_option("gpuops_node_pod_image"), namespace,
-                                                                   err or "last seen: phase and Ready %r" % (seen or "nothing",)))
+                                           "hostPath pods?): %s" % (node, name, timeout, self.get_option("gpuops_node_pod_image"), namespace, why))
 
     def _watch(self, argv, timeout):
         """Run a ``kubectl get --watch`` printing READY_LINE's lines until one says Ready (``True``) or ``timeout``.

@@ -322,6 +322,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.install import ARGUMENT_SPEC, checked, install
 
+
 def main():
     module = AnsibleModule(argument_spec=dict(ARGUMENT_SPEC, spec=dict(type="dict"), planned=dict(type="dict")), supports_check_mode=True)
     if module.params["spec"] is not None or module.params["planned"] is not None:

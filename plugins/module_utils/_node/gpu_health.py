@@ -360,4 +360,3 @@ def read_with(params, run, get_bin_path):
         driver_root = hostroot.local(driver_root, base)
     return read(run, driver_root=driver_root, gpus_expected=params["gpus_expected"], log_source=params["kernel_log"],
                 log_path=params["kernel_log_path"], overrides=overrides, journalctl=journalctl, systemctl=systemctl)
-

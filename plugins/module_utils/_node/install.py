@@ -505,4 +505,3 @@ def would_change(spec, run):
     result.pop("diff", None)
     result.update(needed=bool(result["changed"] or result["selftest_owed"] or result["code_needed"]), error=None)
     return result
-

@@ -315,4 +315,3 @@ def test_the_run_s_pod_is_deleted_without_a_read_first(kubectl, tmp_path):
     assert conn.remove_node_pod()["deleted"] is True
     assert [c[4:5] for c in calls(tmp_path)[before:]] == [["delete"]], "the delete alone says whether there was one"
     assert connection(kubectl).remove_node_pod()["deleted"] is False
-
