@@ -65,18 +65,13 @@ def _sharing(node_vars, k8s_name, result, gpu_share):
     return None
 
 
-def _tag_runs(tags, run_tags, skip_tags):
-    """Whether a task tagged ``tags`` (none of them ``always`` or ``never``) runs under ``--tags``/``--skip-tags``."""
+def tags_run(tags, run_tags=None, skip_tags=None):
+    """Whether a task tagged ``tags`` (none of them ``always`` or ``never``) runs under the run's ``--tags`` and
+    ``--skip-tags`` (``ansible_run_tags``, ``ansible_skip_tags``)."""
     run, skip, tags = set(run_tags or ("all",)), set(skip_tags or ()), set(tags)
     if skip & (tags | {"tagged", "all"}):
         return False
     return bool(run & (tags | {"tagged", "all"}))
-
-
-def tags_run(tags, run_tags=None, skip_tags=None):
-    """Whether a task tagged ``tags`` runs under the run's ``--tags`` and ``--skip-tags`` (``ansible_run_tags``,
-    ``ansible_skip_tags``)."""
-    return _tag_runs(tags, run_tags, skip_tags)
 
 
 def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
@@ -84,7 +79,7 @@ def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
     change, or a killed run left kubelet stopped), ``checkpoint_guard_reconcile_now`` is not false, and the plan and the
     guard's install did not fail. Decided once on the controller (issue 36), not by a group_by task per node; none
     where the run's tags leave out ``checkpoint`` (the repair's tag), as that task's were."""
-    if not _tag_runs(("checkpoint",), run_tags, skip_tags):
+    if not tags_run(("checkpoint",), run_tags, skip_tags):
         return []
     chosen = []
     for node in nodes or ():
