@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._merged_options import merged
 
 MODULE = "gpuops.fleet.kubelet_checkpoint"
 
@@ -30,19 +31,7 @@ def merged_args(args):
     """The module's arguments: ``settings`` under the task's other options (those win).
 
     Returns ``(args, error)``; ``error`` names the field and the fix."""
-    args = dict(args)
-    settings = args.pop("settings", None)
-    if settings is None:
-        return args, None
-    if not isinstance(settings, Mapping):
-        return None, ("settings: give a mapping of this module's options (e.g. the module_args of "
-                      "gpuops.fleet._checkpoint_guard_settings), not %s" % type(settings).__name__)
-    for key in settings:
-        if not isinstance(key, str) or not key or key.startswith("_") or key == "settings":
-            return None, "settings: %r is not an option of %s" % (key, MODULE)
-    out = dict(settings)
-    out.update(args)
-    return out, None
+    return merged(args, "settings", MODULE, hint=" (e.g. the module_args of gpuops.fleet._checkpoint_guard_settings)")
 
 
 class ActionModule(ActionBase):

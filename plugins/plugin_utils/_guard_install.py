@@ -18,23 +18,13 @@ import json
 from collections.abc import Mapping
 
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import build, digest
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._merged_options import merged as merged_options
 
 
 def merged(args, name="spec"):
     """The options: ``args[name]`` (a mapping of the install's options, one templated value) under the task's other
     options (those win). Returns ``(options, error)``; ``error`` names the field and the fix."""
-    args = dict(args)
-    spec = args.pop(name, None)
-    if spec is None:
-        return args, None
-    if not isinstance(spec, Mapping):
-        return None, "%s: give a mapping of gpuops.fleet.guard_install's options, not %s" % (name, type(spec).__name__)
-    bad = [key for key in spec if not isinstance(key, str) or key in ("spec", "planned") or key.startswith("_")]
-    if bad:
-        return None, "%s: %r is not an option of gpuops.fleet.guard_install" % (name, bad[0])
-    out = dict(spec)
-    out.update(args)
-    return out, None
+    return merged_options(args, name, "gpuops.fleet.guard_install", reserved=("planned",))
 
 
 def request(options, field=""):
