@@ -55,6 +55,35 @@ def checkpoint_guard_layout(settings, root="", unit_dir="/etc/systemd/system", l
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
 
+def checkpoint_guard_install_spec(raw, root="", unit_dir="/etc/systemd/system", hardening=True, late_check=False, require_persistent=True,
+                                  manage_systemd=True, enabled=True):
+    """gpuops.fleet.guard_install's options from the role's variables as they come (``raw``, checked here once): the
+    layout's directories and leftovers, the files, the code's path, the self-test and the units, in one evaluation per
+    task (one settings check, where building each part from its own filter cost one each)."""
+    settings = checkpoint_guard_settings(raw)
+    root = "" if root in ("", None) else str(root).rstrip("/")
+    layout = checkpoint_guard_layout(settings, root, unit_dir, late_check)
+    files = checkpoint_guard_files(settings, root, unit_dir, hardening, late_check)
+    try:
+        late = as_bool("checkpoint_guard_late_check", late_check)
+        enabled = as_bool("checkpoint_guard_enabled", enabled)
+        unit = settings["unit"]
+        return {
+            "directories": layout["directories"],
+            "require_persistent": as_bool("checkpoint_guard_require_persistent", require_persistent),
+            "code": {"path": "%s%s/gpuops.pyz" % (root, unit["lib_dir"])},
+            "files": files,
+            "absent": layout["absent"],
+            # 0 up to date, 3 inventory unknown, 4 corrupt, 5 would act: the guard works; 1/2 fail the task
+            "selftest": {"argv": [root + unit["bin"], "report", "--config", root + unit["config_path"]], "environment": raw.get("environment")},
+            "systemd": as_bool("checkpoint_guard_manage_systemd", manage_systemd),
+            "dev_char_symlinks": True,
+            "units": [{"name": "gpuops.service", "enabled": enabled}] + ([{"name": "gpuops-late.service", "enabled": enabled}] if late else []),
+        }
+    except GpuopsError as exc:
+        raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
+
+
 def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="kube-system", python="python3", node_label_keys=None,
                                tolerations=None, priority_class_name="", unit_dir="/etc/systemd/system", hardening=True, late_check=False,
                                enabled=True):
@@ -75,4 +104,5 @@ def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="
 class FilterModule:
     def filters(self):
         return {"_checkpoint_guard_settings": checkpoint_guard_settings, "_checkpoint_guard_files": checkpoint_guard_files,
-                "_checkpoint_guard_layout": checkpoint_guard_layout, "_checkpoint_guard_daemonset": checkpoint_guard_daemonset}
+                "_checkpoint_guard_layout": checkpoint_guard_layout, "_checkpoint_guard_daemonset": checkpoint_guard_daemonset,
+                "_checkpoint_guard_install_spec": checkpoint_guard_install_spec}

@@ -10,7 +10,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.filter.checkpoint_guard import (
-    checkpoint_guard_daemonset, checkpoint_guard_files, checkpoint_guard_layout, checkpoint_guard_settings)
+    checkpoint_guard_daemonset, checkpoint_guard_files, checkpoint_guard_install_spec, checkpoint_guard_layout, checkpoint_guard_settings)
 
 BASE = {
     "checkpoint_path": "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
@@ -151,6 +151,46 @@ def test_the_layout_names_each_directory_s_variable_and_what_an_older_install_le
         checkpoint_guard_layout(settings(), late_check="sometimes")
     with pytest.raises(AnsibleFilterError, match="checkpoint_guard_unit_dir"):
         checkpoint_guard_layout(settings(), unit_dir="relative/dir")
+
+
+def test_the_install_spec_is_the_layout_files_code_selftest_and_units_from_one_settings_check():
+    """What the role's vars/main.yml built from four filters and a dozen templates, in one evaluation (issue 36)."""
+    raw = dict(BASE, environment={"LD_LIBRARY_PATH": "/opt/fakes"}, backup_keep="3")
+    spec = checkpoint_guard_install_spec(raw, root="/srv/node1//", unit_dir="/etc/systemd/system", hardening="true", late_check="yes",
+                                         require_persistent="false", manage_systemd=False, enabled="true")
+    checked = checkpoint_guard_settings(raw)
+    layout = checkpoint_guard_layout(checked, root="/srv/node1", late_check=True)
+    assert spec == {
+        "directories": layout["directories"],
+        "require_persistent": False,
+        "code": {"path": "/srv/node1/usr/local/lib/gpuops/gpuops.pyz"},
+        "files": checkpoint_guard_files(checked, root="/srv/node1", hardening=True, late_check=True),
+        "absent": layout["absent"],
+        "selftest": {"argv": ["/srv/node1/usr/local/bin/gpuops", "report", "--config", "/srv/node1/etc/gpuops/gpuops.json"],
+                     "environment": {"LD_LIBRARY_PATH": "/opt/fakes"}},
+        "systemd": False,
+        "dev_char_symlinks": True,
+        "units": [{"name": "gpuops.service", "enabled": True}, {"name": "gpuops-late.service", "enabled": True}],
+    }
+    # a real node: sysroot / means no prefix; without the late check its unit is among what goes, and is not enabled
+    plain = checkpoint_guard_install_spec(BASE, root="/")
+    assert plain["code"] == {"path": "/usr/local/lib/gpuops/gpuops.pyz"} and plain["selftest"]["argv"][0] == "/usr/local/bin/gpuops"
+    assert plain["units"] == [{"name": "gpuops.service", "enabled": True}]
+    assert {"path": "/etc/systemd/system/gpuops-late.service", "unit": "gpuops-late.service"} in plain["absent"]
+
+
+@pytest.mark.parametrize("kw, named", [
+    ({"enabled": "sometimes"}, "checkpoint_guard_enabled: expected true or false"),
+    ({"require_persistent": "maybe"}, "checkpoint_guard_require_persistent: expected true or false"),
+    ({"manage_systemd": "2"}, "checkpoint_guard_manage_systemd: expected true or false"),
+    ({"root": "relative/root"}, "checkpoint_guard_sysroot"),
+    ({"unit_dir": "relative/dir"}, "checkpoint_guard_unit_dir"),
+])
+def test_a_bad_install_spec_setting_is_named(kw, named):
+    with pytest.raises(AnsibleFilterError, match=named):
+        checkpoint_guard_install_spec(BASE, **kw)
+    with pytest.raises(AnsibleFilterError, match="checkpoint_guard_backup_keep"):
+        checkpoint_guard_install_spec(dict(BASE, backup_keep="many"))
 
 
 def test_the_daemonset_form_installs_the_same_layout_under_the_host_mount():
