@@ -4,7 +4,10 @@
 
 The node kinds are the five hosts of lab/inventory.yml (healthy, replaced GPU, gpushare,
 corrupt checkpoint, driver not loaded), with their host variables; the group variables are
-lab/inventory.yml's too, with the checkout's paths made absolute. Node i gets a kind from a
+lab/inventory.yml's too, with the checkout's paths made absolute; those that lab/inventory.yml templates from
+the node's name or the controller's Python are written out per node as plain values, as a fleet's inventory names each
+node's paths (a template per variable is a Jinja compile each time a task renders it: the lab's cost, not the
+collection's). Node i gets a kind from a
 fixed pattern, so every N has the same realistic mix: of each 50 nodes, 40 healthy, 5 with a
 replaced GPU, 2 gpushare, 2 corrupt, 1 without a driver (80/10/4/4/2 %).
 
@@ -67,6 +70,38 @@ def group_vars(lab, out):
     return found
 
 
+# what the group variables template, written out per host instead
+_LAB_ROOT = "{{ gpuops_lab_root }}"
+_PLAYBOOK_PYTHON = "{{ ansible_playbook_python }}"
+
+
+def _literal(value, root, python):
+    if isinstance(value, str):
+        return value.replace(_LAB_ROOT, root).replace(_PLAYBOOK_PYTHON, python)
+    if isinstance(value, dict):
+        return dict((k, _literal(v, root, python)) for k, v in value.items())
+    if isinstance(value, list):
+        return [_literal(v, root, python) for v in value]
+    return value
+
+
+def split_vars(group, out, python):
+    """(group variables without templates, a function giving one host's variables that had them, as literal values).
+
+    A fleet's inventory names each node's paths (a dynamic inventory writes them out); a template per variable costs
+    ansible-core 2.19+ a Jinja compile each time a task renders it, on each node (issue 36), which is the lab's cost,
+    not the collection's. ``python``: the interpreter for the "nodes" and the guard (the lab's ansible_playbook_python)."""
+    templated = dict((k, v) for k, v in group.items() if k != "gpuops_lab_root" and (_LAB_ROOT in repr(v) or _PLAYBOOK_PYTHON in repr(v)))
+    plain = dict((k, v) for k, v in group.items() if k not in templated and k != "gpuops_lab_root")
+
+    def host(name):
+        root = os.path.join(out, "nodes", name)
+        found = _literal(templated, root, python)
+        found["gpuops_lab_root"] = root
+        return found
+    return plain, host
+
+
 def sysroot(root, host_vars, defaults):
     """One node's sysroot, as lab/setup.yml makes it."""
     device_plugins = os.path.join(root, "var", "lib", "kubelet", "device-plugins")
@@ -85,8 +120,9 @@ def sysroot(root, host_vars, defaults):
         handle.write("active\n")
 
 
-def generate(nodes, out):
-    """Write OUT/inventory.yml and the sysroots; returns {node: kind}."""
+def generate(nodes, out, python=None):
+    """Write OUT/inventory.yml and the sysroots; returns {node: kind}. Each node's paths (and ``python``, default this
+    interpreter) are written out as its own variables (split_vars)."""
     lab = load_lab()
     out = os.path.abspath(out)
     if os.path.isdir(os.path.join(out, "nodes")):
@@ -97,16 +133,18 @@ def generate(nodes, out):
     hosts = {}
     mix = {}
     width = max(4, len(str(nodes)))
+    plain, per_host = split_vars(group_vars(lab, out), out, python or sys.executable)
     for index in range(nodes):
         name = "fleet-%0*d" % (width, index + 1)
         kind = kind_of(index)
         host_vars = dict(kinds[kind] or {})
         host_vars["gpuops_lab_kind"] = kind
+        sysroot(os.path.join(out, "nodes", name), host_vars, defaults)
+        host_vars.update(per_host(name))
         hosts[name] = host_vars
         mix[name] = kind
-        sysroot(os.path.join(out, "nodes", name), host_vars, defaults)
     inventory = {
-        "gpu_nodes": {"vars": group_vars(lab, out), "hosts": hosts},
+        "gpu_nodes": {"vars": plain, "hosts": hosts},
         "all": lab.get("all", {}),
     }
     with open(os.path.join(out, "inventory.yml") + ".tmp", "w", encoding="utf-8") as handle:
