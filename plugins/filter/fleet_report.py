@@ -6,9 +6,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+
 from collections.abc import Mapping
 
+import yaml
+
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
@@ -72,6 +79,58 @@ def tags_run(tags, run_tags=None, skip_tags=None):
     if skip & (tags | {"tagged", "all"}):
         return False
     return bool(run & (tags | {"tagged", "all"}))
+
+
+def role_spec(role, entry_point="main"):
+    """A role of this collection's entry point's options, from its ``meta/argument_specs.yml``."""
+    if not isinstance(role, str) or not re.match(r"\A[a-z][a-z0-9_]*\Z", role) or not isinstance(entry_point, str):
+        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: %r is not a role name of this collection" % (role,))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    path = os.path.join(root, "roles", role, "meta", "argument_specs.yml")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            specs = yaml.safe_load(handle)["argument_specs"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
+        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: no argument spec for role %s (%s)" % (role, exc)) from exc
+    if entry_point not in specs:
+        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: role %s has no entry point %r (it has %s)" % (role, entry_point, ", ".join(sorted(specs))))
+    return specs[entry_point].get("options") or {}
+
+
+def role_argument_errors(nodes, hostvars, role, aliases=None, entry_point="main"):
+    """What a role's argument spec (this collection's ``role``, its ``entry_point``) finds wrong in the variables the
+    nodes' inventory, facts and extra vars give (``aliases`` maps an option to the variable a playbook sets it from),
+    each distinct set of values checked once: ``[{"nodes": [...], "errors": [...], "msg": "..."}]``, empty when all
+    pass. The errors are ansible-core's own (ArgumentSpecValidator, as the role's check). site.yml runs this once on the
+    controller, where the role's own check was a task on every node (issue 36): a fleet whose nodes share their group
+    variables is one set."""
+    spec = role_spec(role, entry_point)
+    aliases = aliases or {}
+    sets = {}
+    for node in nodes or ():
+        if node not in hostvars:  # no variables yet (ansible-playbook --syntax-check)
+            continue
+        node_vars = hostvars[node]
+        given = {}
+        for name in spec:
+            source = aliases.get(name, name)
+            if source in node_vars:
+                given[name] = node_vars[source]
+        key = json.dumps(given, sort_keys=True, default=repr)
+        sets.setdefault(key, (given, []))[1].append(node)
+    validator = ArgumentSpecValidator(dict(spec))
+    found = {}
+    for given, set_nodes in sets.values():
+        errors = validator.validate(given, validate_role_argument_spec=True).error_messages
+        if errors:
+            found.setdefault(tuple(errors), []).extend(set_nodes)
+    out = []
+    for errors, set_nodes in found.items():
+        set_nodes = sorted(set_nodes)
+        named = ", ".join(set_nodes[:5]) + (", and %d more" % (len(set_nodes) - 5) if len(set_nodes) > 5 else "")
+        out.append({"nodes": set_nodes, "errors": list(errors),
+                    "msg": "%d node(s) (%s): %s" % (len(set_nodes), named, "; ".join(errors))})
+    return out
 
 
 def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
@@ -377,4 +436,5 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
 class FilterModule:
     def filters(self):
         return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary,
-                "gpu_health_row": gpu_health_row, "_checkpoint_repair_nodes": checkpoint_repair_nodes, "_tags_run": tags_run}
+                "gpu_health_row": gpu_health_row, "_checkpoint_repair_nodes": checkpoint_repair_nodes, "_tags_run": tags_run,
+                "_role_argument_errors": role_argument_errors}

@@ -169,6 +169,16 @@ def test_a_failed_batch_stops_the_run_before_the_next_batch(lab):
         assert stale.read_bytes() == handle.read()
 
 
+def test_a_bad_role_variable_stops_site_yml_on_the_controller_before_any_node_is_touched(lab):
+    """The checkpoint_guard role's argument spec is checked once on the controller (issue 36), with ansible-core's own
+    messages, for every node; no node task runs (no lab node in the recap)."""
+    rc, out = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"), "-e", "checkpoint_guard_backup_keep=many")
+    assert rc != 0, out[-4000:]
+    assert "gpuops.fleet.checkpoint_guard's variables on 5 node(s)" in out, out[-4000:]
+    assert "argument 'checkpoint_guard_backup_keep' is of type str and we were unable to convert to int" in out
+    assert recap(out) == {}, recap(out)  # no lab node ran a task
+
+
 def test_gpu_health_reports_each_node_and_site_yml_shows_the_column(lab):
     """playbooks/gpu_health.yml on the lab (no cluster: no plan): lab-gpushare's GPU 1 asks for a reset (NVML's
     recovery action, its XID 119 from the node's saved kernel log), lab-no-driver is unknown (never faulty), the

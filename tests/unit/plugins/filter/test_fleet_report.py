@@ -262,3 +262,48 @@ def test_without_variables_no_node_is_chosen_for_the_repair():
     from ansible_collections.gpuops.fleet.plugins.filter.fleet_report import checkpoint_repair_nodes
 
     assert checkpoint_repair_nodes(["gpu-1", "gpu-2"], {}, [], []) == []
+
+
+def _role_spec():
+    return fr.role_spec("checkpoint_guard")
+
+
+def test_role_arguments_are_checked_once_per_distinct_set_with_ansible_cores_own_messages(monkeypatch):
+    """site.yml checks checkpoint_guard's argument spec on the controller (issue 36): nodes sharing their group
+    variables are one check; a node with its own bad value is named alone; a playbook variable checked as its alias."""
+    spec = _role_spec()
+    group = {"checkpoint_guard_strategy": "prune", "checkpoint_guard_backup_keep": "3", "ansible_host": "x", "inventory_hostname": "n"}
+    hostvars = dict(("node-%02d" % i, dict(group)) for i in range(12))
+    hostvars["node-07"] = dict(group, checkpoint_guard_backup_keep="many")
+    hostvars["node-09"] = dict(group, gpuops_gpu_health="maybe")
+    checks = []
+    real = fr.ArgumentSpecValidator.validate
+
+    def counted(self, parameters, *args, **kwargs):
+        checks.append(dict(parameters))
+        return real(self, parameters, *args, **kwargs)
+    monkeypatch.setattr(fr.ArgumentSpecValidator, "validate", counted)
+    found = fr.role_argument_errors(sorted(hostvars) + ["not-in-hostvars"], hostvars, "checkpoint_guard", {"checkpoint_guard_gpu_health": "gpuops_gpu_health"})
+    assert len(checks) == 3, checks  # the ten alike, node-07, node-09
+    assert all(set(c) <= set(spec) for c in checks), "only the role's variables are checked"
+    by_node = dict((tuple(f["nodes"]), f) for f in found)
+    assert set(by_node) == {("node-07",), ("node-09",)}
+    assert "checkpoint_guard_backup_keep" in by_node[("node-07",)]["msg"] and "unable to convert to int" in by_node[("node-07",)]["msg"]
+    assert by_node[("node-09",)]["errors"][0].startswith("argument 'checkpoint_guard_gpu_health' is of type str")
+    assert by_node[("node-09",)]["msg"].startswith("1 node(s) (node-09): ")
+
+
+def test_role_arguments_that_pass_give_no_error_and_many_nodes_are_named_in_short():
+    spec = _role_spec()
+    assert "checkpoint_guard_strategy" in spec and "checkpoint_guard_daemonset_image" in spec
+    assert fr.role_argument_errors(["a", "b"], {"a": {}, "b": {"checkpoint_guard_strategy": "auto"}}, "checkpoint_guard") == []
+    hostvars = dict(("n%d" % i, {"checkpoint_guard_strategy": "nuke"}) for i in range(8))
+    found = fr.role_argument_errors(sorted(hostvars), hostvars, "checkpoint_guard")
+    assert len(found) == 1 and len(found[0]["nodes"]) == 8
+    assert found[0]["msg"].startswith("8 node(s) (n0, n1, n2, n3, n4, and 3 more): ") and "checkpoint_guard_strategy" in found[0]["msg"]
+    with pytest.raises(AnsibleFilterError, match="'../checkpoint_guard' is not a role name"):
+        fr.role_argument_errors(["a"], {"a": {}}, "../checkpoint_guard")
+    with pytest.raises(AnsibleFilterError, match="role checkpoint_guard has no entry point 'mian'"):
+        fr.role_argument_errors(["a"], {"a": {}}, "checkpoint_guard", entry_point="mian")
+    with pytest.raises(AnsibleFilterError, match="no argument spec for role no_such_role"):
+        fr.role_argument_errors(["a"], {"a": {}}, "no_such_role")
