@@ -81,6 +81,16 @@ def tags_run(tags, run_tags=None, skip_tags=None):
     return bool(run & (tags | {"tagged", "all"}))
 
 
+def _plain(value):
+    """A variable's value as plain dicts and lists: ansible-core 2.19+ hands templated containers over lazily, holding
+    the templar, which the validator's deepcopy would copy (2.21 warns, rebuilding its plugin loaders)."""
+    if isinstance(value, Mapping):
+        return dict((key, _plain(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
 def role_spec(role, entry_point="main"):
     """A role of this collection's entry point's options, from its ``meta/argument_specs.yml``."""
     if not isinstance(role, str) or not re.match(r"\A[a-z][a-z0-9_]*\Z", role) or not isinstance(entry_point, str):
@@ -115,7 +125,7 @@ def role_argument_errors(nodes, hostvars, role, aliases=None, entry_point="main"
         for name in spec:
             source = aliases.get(name, name)
             if source in node_vars:
-                given[name] = node_vars[source]
+                given[name] = _plain(node_vars[source])
         key = json.dumps(given, sort_keys=True, default=repr)
         sets.setdefault(key, (given, []))[1].append(node)
     validator = ArgumentSpecValidator(dict(spec))
