@@ -103,7 +103,8 @@ def role_spec(role, entry_point="main"):
     except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
         raise AnsibleFilterError("gpuops.fleet._role_argument_errors: no argument spec for role %s (%s)" % (role, exc)) from exc
     if entry_point not in specs:
-        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: role %s has no entry point %r (it has %s)" % (role, entry_point, ", ".join(sorted(specs))))
+        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: role %s has no entry point %r (it has %s)"
+                                 % (role, entry_point, ", ".join(sorted(specs))))
     return specs[entry_point].get("options") or {}
 
 
