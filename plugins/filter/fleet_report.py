@@ -19,6 +19,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import collection_root
 
 COLUMNS = (
     ("node", "node"),
@@ -95,8 +96,7 @@ def role_spec(role, entry_point="main"):
     """A role of this collection's entry point's options, from its ``meta/argument_specs.yml``."""
     if not isinstance(role, str) or not re.match(r"\A[a-z][a-z0-9_]*\Z", role) or not isinstance(entry_point, str):
         raise AnsibleFilterError("gpuops.fleet._role_argument_errors: %r is not a role name of this collection" % (role,))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    path = os.path.join(root, "roles", role, "meta", "argument_specs.yml")
+    path = os.path.join(collection_root(), "roles", role, "meta", "argument_specs.yml")
     try:
         with open(path, encoding="utf-8") as handle:
             specs = yaml.safe_load(handle)["argument_specs"]
