@@ -13,12 +13,19 @@ the task's options stay literal keys, ``settings`` is one templated value among 
 ``guard`` (gpuops.fleet.guard_install's options) goes to the node with the code built here, by its SHA-256 alone; the
 node's reading of what that install would do comes back as ``guard`` with the options' ``fingerprint``, which
 gpuops.fleet.guard_install compares with its own (``planned``) before it skips its call.
+
+``install_guard`` makes the task the plan *and* the guard's install, in one task (issue 36: a task per node costs
+Ansible a worker, templating and a result, even where it makes no call): the module reads and plans, in check mode
+whatever the task's mode (the checkpoint is never changed here), and the install (plugin_utils/_guard_install.install,
+the guard_install action's own code) follows with that reading as its ``planned``: no call where the guard is in place.
+``changed`` is then the install's; the plan's would-be change is ``repair_needed``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
@@ -42,21 +49,56 @@ class ActionModule(ActionBase):
         args, error = merged_args(self._task.args)
         if error:
             return dict(result, failed=True, msg=error)
+        try:
+            install = boolean(args.pop("install_guard", False), strict=True)
+        except TypeError:
+            return dict(result, failed=True, msg="install_guard: give true or false")
         stamp = None
+        guard = None
         if args.get("guard") is not None:
             if not isinstance(args["guard"], Mapping):
                 return dict(result, failed=True, msg="guard: give gpuops.fleet.guard_install's options (a mapping), not %s"
                             % type(args["guard"]).__name__)
-            args["guard"], dummy, dummy2, error = guard_install.request(args["guard"], field="guard.")
+            guard = args["guard"]  # the install's options as given (the install builds its request again)
+            args["guard"], dummy, dummy2, error = guard_install.request(guard, field="guard.")
             if error:
                 return dict(result, failed=True, msg=error)
             stamp = guard_install.fingerprint(args["guard"])
+        # install_guard: the checkpoint is only planned here, whatever the task's mode; with guard, the install follows
+        if install and self._task.async_val:
+            return dict(result, failed=True, msg="install_guard: not with async (the install follows the plan in the same task)")
         wrap_async = self._task.async_val and not self._connection.has_native_async
+        check_mode = self._task.check_mode
         try:
+            if install:  # the plan: read-only whatever the task's mode (the checkpoint changes in the repair step)
+                self._task.check_mode = True
             result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars, wrap_async=wrap_async))
         finally:
+            self._task.check_mode = check_mode
             if not wrap_async:
                 self._remove_tmp_path(self._connection._shell.tmpdir)
         if stamp is not None and isinstance(result.get("guard"), Mapping):
             result["guard"] = dict(result["guard"], fingerprint=stamp)
+        if install:
+            result = self._install(result, guard, task_vars)
+        return result
+
+    def _install(self, result, guard, task_vars):
+        """The plan's result with the guard's install after it (``guard_install``); ``changed`` is the install's."""
+        # the plan's diff is the repair's, not this task's: shown only where the task itself only plans (check mode)
+        if not self._task.check_mode:
+            result.pop("diff", None)
+        result["changed"] = False
+        if guard is None or result.get("failed") or result.get("unreachable"):
+            return result
+        done = guard_install.install(self, guard, result.get("guard"), task_vars)
+        result["guard_install"] = done
+        result["changed"] = bool(done.get("changed"))
+        if done.get("diff") is not None:
+            result["diff"] = ([result["diff"]] if isinstance(result.get("diff"), Mapping) else list(result.get("diff") or ())) + \
+                (done["diff"] if isinstance(done["diff"], list) else [done["diff"]])
+        if done.get("warnings"):
+            result["warnings"] = list(result.get("warnings") or ()) + list(done["warnings"])
+        if done.get("failed"):
+            result.update(failed=True, msg="guard_install: %s" % done.get("msg", "failed"))
         return result

@@ -231,7 +231,7 @@ EXAMPLES = r"""
       - {name: gpuops.service, enabled: true}
 
 # One round trip per node where nothing changes: the plan reads whether this install would change anything, and
-# the install trusts that reading (the checkpoint_guard role's plan and install steps)
+# the install trusts that reading (the checkpoint_guard role does both in one task: kubelet_checkpoint's install_guard)
 - name: Plan (read-only), and read the guard's install
   gpuops.fleet.kubelet_checkpoint:
     guard: "{{ guard_spec }}"

@@ -72,11 +72,27 @@ options:
       - The boot guard's install, as the options of M(gpuops.fleet.guard_install) (its action plugin's form, the
         code by its path), checked with that module's own argument spec.
       - When given, the same call also reads whether that install would change anything (its check mode, whatever
-        this module's mode) and returns it as RV(guard). The C(gpuops.fleet.checkpoint_guard) role passes it with
-        the plan and hands RV(guard) to M(gpuops.fleet.guard_install) (its O(gpuops.fleet.guard_install#module:planned)
-        option), so a node whose guard is in place gets no second call.
+        this module's mode) and returns it as RV(guard). M(gpuops.fleet.guard_install) takes RV(guard) as its
+        O(gpuops.fleet.guard_install#module:planned) option, so a node whose guard is in place gets no second call;
+        with O(install_guard) that install follows in the same task (the C(gpuops.fleet.checkpoint_guard) role).
       - The module's action plugin builds the code on the controller and sends its SHA-256, never its bytes.
     type: dict
+    version_added: 0.4.0
+  install_guard:
+    description:
+      - The task is a plan and, with O(guard), the boot guard's install right after it, in the same task (one task
+        per node instead of two; the C(gpuops.fleet.checkpoint_guard) role does this). The checkpoint is only read
+        and planned, whatever the task's mode (the module runs in check mode; the role's repair step changes the
+        checkpoint), and M(gpuops.fleet.guard_install)'s install follows with RV(guard) as its
+        O(gpuops.fleet.guard_install#module:planned), so a node whose guard is in place gets no second call.
+        The install's result is RV(guard_install); the task's C(changed) is the install's, and the plan's would-be
+        change is RV(repair_needed). A failed install fails the task. In check mode the install only reads, as
+        M(gpuops.fleet.guard_install) does.
+      - Without O(guard) there is nothing to install, and the task only plans (read-only, as in check mode) and
+        reports C(changed=false). Not with C(async).
+      - Handled by the module's action plugin on the controller.
+    type: bool
+    default: false
     version_added: 0.4.0
   health:
     description:
@@ -388,6 +404,15 @@ guard:
   version_added: 0.4.0
   sample: {needed: false, error: null, changed: false, files: [], units: [], selftest_owed: false,
            fingerprint: 5f2c0d7b0e3a4c1f9b8e6d5a4c3b2a1908f7e6d5c4b3a29180f7e6d5c4b3a291}
+guard_install:
+  description:
+    - The boot guard's install (O(install_guard)), as M(gpuops.fleet.guard_install) returns it; C(planned) is V(true)
+      where the plan's reading (RV(guard)) showed nothing to do and the node got no second call.
+  returned: when O(install_guard) and O(guard) were given and the plan did not fail
+  type: dict
+  version_added: 0.4.0
+  sample: {changed: false, planned: true, files: [], units: [], selftest: null,
+           code: {path: /usr/local/lib/gpuops/gpuops.pyz, sent: false}}
 host_root:
   description:
     - Where the module reached the host's files; V(null) when it ran on the host (SSH, local, the node pod chrooted
@@ -492,12 +517,16 @@ def _health(module):
 def main():
     # every repair setting is a row of options.TABLE (shared with the boot guard and the role)
     argument_spec = dict(table_argument_spec(), **BACKEND_ARGS)
-    argument_spec.update(gpus=dict(type="dict"), settings=dict(type="dict"), guard=dict(type="dict"), health=dict(type="dict"))
+    argument_spec.update(gpus=dict(type="dict"), settings=dict(type="dict"), guard=dict(type="dict"), health=dict(type="dict"),
+                         install_guard=dict(type="bool", default=False))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
     if params["settings"]:  # the action plugin merges them on the controller; here they would be ignored
         module.fail_json(msg="settings: merged by the action plugin of gpuops.fleet.kubelet_checkpoint on the controller; "
                          "run the module as a task (not through another action), or give the options themselves")
+    if params["install_guard"]:  # the action plugin installs the guard after the plan; the module only plans
+        module.fail_json(msg="install_guard: handled by the action plugin of gpuops.fleet.kubelet_checkpoint on the controller; "
+                         "run the module as a task (not through another action)")
     # what a failure reports besides its message: the GPUs in hand and, when read here, the facts
     # (a kubelet stop/start that failed adds its own result: edge.run merges KubeletControlError.result)
     context = {"checkpoint_path": params["checkpoint_path"], "gpus": params["gpus"], "ansible_facts": {}}

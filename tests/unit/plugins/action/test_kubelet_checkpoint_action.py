@@ -31,3 +31,143 @@ def test_without_settings_the_arguments_are_the_tasks():
 def test_bad_settings_are_refused_by_name(settings, named):
     args, error = merged_args({"settings": settings})
     assert args is None and named in error, error
+
+
+# install_guard (issue 36): the plan and the guard's install in one task. The module calls are recorded with the
+# task's check mode at the time of each call (what ActionBase._update_module_args turns into _ansible_check_mode).
+
+GUARD = {"code": {"path": "/usr/local/lib/gpuops/gpuops.pyz"}, "units": [{"name": "gpuops.service", "enabled": True}]}
+
+
+class _Task:
+    def __init__(self, args, check_mode=False, async_val=0):
+        self.args, self.check_mode, self.async_val = args, check_mode, async_val
+
+
+class _Shell:
+    tmpdir = None
+
+    @staticmethod
+    def quote(text):
+        return "'%s'" % text
+
+
+class _Connection:
+    has_native_async = False
+    _shell = _Shell()
+
+
+def _action(args, replies, check_mode=False, async_val=0):
+    """kubelet_checkpoint's ActionModule with its node calls recorded: ``replies`` maps a module name to the results it
+    gives, in turn."""
+    from ansible_collections.gpuops.fleet.plugins.action import kubelet_checkpoint as action_mod
+
+    action = action_mod.ActionModule.__new__(action_mod.ActionModule)
+    action._task, action._connection, action.calls, action.commands = _Task(args, check_mode, async_val), _Connection(), [], []
+
+    def execute(module_name, module_args, task_vars=None, wrap_async=False):
+        action.calls.append((module_name, action._task.check_mode, dict(module_args)))
+        return dict(replies[module_name].pop(0))
+
+    def command(cmd, **kwargs):
+        action.commands.append(cmd)
+        return {"stdout": ""}
+
+    action._execute_module, action._low_level_execute_command = execute, command
+    action._remove_tmp_path = lambda path: None
+    return action
+
+
+def _run(action, monkeypatch):
+    from ansible.plugins.action import ActionBase
+
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    return action.run(task_vars={})
+
+
+def _reading(needed, **extra):
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
+
+    stamp = guard_install.fingerprint(guard_install.request(GUARD)[0])
+    return dict({"needed": needed, "error": None, "fingerprint": stamp, "changed": needed, "files": [], "units": [],
+                 "selftest_owed": False, "left_alone": []}, **extra)
+
+
+def test_install_guard_plans_in_check_mode_and_a_guard_in_place_gets_no_second_call(monkeypatch):
+    # the module's own guard result has no fingerprint: the action adds it (here the stamp is already right)
+    plan = {"changed": True, "repair_needed": True, "diff": {"before": "a", "after": "b"}, "guard": _reading(False)}
+    action = _action({"guard": GUARD, "install_guard": True, "strategy": "prune"}, {"gpuops.fleet.kubelet_checkpoint": [plan]})
+    result = _run(action, monkeypatch)
+    # one call, the plan's, in check mode although the task is not: the checkpoint is never changed here
+    assert [(name, check) for name, check, dummy in action.calls] == [("gpuops.fleet.kubelet_checkpoint", True)]
+    assert "install_guard" not in action.calls[0][2] and action.calls[0][2]["guard"]["code"]["sha256"]
+    assert action._task.check_mode is False, "the task's own mode is restored"
+    # changed is the install's (none); the plan's would-be change is repair_needed, and its diff is not this task's
+    assert result["changed"] is False and result["repair_needed"] is True and "diff" not in result
+    assert result["guard_install"]["planned"] is True and result["guard_install"]["changed"] is False
+    assert not action.commands
+
+
+def test_install_guard_installs_outside_check_mode_where_the_plan_found_work(monkeypatch):
+    plan = {"changed": False, "repair_needed": False, "guard": _reading(True, files=[{"path": GUARD["code"]["path"]}])}
+    installed = {"changed": True, "files": [{"path": GUARD["code"]["path"]}], "selftest": {"rc": 0}, "diff": [{"after": "x"}]}
+    action = _action({"guard": GUARD, "install_guard": True},
+                     {"gpuops.fleet.kubelet_checkpoint": [plan], "gpuops.fleet.guard_install": [installed]})
+    result = _run(action, monkeypatch)
+    assert [(name, check) for name, check, dummy in action.calls] == [("gpuops.fleet.kubelet_checkpoint", True),
+                                                                       ("gpuops.fleet.guard_install", False)]
+    # the plan read the code's file as different: its bytes go, with no sha256sum first
+    assert action.calls[1][2]["code"]["data"] and not action.commands
+    assert result["changed"] is True and result["guard_install"]["planned"] is False and result["guard_install"]["code"]["sent"]
+    assert result["diff"] == [{"after": "x"}]
+
+
+def test_install_guard_in_check_mode_keeps_the_plans_diff_and_sends_no_code(monkeypatch):
+    plan = {"changed": True, "repair_needed": True, "diff": {"before": "a", "after": "b"}, "guard": _reading(True)}
+    action = _action({"guard": GUARD, "install_guard": True},
+                     {"gpuops.fleet.kubelet_checkpoint": [plan], "gpuops.fleet.guard_install": [{"changed": True, "files": []}]},
+                     check_mode=True)
+    result = _run(action, monkeypatch)
+    assert [check for dummy, check, dummy2 in action.calls] == [True, True]
+    assert "data" not in action.calls[1][2]["code"] and not action.commands
+    assert result["changed"] is True and result["diff"] == {"before": "a", "after": "b"}
+
+
+def test_install_guard_without_guard_only_plans_read_only(monkeypatch):
+    action = _action({"install_guard": "yes"}, {"gpuops.fleet.kubelet_checkpoint": [{"changed": True, "repair_needed": True}]})
+    result = _run(action, monkeypatch)
+    assert [(name, check) for name, check, dummy in action.calls] == [("gpuops.fleet.kubelet_checkpoint", True)]
+    assert result["changed"] is False and "guard_install" not in result
+
+
+def test_without_install_guard_the_module_runs_in_the_tasks_mode(monkeypatch):
+    action = _action({"strategy": "prune"}, {"gpuops.fleet.kubelet_checkpoint": [{"changed": True, "action": "pruned"}]})
+    result = _run(action, monkeypatch)
+    assert [check for dummy, check, dummy2 in action.calls] == [False] and result["changed"] is True
+
+
+def test_a_failed_plan_installs_nothing_and_a_failed_install_fails_the_task(monkeypatch):
+    action = _action({"guard": GUARD, "install_guard": True}, {"gpuops.fleet.kubelet_checkpoint": [{"failed": True, "msg": "corrupt"}]})
+    result = _run(action, monkeypatch)
+    assert len(action.calls) == 1 and result["failed"] and result["msg"] == "corrupt" and "guard_install" not in result
+    action = _action({"guard": GUARD, "install_guard": True},
+                     {"gpuops.fleet.kubelet_checkpoint": [{"repair_needed": False, "guard": _reading(True)}],
+                      "gpuops.fleet.guard_install": [{"failed": True, "msg": "/usr is read-only"}]})
+    result = _run(action, monkeypatch)
+    assert result["failed"] and result["msg"] == "guard_install: /usr is read-only" and result["changed"] is False
+
+
+@pytest.mark.parametrize("args, named", [
+    ({"install_guard": "maybe"}, "install_guard: give true or false"),
+    ({"install_guard": True, "guard": {"code": "/x"}}, "guard.code: give its path"),
+])
+def test_bad_install_guard_options_are_named(args, named, monkeypatch):
+    action = _action(args, {})
+    result = _run(action, monkeypatch)
+    assert result["failed"] and result["msg"].startswith(named) and not action.calls
+
+
+def test_install_guard_is_refused_with_async(monkeypatch):
+    action = _action({"guard": GUARD, "install_guard": True}, {}, async_val=30)
+    result = _run(action, monkeypatch)
+    assert result["failed"] and "not with async" in result["msg"] and not action.calls
