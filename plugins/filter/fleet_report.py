@@ -146,8 +146,8 @@ def role_argument_errors(nodes, hostvars, role, aliases=None, entry_point="main"
 
 def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
     """The nodes site.yml sends to its throttled repair play: the plan said ``repair_needed`` (the checkpoint must
-    change, or a killed run left kubelet stopped), ``checkpoint_guard_reconcile_now`` is not false, and the plan and the
-    guard's install did not fail. Decided once on the controller (issue 36), not by a group_by task per node; none
+    change, or a killed run left kubelet stopped), ``checkpoint_guard_reconcile_now`` is not false, and the plan (and
+    the guard's install, in the same task) did not fail. Decided once on the controller (issue 36), not by a group_by task per node; none
     where the run's tags leave out ``checkpoint`` (the repair's tag), as that task's were."""
     if not tags_run(("checkpoint",), run_tags, skip_tags):
         return []
@@ -158,9 +158,6 @@ def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
         node_vars = hostvars[node]
         plan = node_vars.get("checkpoint_guard_plan")
         if not isinstance(plan, Mapping) or plan.get("failed") or plan.get("unreachable") or not plan.get("repair_needed"):
-            continue
-        installed = node_vars.get("checkpoint_guard_installed")
-        if isinstance(installed, Mapping) and (installed.get("failed") or installed.get("unreachable")):
             continue
         try:
             now = as_bool("checkpoint_guard_reconcile_now", node_vars.get("checkpoint_guard_reconcile_now", True))
@@ -193,7 +190,8 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
     facts = (node_vars.get("ansible_facts") or {}).get("gpuops_gpus") or {}
     action = result.get("action") or "none"
     kubelet = result.get("kubelet") or {}
-    installed = node_vars.get("checkpoint_guard_installed")
+    # the guard's install runs in the plan's task (kubelet_checkpoint's install_guard)
+    installed = (node_vars.get("checkpoint_guard_plan") or {}).get("guard_install")
     summary = {
         "node": node,
         "simulated": str(node_vars.get("gpuops_lab", False)).lower() in ("true", "yes", "1", "on"),

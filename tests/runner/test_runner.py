@@ -21,6 +21,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
 LAB_HOSTS = ["lab-corrupt", "lab-gpushare", "lab-healthy", "lab-no-driver", "lab-replaced-gpu"]
+PLAN_TASK = "Read the GPUs, plan the checkpoint repair (read-only) and install the boot guard where it differs"
 
 
 def events(pdd, ident):
@@ -63,8 +64,9 @@ def test_site_under_ansible_runner_reports_to_the_job_and_is_idempotent(tmp_path
         return events(pdd, ident)
 
     first = run("first")
+    # the role's one task per node: the plan, and the guard's install after it
     planned = sorted(e["event_data"]["host"] for e in first
-                     if e["event"] == "runner_on_ok" and e["event_data"]["task"] == "Plan the checkpoint repair (read-only)")
+                     if e["event"] == "runner_on_ok" and e["event_data"]["task"] == PLAN_TASK)
     assert planned == LAB_HOSTS
     repaired = sorted(e["event_data"]["host"] for e in first
                       if e["event"] == "runner_on_ok" and e["event_data"]["task"] == "Repair the checkpoint (stop kubelet, repair, start kubelet)"

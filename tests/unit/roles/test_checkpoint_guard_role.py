@@ -145,7 +145,7 @@ def test_the_install_is_one_module_call_check_mode_writes_nothing_and_a_second_r
         "      checkpoint_guard_reconcile_now: false\n      checkpoint_guard_sysroot: %s\n"
         "      checkpoint_guard_python: /usr/bin/python3\n"
         "      checkpoint_guard_checkpoint_path: %s/kubelet_internal_checkpoint\n"
-        "  post_tasks:\n    - copy: {content: \"{{ checkpoint_guard_installed | to_json }}\", dest: %s}\n"
+        "  post_tasks:\n    - copy: {content: \"{{ checkpoint_guard_plan.guard_install | to_json }}\", dest: %s}\n"
         "      check_mode: false\n      changed_when: false\n" % (root, root, tmp_path / "installed.json")
     )
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1",

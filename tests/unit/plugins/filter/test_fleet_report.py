@@ -130,8 +130,8 @@ PLAN_STALE = {"status": "stale", "action": "removed", "layout": "v2", "stale": {
 def test_node_summary_after_a_repair_takes_the_repair_result():
     done = {"status": "stale", "action": "removed", "layout": "v2", "backup_path": "/b", "msg": "moved",
             "kubelet": {"restarted": True, "down_seconds": 0.2}}
-    row = fr.fleet_node_summary(_node_vars("n1", PLAN_STALE, done, gpuops_restart_batch={"hosts": ["n1"], "offset": 0},
-                                           checkpoint_guard_installed={"changed": True, "selftest": {"rc": 0}}), ["n1"])
+    plan = dict(PLAN_STALE, guard_install={"changed": True, "selftest": {"rc": 0}})
+    row = fr.fleet_node_summary(_node_vars("n1", plan, done, gpuops_restart_batch={"hosts": ["n1"], "offset": 0}), ["n1"])
     assert row == {"node": "n1", "simulated": True, "gpus": 1, "gpu_uuids": [NEW], "driver": "535.104.05", "inventory_reason": None,
                    "layout": "v2", "status": "stale", "stale": {}, "action": "removed", "planned_action": None, "backup": "/b",
                    "kubelet_restarted": True, "kubelet_would_restart": False, "kubelet_left_stopped": False, "kubelet_started": False,
@@ -220,7 +220,11 @@ def test_the_gpu_memory_column_when_prometheus_was_read():
     (None, False, "not installed"),
 ])
 def test_node_summary_says_whether_the_guard_is_in_place(installed, check_mode, guard):
-    node = _node_vars("n1", {"status": "up_to_date", "action": "none"}, checkpoint_guard_installed=installed)
+    # the install runs in the plan's task (kubelet_checkpoint's install_guard): its result is the plan's guard_install
+    plan = {"status": "up_to_date", "action": "none"}
+    if installed is not None:
+        plan["guard_install"] = installed
+    node = _node_vars("n1", plan)
     assert fr.fleet_node_summary(node, ["n1"], check_mode=check_mode)["guard"] == guard
 
 
@@ -234,7 +238,8 @@ def test_the_repair_play_s_nodes_are_decided_once_from_each_node_s_plan():
         "fine": {"checkpoint_guard_plan": {"repair_needed": False}},
         "held": {"checkpoint_guard_plan": {"repair_needed": True}, "checkpoint_guard_reconcile_now": "false"},
         "plan-failed": {"checkpoint_guard_plan": {"failed": True, "repair_needed": True}},
-        "install-failed": {"checkpoint_guard_plan": {"repair_needed": True}, "checkpoint_guard_installed": {"failed": True}},
+        # the install runs in the plan's task: its failure fails the plan's result
+        "install-failed": {"checkpoint_guard_plan": {"repair_needed": True, "failed": True, "guard_install": {"failed": True}}},
         "unreachable": {"checkpoint_guard_plan": {"unreachable": True}},
         "not-planned": {},
     }
