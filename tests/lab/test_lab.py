@@ -169,6 +169,25 @@ def test_a_failed_batch_stops_the_run_before_the_next_batch(lab):
         assert stale.read_bytes() == handle.read()
 
 
+def test_a_node_that_fails_its_plan_is_left_out_and_every_other_row_is_its_own(lab, tmp_path):
+    """The nodes still in the run are listed by one run_once task whose one fact goes to localhost alone (issue 36;
+    on 2.21 a run_once task's variables otherwise fan out to every node of the batch, ansible/ansible#87148): a node
+    whose plan failed has no row of results, and every other node's row holds its own GPUs."""
+    rc, out = lab["play"](os.path.join(ROOT, "lab", "setup.yml"))
+    assert rc == 0, out[-4000:]
+    broken = tmp_path / "broken.yml"
+    broken.write_text("all:\n  hosts:\n    lab-corrupt:\n      ansible_python_interpreter: /nonexistent/python3\n")
+    rc, out = lab["play"](os.path.join(ROOT, "playbooks", "site.yml"), "-i", str(broken))
+    assert rc != 0, out[-4000:]
+    assert recap(out)["lab-corrupt"][3] == 1 and all(r[3] == 0 for n, r in recap(out).items() if n != "lab-corrupt"), recap(out)
+    rows = dict((r["node"], r) for r in json.loads((lab["base"] / "report" / "fleet-summary.json").read_text())["nodes"])
+    assert rows["lab-corrupt"]["status"] == "no_result", rows["lab-corrupt"]
+    assert set(rows) == set(EXPECTED_GUARD_EXIT)
+    uuids = dict((n, tuple(r["gpu_uuids"])) for n, r in rows.items() if n != "lab-corrupt")
+    assert uuids["lab-no-driver"] == () and len(set(v for v in uuids.values() if v)) == 3, uuids
+    assert all(r["status"] != "no_result" for n, r in rows.items() if n != "lab-corrupt"), rows
+
+
 def test_a_bad_role_variable_stops_site_yml_on_the_controller_before_any_node_is_touched(lab):
     """The checkpoint_guard role's argument spec is checked once on the controller (issue 36), with ansible-core's own
     messages, for every node; no node task runs (no lab node in the recap)."""
