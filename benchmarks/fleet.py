@@ -15,7 +15,11 @@ It also prints what the guard puts on a node: files and lines of code in its one
 no controller code, ``module_utils/_cluster``, is among them).
 
 Each line gives wall time, the ratio to ping, the controller's peak RSS (the largest process
-of ansible's process tree, from wait4) and seconds per host.
+of ansible's process tree, from wait4) and seconds per host. The lab's "nodes" run their modules on this machine's
+cores, beside the controller, so each stage's CPU is also split: the modules' (every module's Python, through an
+interpreter wrapper that records its CPU: the node side of a real fleet, spent there in parallel) and the rest (the
+controller's own: ansible's processes, its workers, the connections). "ctl x ping" is the controller's CPU against
+ping's: what a fleet-sized run costs the controller, where its CPU is the limit.
 
     .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining] [--repair-max N] [--health]
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -69,6 +74,41 @@ def environment(forks, pipelining):
     return env
 
 
+WRAPPER = """#!/bin/bash
+# the modules' interpreter for one stage of benchmarks/fleet.py: runs Python, then writes the CPU (user, system) of
+# what it ran to a file of its own (bash's times, in this shell: a subshell's would not count its parent's children)
+%s "$@"
+rc=$?
+times > %s/$$.cpu
+exit $rc
+"""
+
+
+def module_python(work, stage):
+    """(``-e`` arguments that run every module of a stage through a wrapper that records its CPU, the CPU files' dir)."""
+    logs = os.path.join(work, "module-cpu-%s" % stage)
+    os.makedirs(logs)
+    path = os.path.join(work, "module-python-%s" % stage)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(WRAPPER % (shlex.quote(os.path.join(BIN, "python")), shlex.quote(logs)))
+    os.chmod(path, 0o755)
+    return ["-e", "ansible_python_interpreter=" + path], logs
+
+
+def module_cpu(logs):
+    """(CPU seconds, calls) of the modules a stage ran, from its wrapper's files: bash ``times`` prints the shell's own
+    user and system time, then its children's (``0m0.150s 0m0.020s``): the second line, with the shell's own."""
+    total = calls = 0
+    for name in os.listdir(logs):
+        with open(os.path.join(logs, name), encoding="utf-8") as handle:
+            for line in handle:
+                for word in line.split():
+                    minutes, seconds = word.rstrip("s").split("m")
+                    total += 60 * int(minutes) + float(seconds)
+        calls += 1
+    return total, calls
+
+
 def measure(nodes, env, work, repair=True, health=False):
     out = os.path.join(work, "fleet-%d" % nodes)
     inventory = os.path.join(out, "inventory.yml")
@@ -76,19 +116,26 @@ def measure(nodes, env, work, repair=True, health=False):
     lab = [os.path.join(BIN, "python"), os.path.join(ROOT, "lab", "fleet.py"), "--nodes", str(nodes), "--out", out]
     rows = []
     setup = run(lab, env)
-    rows.append(("lab set-up", setup))
-    rows.append(("ansible -m ping", run([os.path.join(BIN, "ansible"), "-i", inventory, "gpu_nodes", "-m", "ping"], env)))
+    rows.append(("lab set-up", setup + (0.0, 0)))
+
+    def timed(stage, argv):
+        extra, logs = module_python(out, "%s-%d" % (stage, len(rows)))
+        done = run(argv + extra, env)
+        return done + module_cpu(logs)
+
+    rows.append(("ansible -m ping", timed("ping", [os.path.join(BIN, "ansible"), "-i", inventory, "gpu_nodes", "-m", "ping"])))
     site = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "playbooks", "site.yml"), "-e", "gpuops_report_dir=" + report]
-    rows.append(("check stage", run(site + ["--tags", "facts,checkpoint", "--check"], env)))
+    rows.append(("check stage", timed("check", site + ["--tags", "facts,checkpoint", "--check"])))
     if repair:
-        rows.append(("full repair", run(site, env)))
-        rows.append(("second full run", run(site, env)))
+        rows.append(("full repair", timed("first", site)))
+        rows.append(("second full run", timed("second", site)))
     if health:
-        rows.append(("health read", run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "benchmarks", "health_read.yml")],
-                                        env)))
-        rows.append(("gpu_health.yml", run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "playbooks", "gpu_health.yml"),
-                                            "-e", "gpuops_report_dir=" + report, "-e", "gpuops_gpu_health_kernel_log=none"], env)))
-    for name, (_wall, _rss, rc, tail, _cpu) in rows:
+        rows.append(("health read", timed("health", [os.path.join(BIN, "ansible-playbook"), "-i", inventory,
+                                                     os.path.join(ROOT, "benchmarks", "health_read.yml")])))
+        rows.append(("gpu_health.yml", timed("gpu-health", [os.path.join(BIN, "ansible-playbook"), "-i", inventory,
+                                                            os.path.join(ROOT, "playbooks", "gpu_health.yml"), "-e", "gpuops_report_dir=" + report,
+                                                            "-e", "gpuops_gpu_health_kernel_log=none"])))
+    for name, (_wall, _rss, rc, tail, _cpu, _mcpu, _calls) in rows:
         if rc != 0:
             raise SystemExit("%s on %d nodes failed (rc %d):\n%s" % (name, nodes, rc, tail))
     return rows
@@ -122,15 +169,20 @@ def main(argv=None):
     print("the guard on each node: one file of %d bytes, %d code files, %d lines; controller code in it: %s"
           % (size, files, lines, ", ".join(cluster) or "none"))
     # CPU: the command's whole process tree, so with local connections also the modules the "nodes" ran
-    print("%-6s %-16s %9s %8s %10s %10s %12s" % ("nodes", "stage", "wall s", "x ping", "peak MiB", "s/host", "CPU s/host"))
+    print("%-6s %-16s %9s %8s %10s %10s %12s %13s %11s %10s %8s" % (
+        "nodes", "stage", "wall s", "x ping", "peak MiB", "s/host", "CPU s/host", "module s/host", "modules", "ctl s/host", "ctl x ping"))
     summary = []
     with tempfile.TemporaryDirectory(prefix="gpuops-fleet-bench-") as work:
         for nodes in args.nodes:
             rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max, health=args.health)
             ping = rows[1][1][0]
-            for name, (wall, rss, dummy, dummy2, cpu) in rows:
+            ping_ctl = rows[1][1][4] - rows[1][1][5]
+            for name, (wall, rss, dummy, dummy2, cpu, mcpu, calls) in rows:
                 ratio = "%.2f" % (wall / ping) if name != "lab set-up" else "-"
-                print("%-6d %-16s %9.1f %8s %10.0f %10.3f %12.3f" % (nodes, name, wall, ratio, rss, wall / nodes, cpu / nodes))
+                ctl = cpu - mcpu
+                print("%-6d %-16s %9.1f %8s %10.0f %10.3f %12.3f %13.3f %11d %10.3f %8s" % (
+                    nodes, name, wall, ratio, rss, wall / nodes, cpu / nodes, mcpu / nodes, calls, ctl / nodes,
+                    "%.2f" % (ctl / ping_ctl) if name != "lab set-up" else "-"))
             walls = dict((name, result[0]) for name, result in rows)
             summary.append((nodes, ping, walls["check stage"], walls.get("full repair"), walls.get("second full run")))
             if "health read" in walls:
