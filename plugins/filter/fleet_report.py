@@ -49,8 +49,9 @@ def _ran(result):
 
 
 def _guard(installed, check_mode):
-    """``installed`` where the guard_install step ran and left (or, in check mode, found) the guard in place:
-    it self-tests every install that writes a file, so a step that succeeded is a guard that runs."""
+    """``installed`` where the guard's install (the plan task's guard_install) ran and left (or, in check mode, found)
+    the guard in place: it self-tests every install that writes a file, so an install that succeeded is a guard that
+    runs."""
     if not _ran(installed) or installed.get("failed") or (check_mode and installed.get("changed")):
         return "not installed"
     return "installed"

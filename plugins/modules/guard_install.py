@@ -208,7 +208,7 @@ seealso:
 """
 
 EXAMPLES = r"""
-# The gpuops.fleet.checkpoint_guard role's install step, shortened
+# What the gpuops.fleet.checkpoint_guard role installs, as this module's options (shortened)
 - name: Install the boot guard
   gpuops.fleet.guard_install:
     directories:
