@@ -92,6 +92,8 @@ class ActionModule(ActionBase):
         if guard is None or result.get("failed") or result.get("unreachable"):
             return result
         done = guard_install.install(self, guard, result.get("guard"), task_vars)
+        # a nested result: ansible-core's own keys (_ansible_parsed, ...) are not the install's to report
+        done = dict((k, v) for k, v in done.items() if not k.startswith("_ansible"))
         result["guard_install"] = done
         result["changed"] = bool(done.get("changed"))
         if done.get("diff") is not None:

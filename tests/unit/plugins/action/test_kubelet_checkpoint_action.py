@@ -110,7 +110,8 @@ def test_install_guard_plans_in_check_mode_and_a_guard_in_place_gets_no_second_c
 
 def test_install_guard_installs_outside_check_mode_where_the_plan_found_work(monkeypatch):
     plan = {"changed": False, "repair_needed": False, "guard": _reading(True, files=[{"path": GUARD["code"]["path"]}])}
-    installed = {"changed": True, "files": [{"path": GUARD["code"]["path"]}], "selftest": {"rc": 0}, "diff": [{"after": "x"}]}
+    installed = {"changed": True, "files": [{"path": GUARD["code"]["path"]}], "selftest": {"rc": 0}, "diff": [{"after": "x"}],
+                 "_ansible_parsed": True}
     action = _action({"guard": GUARD, "install_guard": True},
                      {"gpuops.fleet.kubelet_checkpoint": [plan], "gpuops.fleet.guard_install": [installed]})
     result = _run(action, monkeypatch)
@@ -120,6 +121,7 @@ def test_install_guard_installs_outside_check_mode_where_the_plan_found_work(mon
     assert action.calls[1][2]["code"]["data"] and not action.commands
     assert result["changed"] is True and result["guard_install"]["planned"] is False and result["guard_install"]["code"]["sent"]
     assert result["diff"] == [{"after": "x"}]
+    assert not [k for k in result["guard_install"] if k.startswith("_ansible")], "ansible-core's own keys stay out of the nested result"
 
 
 def test_install_guard_in_check_mode_keeps_the_plans_diff_and_sends_no_code(monkeypatch):
