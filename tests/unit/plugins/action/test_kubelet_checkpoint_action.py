@@ -115,8 +115,8 @@ def test_install_guard_installs_outside_check_mode_where_the_plan_found_work(mon
     action = _action({"guard": GUARD, "install_guard": True},
                      {"gpuops.fleet.kubelet_checkpoint": [plan], "gpuops.fleet.guard_install": [installed]})
     result = _run(action, monkeypatch)
-    assert [(name, check) for name, check, dummy in action.calls] == [("gpuops.fleet.kubelet_checkpoint", True),
-                                                                       ("gpuops.fleet.guard_install", False)]
+    calls = [(name, check) for name, check, dummy in action.calls]
+    assert calls == [("gpuops.fleet.kubelet_checkpoint", True), ("gpuops.fleet.guard_install", False)]
     # the plan read the code's file as different: its bytes go, with no sha256sum first
     assert action.calls[1][2]["code"]["data"] and not action.commands
     assert result["changed"] is True and result["guard_install"]["planned"] is False and result["guard_install"]["code"]["sent"]
