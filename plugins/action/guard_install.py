@@ -29,5 +29,5 @@ class ActionModule(ActionBase):
         options, error = guard_install.merged(raw)
         if error:
             return dict(result, failed=True, msg=error)
-        result.update(guard_install.install(self, options, planned, task_vars))
+        result.update(guard_install.install(self, guard_install.request(options), planned, task_vars))
         return result

@@ -54,13 +54,14 @@ class ActionModule(ActionBase):
         except TypeError:
             return dict(result, failed=True, msg="install_guard: give true or false")
         stamp = None
-        guard = None
+        requested = None
         if args.get("guard") is not None:
             if not isinstance(args["guard"], Mapping):
                 return dict(result, failed=True, msg="guard: give gpuops.fleet.guard_install's options (a mapping), not %s"
                             % type(args["guard"]).__name__)
-            guard = args["guard"]  # the install's options as given (the install builds its request again)
-            args["guard"], dummy, dummy2, error = guard_install.request(guard, field="guard.")
+            # the code is built once: the plan sends its SHA-256, and the install (install_guard) its bytes where needed
+            requested = guard_install.request(args["guard"], field="guard.")
+            args["guard"], dummy, dummy2, error = requested
             if error:
                 return dict(result, failed=True, msg=error)
             stamp = guard_install.fingerprint(args["guard"])
@@ -80,18 +81,18 @@ class ActionModule(ActionBase):
         if stamp is not None and isinstance(result.get("guard"), Mapping):
             result["guard"] = dict(result["guard"], fingerprint=stamp)
         if install:
-            result = self._install(result, guard, task_vars)
+            result = self._install(result, requested, task_vars)
         return result
 
-    def _install(self, result, guard, task_vars):
+    def _install(self, result, requested, task_vars):
         """The plan's result with the guard's install after it (``guard_install``); ``changed`` is the install's."""
         # the plan's diff is the repair's, not this task's: shown only where the task itself only plans (check mode)
         if not self._task.check_mode:
             result.pop("diff", None)
         result["changed"] = False
-        if guard is None or result.get("failed") or result.get("unreachable"):
+        if requested is None or result.get("failed") or result.get("unreachable"):
             return result
-        done = guard_install.install(self, guard, result.get("guard"), task_vars)
+        done = guard_install.install(self, requested, result.get("guard"), task_vars)
         # a nested result: ansible-core's own keys (_ansible_parsed, ...) are not the install's to report
         done = dict((k, v) for k, v in done.items() if not k.startswith("_ansible"))
         result["guard_install"] = done

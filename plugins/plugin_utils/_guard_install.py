@@ -60,16 +60,17 @@ def fingerprint(options):
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def install(action, options, planned, task_vars):
-    """gpuops.fleet.guard_install's result for ``options`` (already merged: ``merged``), run through ``action`` (an
-    ActionBase: its connection, its task's check mode). ``planned``: kubelet_checkpoint's ``guard`` result, or None.
+def install(action, requested, planned, task_vars):
+    """gpuops.fleet.guard_install's result for ``requested`` (``request``'s result for the merged options: the caller
+    builds it once, and kubelet_checkpoint's plan sends the same request), run through ``action`` (an ActionBase: its
+    connection, its task's check mode). ``planned``: kubelet_checkpoint's ``guard`` result, or None.
 
     Where ``planned`` was read for exactly these options (``fingerprint``) and says the install changes nothing and
     owes no self-test, the node gets no call: the result is that reading (``planned: true``). Elsewhere the module runs
     once, with the code's bytes only where the node's file differs. A bad option is a failed result naming it."""
     if planned is not None and not isinstance(planned, Mapping):
         return dict(failed=True, msg="planned: give kubelet_checkpoint's guard result (a mapping), not %s" % type(planned).__name__)
-    options, data, names, error = request(options)
+    options, data, names, error = requested
     if error:
         return dict(failed=True, msg=error)
     sha = options["code"]["sha256"]
