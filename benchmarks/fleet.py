@@ -109,6 +109,12 @@ def module_cpu(logs):
     return total, calls
 
 
+def timed(argv, env, work, stage):
+    """``run``'s figures for one stage, then the CPU and the calls of the modules it ran (through ``module_python``)."""
+    extra, logs = module_python(work, stage)
+    return run(argv + extra, env) + module_cpu(logs)
+
+
 def measure(nodes, env, work, repair=True, health=False):
     out = os.path.join(work, "fleet-%d" % nodes)
     inventory = os.path.join(out, "inventory.yml")
@@ -118,21 +124,19 @@ def measure(nodes, env, work, repair=True, health=False):
     setup = run(lab, env)
     rows.append(("lab set-up", setup + (0.0, 0)))
 
-    def timed(stage, argv):
-        extra, logs = module_python(out, "%s-%d" % (stage, len(rows)))
-        done = run(argv + extra, env)
-        return done + module_cpu(logs)
+    def stage(name, argv):
+        return timed(argv, env, out, "%s-%d" % (name, len(rows)))
 
-    rows.append(("ansible -m ping", timed("ping", [os.path.join(BIN, "ansible"), "-i", inventory, "gpu_nodes", "-m", "ping"])))
+    rows.append(("ansible -m ping", stage("ping", [os.path.join(BIN, "ansible"), "-i", inventory, "gpu_nodes", "-m", "ping"])))
     site = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "playbooks", "site.yml"), "-e", "gpuops_report_dir=" + report]
-    rows.append(("check stage", timed("check", site + ["--tags", "facts,checkpoint", "--check"])))
+    rows.append(("check stage", stage("check", site + ["--tags", "facts,checkpoint", "--check"])))
     if repair:
-        rows.append(("full repair", timed("first", site)))
-        rows.append(("second full run", timed("second", site)))
+        rows.append(("full repair", stage("first", site)))
+        rows.append(("second full run", stage("second", site)))
     if health:
-        rows.append(("health read", timed("health", [os.path.join(BIN, "ansible-playbook"), "-i", inventory,
+        rows.append(("health read", stage("health", [os.path.join(BIN, "ansible-playbook"), "-i", inventory,
                                                      os.path.join(ROOT, "benchmarks", "health_read.yml")])))
-        rows.append(("gpu_health.yml", timed("gpu-health", [os.path.join(BIN, "ansible-playbook"), "-i", inventory,
+        rows.append(("gpu_health.yml", stage("gpu-health", [os.path.join(BIN, "ansible-playbook"), "-i", inventory,
                                                             os.path.join(ROOT, "playbooks", "gpu_health.yml"), "-e", "gpuops_report_dir=" + report,
                                                             "-e", "gpuops_gpu_health_kernel_log=none"])))
     for name, (_wall, _rss, rc, tail, _cpu, _mcpu, _calls) in rows:

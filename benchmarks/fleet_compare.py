@@ -42,12 +42,11 @@ def stages(tree, work, nodes, env):
 
 def measure(tree, argv, work, tag, env):
     """(wall, CPU, module CPU) of one stage, run with ``tree``'s collection."""
-    extra, logs = fleet.module_python(work, tag)
     env = dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.join(tree, "build", "collections"), ANSIBLE_CONFIG=os.path.join(tree, "ansible.cfg"))
-    wall, dummy, rc, tail, cpu = fleet.run(argv + extra, env)
+    wall, dummy, rc, tail, cpu, module, dummy2 = fleet.timed(argv, env, work, tag)
     if rc != 0:
         raise SystemExit("%s on %s failed (rc %d):\n%s" % (tag, tree, rc, tail))
-    return wall, cpu, fleet.module_cpu(logs)[0]
+    return wall, cpu, module
 
 
 def main(argv=None):
