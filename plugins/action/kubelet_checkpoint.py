@@ -41,6 +41,13 @@ def merged_args(args):
     return merged(args, "settings", MODULE, hint=" (e.g. the module_args of gpuops.fleet._checkpoint_guard_settings)")
 
 
+def _diffs(diff):
+    """A result's ``diff`` as a list (a module gives none, one mapping, or a list of them)."""
+    if diff is None:
+        return []
+    return [diff] if isinstance(diff, Mapping) else list(diff)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
 
@@ -98,8 +105,7 @@ class ActionModule(ActionBase):
         result["guard_install"] = done
         result["changed"] = bool(done.get("changed"))
         if done.get("diff") is not None:
-            result["diff"] = ([result["diff"]] if isinstance(result.get("diff"), Mapping) else list(result.get("diff") or ())) + \
-                (done["diff"] if isinstance(done["diff"], list) else [done["diff"]])
+            result["diff"] = _diffs(result.get("diff")) + _diffs(done["diff"])
         if done.get("warnings"):
             result["warnings"] = list(result.get("warnings") or ()) + list(done["warnings"])
         if done.get("failed"):
