@@ -15,12 +15,14 @@ description:
   - Ensures one pod per node per run, pinned to the node (C(nodeName)), with the host's C(/) mounted at C(/host) and
     C(hostPID), tolerating every taint, without C(privileged) (its one added capability is C(SYS_CHROOT); see
     O(gpuops_node_pod_gpu_access) for the GPUs) and without a service account token, then runs each
-    command, and puts and fetches each file, as C(kubectl exec -i POD -- chroot /host /bin/sh -c ...), so the host's own
-    shell and C(python3) run the modules on the host's paths, as over SSH.
+    command, and puts and fetches each file, as C(chroot /host /bin/sh -c ...) in that pod (over the API server's exec
+    stream, see O(gpuops_node_exec_transport)), so the host's own shell and C(python3) run the modules on the host's paths,
+    as over SSH.
   - A host without C(python3) (COS, Flatcar, Bottlerocket, Talos) is run from beside it (O(gpuops_node_exec_on)); the
     image's C(sh) and C(python3) run the modules in the pod, and the collection's node modules reach the host's files
     under C(/host) and run its C(systemctl), C(systemd-run) and C(nvidia-smi) chrooted into it.
-  - Built on kubernetes.core's C(kubectl) connection (its exec, its C(dd) file transfer, pipelining, auth options).
+  - Built on kubernetes.core's C(kubectl) connection (its auth options, pipelining; its exec and C(dd) file transfer
+    where O(gpuops_node_exec_transport) is V(kubectl)). C(kubectl) makes, waits for and deletes the node pods.
   - The node pod stops by itself after O(gpuops_node_pod_idle) seconds without a command, and at
     O(gpuops_node_pod_deadline); C(gpuops.fleet.node_pods) deletes a run's pods at its end (C(site.yml) does); a later
     run deletes the pods an earlier run left on the node once that run is over, and refuses a node whose pod belongs
@@ -34,6 +36,8 @@ description:
     O(gpuops_node_exec_detached) (the C(checkpoint_guard) role's repair does).
 requirements:
   - kubectl
+  - the kubernetes Python client, 30 or later, for O(gpuops_node_exec_transport=api) (V(auto) falls back to C(kubectl)
+    without it)
 options:
   gpuops_node_name:
     description: The Kubernetes node's name. Default the inventory host's address (C(gpuops.fleet.k8s_gpu_nodes) sets it).
@@ -125,6 +129,26 @@ options:
     default: false
     vars:
       - name: gpuops_node_exec_detached
+  gpuops_node_exec_transport:
+    description:
+      - How each command reaches the node pod. V(api) opens the API server's exec stream from the controller's own
+        process (the kubernetes Python client's websocket), one request per command and no process started. V(kubectl)
+        runs C(kubectl exec) per command, which reads the kubeconfig, asks for the pod, then opens the same stream (two
+        requests, and a process).
+      - V(auto) takes V(api) where the kubernetes Python client on the controller can carry bytes on the stream
+        (kubernetes 30 or later) and neither O(kubectl_extra_args) nor O(kubectl_local_env_vars) is set (they shape a
+        kubectl process, so only kubectl honours them); else V(kubectl). Run with C(-vvv) to see which it took.
+      - With V(api), the auth options are read as kubectl reads them (O(kubectl_kubeconfig) as a file or a mapping, else
+        C(KUBECONFIG) or C(~/.kube/config), else the in-cluster service account; O(kubectl_context); then O(kubectl_host),
+        O(kubectl_token), O(client_cert), O(client_key) and O(ca_cert) override it). The API's stream
+        (C(v4.channel.k8s.io)) cannot close a command's stdin, so each command reads exactly the bytes sent (C(head -c)
+        in the node pod, whose image then needs C(head), as busybox has it).
+    type: str
+    default: auto
+    choices: [auto, api, kubectl]
+    version_added: 0.4.0
+    vars:
+      - name: gpuops_node_exec_transport
   gpuops_node_exec_timeout:
     description: Seconds a detached command may run, kubelet's restart included, before the task fails (its outcome then unknown).
     type: int
@@ -230,18 +254,20 @@ import json
 import multiprocessing
 import os
 import select
+import shlex
 import subprocess
 import tempfile
 import time
 import uuid
 
 from ansible import constants as C
-from ansible.errors import AnsibleConnectionFailure
+from ansible.errors import AnsibleConnectionFailure, AnsibleError, AnsibleFileNotFound
 from ansible.module_utils.common.text.converters import to_bytes
 from ansible.utils.display import Display
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_pod
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _pod_stream as pod_stream
 
 try:
     from ansible_collections.kubernetes.core.plugins.connection.kubectl import Connection as KubectlConnection
@@ -357,6 +383,7 @@ class Connection(KubectlConnection):
     def __init__(self, play_context, new_stdin, *args, **kwargs):
         super().__init__(play_context, new_stdin, *args, **kwargs)
         self._node_pod = None
+        self._stream = None  # the exec stream's API (gpuops_node_exec_transport api), False for kubectl; decided once
 
     def _kubectl(self):
         """kubectl with the auth options (kubernetes.core's own argument builder) and the namespace.
@@ -540,11 +567,51 @@ class Connection(KubectlConnection):
             self._node_pod = self._ensure_node_pod()
         return super()._connect(port)
 
+    def _exec_api(self):
+        """The exec stream's core API (gpuops_node_exec_transport api, or auto where it can), else None: kubectl exec."""
+        if self._stream is None:
+            choice = self.get_option("gpuops_node_exec_transport")
+            why = pod_stream.unsupported()
+            shaped = [name for name in ("kubectl_extra_args", "kubectl_local_env_vars") if self.get_option(name)]
+            if choice == "api" and (why or shaped):
+                raise AnsibleConnectionFailure("gpuops_node_exec_transport: api cannot be used: %s; set it to kubectl (or auto)"
+                                               % (why or "%s shape a kubectl process, which api does not start" % " and ".join(shaped)))
+            self._stream = False
+            if choice == "api" or (choice == "auto" and not why and not shaped):
+                try:
+                    self._stream = pod_stream.api(pod_stream.configuration(
+                        self.get_option("kubectl_kubeconfig"), self.get_option("kubectl_context"), self.get_option("kubectl_host"),
+                        self.get_option("kubectl_token"), self.get_option("client_cert"), self.get_option("client_key"),
+                        self.get_option("ca_cert")))
+                except GpuopsError as exc:
+                    raise AnsibleConnectionFailure(str(exc)) from None
+            display.vvv("EXEC TRANSPORT %s (gpuops_node_exec_transport %s%s)" % ("api" if self._stream else "kubectl", choice,
+                                                                                 ": " + why if choice == "auto" and why else ""),
+                        host=self._play_context.remote_addr)
+        return self._stream or None
+
+    def _stream_exec(self, argv, in_data=None, timeout=None):
+        """``argv`` (an exec_argv or a job's argv built for the data's size) over the exec stream: (rc, stdout, stderr)."""
+        display.vvvv("POD EXEC (api) %s" % (argv,), host=self._play_context.remote_addr)
+        return pod_stream.run(self._exec_api(), self.get_option("kubectl_namespace"), self.get_option("kubectl_pod"),
+                              self.get_option("kubectl_container"), argv, in_data, timeout)
+
     def _pod_exec(self, argv, in_data=None, timeout=120):
-        """kubectl exec of ``argv`` in the node pod itself (not chrooted): (rc, stdout, stderr), rc None when kubectl hung."""
+        """An exec of ``argv`` in the node pod itself (not chrooted): (rc, stdout, stderr), rc None when it hung or broke."""
+        if self._exec_api():
+            return self._stream_exec(argv, in_data, timeout)
         local_cmd, censored = KubectlConnection._build_exec_cmd(self, argv)
         display.vvvv("POD EXEC %s" % (censored,), host=self._play_context.remote_addr)
         return self._call(local_cmd, in_data, timeout)
+
+    def _host_exec(self, cmd, in_data=None):
+        """Ansible's ``cmd`` (a list) run on the host (or beside it) over the exec stream: (rc, stdout, stderr).
+        No exit status (the stream was refused or broke) fails the task, as kubectl's own error would."""
+        self._connect()
+        rc, out, err = self._stream_exec(node_pod.exec_argv(cmd, len(in_data) if in_data else None), in_data)
+        if rc is None:
+            raise AnsibleConnectionFailure("node pod %s: %s" % (self._node_pod, err.decode(errors="replace").strip()))
+        return rc, out, err
 
     def _poll(self, job):
         """A poll of the job: (its state as node_pod.job_state says, kubectl's stderr); state None when the stream broke."""
@@ -554,7 +621,8 @@ class Connection(KubectlConnection):
     def _exec_detached(self, cmd, in_data):
         """Launch ``cmd`` detached on the host, wait for its end across broken streams (kubelet restarting), read its result."""
         job = uuid.uuid4().hex
-        rc, out, err = self._pod_exec(node_pod.job_launch_argv(job, cmd), in_data)
+        size = len(in_data) if in_data and self._exec_api() else None
+        rc, out, err = self._pod_exec(node_pod.job_launch_argv(job, cmd, size), in_data)
         # never launched, or launched and the stream broke before it said so: asking tells which
         if (rc != 0 or b"gpuops-launched" not in out) and not self._job_launched(job):
             raise AnsibleConnectionFailure("node pod %s: could not launch a detached command (rc %s): %s"
@@ -602,10 +670,43 @@ class Connection(KubectlConnection):
 
     def exec_command(self, cmd, in_data=None, sudoable=False):
         if not self.get_option("gpuops_node_exec_detached"):
-            return super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
+            self._connect()
+            if not self._exec_api():
+                return super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
+            display.vvv("EXEC (api) %s" % cmd, host=self._play_context.remote_addr)
+            return self._host_exec([self._play_context.executable, "-c", cmd], in_data)
         self._connect()
         display.vvv("EXEC (detached) %s" % cmd, host=self._play_context.remote_addr)
         return self._exec_detached([self._play_context.executable, "-c", cmd], in_data)
+
+    def put_file(self, in_path, out_path):
+        self._connect()
+        if not self._exec_api():
+            return super().put_file(in_path, out_path)
+        display.vvv("PUT (api) %s TO %s" % (in_path, out_path), host=self._play_context.remote_addr)
+        out_path = self._prefix_login_path(out_path)
+        try:
+            with open(to_bytes(in_path, errors="surrogate_or_strict"), "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            raise AnsibleFileNotFound("file or module does not exist: %s" % in_path) from None
+        rc, out, err = self._host_exec([self._play_context.executable, "-c", "cat > %s" % shlex.quote(out_path)], data)
+        if rc != 0:
+            raise AnsibleError("failed to transfer file %s to %s:\n%s\n%s" % (in_path, out_path, out, err))
+        return None
+
+    def fetch_file(self, in_path, out_path):
+        self._connect()
+        if not self._exec_api():
+            return super().fetch_file(in_path, out_path)
+        display.vvv("FETCH (api) %s TO %s" % (in_path, out_path), host=self._play_context.remote_addr)
+        in_path = self._prefix_login_path(in_path)
+        rc, out, err = self._host_exec([self._play_context.executable, "-c", "cat %s" % shlex.quote(in_path)])
+        if rc != 0:
+            raise AnsibleError("failed to fetch file %s to %s:\n%s" % (in_path, out_path, err))
+        with open(to_bytes(out_path, errors="surrogate_or_strict"), "wb") as handle:
+            handle.write(out)
+        return None
 
     def _build_exec_cmd(self, cmd):
         if self._node_pod is None:

@@ -61,10 +61,11 @@ def beside_the_host(node, tmp):
                                              "GPUOPS_FAKE_SYSTEMD_DIR": env["GPUOPS_FAKE_SYSTEMD_DIR"]}}
 
 
-def inventory(node, tmp, strategy, through_api=False, exec_on="auto"):
+def inventory(node, tmp, strategy, through_api=False, exec_on="auto", transport="auto"):
     """site.yml's inventory for the real node: its own sysroot for the guard's files; a local connection, or
     ``through_api``: gpuops.fleet.k8s_node (no SSH, no local connection: a node pod, over the API and kubelet),
-    chrooted into the host (``exec_on`` auto: this host has python3) or beside it (pod)."""
+    chrooted into the host (``exec_on`` auto: this host has python3) or beside it (pod), each command over the API's
+    exec stream from the controller (``transport`` api) or through a kubectl process (kubectl)."""
     env = node.environ()
     host = {
         "ansible_connection": "local",
@@ -82,7 +83,7 @@ def inventory(node, tmp, strategy, through_api=False, exec_on="auto"):
         "checkpoint_guard_environment": {k: env[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG", "GPUOPS_FAKE_SYSTEMD_DIR")},
     }
     if through_api:
-        host.update(realnode.through_api(node, NODE_PODS))
+        host.update(realnode.through_api(node, NODE_PODS), gpuops_node_exec_transport=transport)
         if exec_on == "pod":
             host.update(beside_the_host(node, tmp))
     doc = {"gpu_nodes": {"hosts": {"knode": host}},
@@ -92,9 +93,10 @@ def inventory(node, tmp, strategy, through_api=False, exec_on="auto"):
     return str(path)
 
 
-def site(node, tmp, strategy, *args, through_api=False, exec_on="auto", environ=None):
+def site(node, tmp, strategy, *args, through_api=False, exec_on="auto", environ=None, transport="auto"):
     env = dict(realnode.ansible_env(tmp), **(environ or {}))
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy, through_api, exec_on), os.path.join(ROOT, "playbooks", "site.yml"),
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy, through_api, exec_on, transport),
+           os.path.join(ROOT, "playbooks", "site.yml"),
            "-e", json.dumps({"gpuops_report_dir": str(tmp / "report")})] + list(args)
     started = time.monotonic()
     proc = subprocess.run(cmd, cwd=str(tmp), env=env, capture_output=True, text=True, timeout=600, check=False)
@@ -318,8 +320,10 @@ def test_the_field_report_story_pruned(real_node, tmp_path):
            **rejected_figures(rejected))
 
 
-@pytest.mark.parametrize("exec_on", ["auto", "pod"])
-def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
+# each exec_on once, and each transport once: the exec stream from the controller (api: what auto takes with this
+# rig's kubernetes client) chrooted into the host, kubectl exec beside it
+@pytest.mark.parametrize("exec_on, transport", [("auto", "api"), ("pod", "kubectl")])
+def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on, transport):
     """strategy auto through gpuops.fleet.k8s_node: no SSH and no local connection to the node.
 
     Every node task runs in a node pod over the API server and kubelet's exec stream; the repair
@@ -327,7 +331,9 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
     back once kubelet is up again. The same outcome as the local path, and no node pod left.
     ``auto``: this host has python3, so the modules run chrooted into it. ``pod``: they run in the
     node pod with the image's Python beside the host, as on a host without python3 (COS, Talos):
-    host files under /host, the host's systemctl and systemd-run run chrooted into it.
+    host files under /host, the host's systemctl and systemd-run run chrooted into it. ``api``: each command over the
+    API server's exec stream from the controller's own process (one request, no kubectl process); ``kubectl``: a
+    ``kubectl exec`` per command (a read of the pod, then the stream).
     """
     node, ns = real_node, "story-api" + ("-beside" if exec_on == "pod" else "")
     node.namespace(NODE_PODS)
@@ -336,7 +342,7 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
     # the check stage (--check: plans, changes nothing), through the API and (once) through a local connection
     with open(realnode.CHECKPOINT, "rb") as handle:
         before = handle.read()
-    rc, out, report, check_api = site(node, tmp_path, "auto", "--check", through_api=True, exec_on=exec_on)
+    rc, out, report, check_api = site(node, tmp_path, "auto", "--check", through_api=True, exec_on=exec_on, transport=transport)
     assert rc == 0 and recap(out)[2:4] == (0, 0), out[-6000:]
     assert report["check_mode"] and report["nodes"][0]["action"] == "pruned" and report["nodes"][0]["backup"] is None, report["nodes"][0]
     check_local = None
@@ -348,7 +354,7 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
     assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == [], "check mode left a node pod"
 
     offset = node.cluster.audit_offset()
-    rc, out, report, seconds = site(node, tmp_path, "auto", "-vv", through_api=True, exec_on=exec_on)
+    rc, out, report, seconds = site(node, tmp_path, "auto", "-vv", through_api=True, exec_on=exec_on, transport=transport)
     assert rc == 0 and recap(out)[2:] == (0, 0), out[-6000:]
     # where the repair ran: chrooted into the host, or beside it, reporting host paths either way
     assert re.search(r'"host_root": %s' % ('"/host"' if exec_on == "pod" else "null"), out), out[-6000:]
@@ -357,6 +363,9 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
     broken = re.search(r"the detached command's result read after ([1-9]\d*) broken polls", out)
     assert broken, out[-6000:]
     calls = realnode.api_calls(node.cluster, offset, NODE_PODS)  # the connection's (the cluster plays' go elsewhere)
+    # the transport, as the API server saw it: the exec stream's websocket is a GET of pods/exec, kubectl 1.20's SPDY
+    # stream a POST (create), after its read of the pod
+    assert (calls.get("get pods/exec", 0) > 0, calls.get("create pods/exec", 0) > 0) == (transport == "api", transport == "kubectl"), calls
     row = report["nodes"][0]
     assert row["action"] == "pruned" and row["kubelet_restarted"] and row["simulated"], row
     assert sorted(row["stale"][realnode.RESOURCE]) == sorted(new), row["stale"]
@@ -369,7 +378,7 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
     assert not os.path.exists("/.ansible"), "Ansible's files landed in the host's / (the pod's HOME)"
 
     offset2 = node.cluster.audit_offset()
-    rc, again, report2, seconds2 = site(node, tmp_path, "auto", through_api=True, exec_on=exec_on)
+    rc, again, report2, seconds2 = site(node, tmp_path, "auto", through_api=True, exec_on=exec_on, transport=transport)
     assert rc == 0 and recap(again)[1] == 0, again[-6000:]
     # issue 36: a run with nothing to change costs the user's API server at most 10 requests for the node (its node pod
     # made, one pipelined exec for the plan, the pod deleted), not the 72-87 of a kubectl process per command
@@ -382,7 +391,8 @@ def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on):
     assert set(changed_by_host(again).values()) == {0}, again[-6000:]
     assert report2["nodes"][0]["action"] == "none" and not report2["nodes"][0]["kubelet_restarted"]
     assert node.cluster.core.list_namespaced_pod(NODE_PODS).items == []
-    record("prune (auto) through the API (gpuops.fleet.k8s_node)" + (", beside the host (exec_on: pod)" if exec_on == "pod" else ""),
+    record("prune (auto) through the API (gpuops.fleet.k8s_node)" + (", beside the host (exec_on: pod)" if exec_on == "pod" else "")
+           + ", commands by %s" % ("the API's exec stream" if transport == "api" else "kubectl exec"),
            kubelet_down_seconds=row["kubelet_down_seconds"], check_run_seconds_api=round(check_api, 1),
            check_run_seconds_local=None if check_local is None else round(check_local, 1), polls_broken_by_the_restart=int(broken.group(1)),
            first_run_seconds=round(seconds, 1), second_run_seconds=round(seconds2, 1), api_calls_first_run=calls,

@@ -36,7 +36,7 @@ The pod ends by itself: its only process exits once no command has touched its h
 (``gpuops.fleet.node_pods``); a later run deletes the pods an earlier one left, once that run is
 over (``sweep``), and refuses to take a node from a run still using it.
 
-Pure: no API calls here (the connection runs ``kubectl``); kubectl's manifest is JSON built from data.
+Pure: no API calls here (the connection runs ``kubectl`` and the exec streams); kubectl's manifest is JSON built from data.
 """
 
 from __future__ import annotations
@@ -199,16 +199,30 @@ def ready(pod):
         c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
-def exec_argv(cmd):
-    """What ``kubectl exec ... --`` runs for Ansible's ``cmd`` (a list): touch the heartbeat, then ``cmd`` on the host (or beside it)."""
-    return ["/bin/sh", "-c", _PROLOGUE + 'exec "$@"', "gpuops-node"] + list(cmd)
+def _reader(stdin_size):
+    """What reads a command's stdin in the pod: all of it until its end (``cat``: kubectl closes the stream's stdin once
+    it has sent it), or exactly ``stdin_size`` bytes (``head -c``: the API's exec stream, ``v4.channel.k8s.io``, cannot
+    close stdin, so a reader that waits for its end would wait forever; kubelet 1.20 speaks no later protocol)."""
+    if stdin_size is None:
+        return "cat"
+    if isinstance(stdin_size, bool) or not isinstance(stdin_size, int) or stdin_size < 0:
+        raise NodePodError("a command's stdin size must be a whole number of bytes, got %r" % (stdin_size,))
+    return "head -c %d" % stdin_size
+
+
+def exec_argv(cmd, stdin_size=None):
+    """What the node pod's exec runs for Ansible's ``cmd`` (a list): touch the heartbeat, then ``cmd`` on the host (or
+    beside it). With ``stdin_size`` (the API's exec stream), ``cmd`` reads exactly that many bytes of stdin, then its end."""
+    if stdin_size is None:
+        return ["/bin/sh", "-c", _PROLOGUE + 'exec "$@"', "gpuops-node"] + list(cmd)
+    return ["/bin/sh", "-c", _PROLOGUE + _reader(stdin_size) + ' | "$@"', "gpuops-node"] + list(cmd)
 
 
 # A detached command: launched in the pod, outliving kubectl's stream (kubelet relays it, and a task
 # that restarts kubelet cuts it); its exit status, stdout and stderr land in files of the pod's own
 # /tmp, read back once it has ended. Constant scripts: the command comes as arguments ("$@").
 JOBS = "/tmp/gpuops-jobs"
-_LAUNCH = ('d=$1; shift; ' + _PROLOGUE + 'mkdir -p "$d" && cat > "$d/in" || exit 1; '
+_LAUNCH = ('d=$1; shift; ' + _PROLOGUE + 'mkdir -p "$d" && @READ@ > "$d/in" || exit 1; '
            '( "$@" < "$d/in" > "$d/out" 2> "$d/err"; echo $? > "$d/rc.tmp"; mv "$d/rc.tmp" "$d/rc" ) '
            '< /dev/null > /dev/null 2>&1 & echo gpuops-launched')
 _POLL = ('d=$1; touch %s; if [ -f "$d/rc" ]; then echo "gpuops-rc=$(cat "$d/rc")"; elif [ -d "$d" ]; then echo gpuops-running; '
@@ -227,9 +241,10 @@ def _job_argv(script, job_id, *cmd):
     return ["/bin/sh", "-c", script, "gpuops-job", job_dir(job_id)] + list(cmd)
 
 
-def job_launch_argv(job_id, cmd):
-    """Run in the pod (not chrooted): start ``cmd`` on the host, detached; its stdin is this exec's stdin. Prints gpuops-launched."""
-    return _job_argv(_LAUNCH, job_id, *cmd)
+def job_launch_argv(job_id, cmd, stdin_size=None):
+    """Run in the pod (not chrooted): start ``cmd`` on the host, detached; its stdin is this exec's stdin (all of it, or
+    ``stdin_size`` bytes: see ``exec_argv``). Prints gpuops-launched."""
+    return _job_argv(_LAUNCH.replace("@READ@", _reader(stdin_size)), job_id, *cmd)
 
 
 def job_poll_argv(job_id):

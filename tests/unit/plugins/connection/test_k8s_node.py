@@ -1,6 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpuops.fleet.k8s_node against a fake kubectl: the calls it makes, and a detached command across broken streams.
+"""gpuops.fleet.k8s_node against a fake kubectl: the calls it makes, and a detached command across broken streams; and
+its commands over the API's exec stream (gpuops_node_exec_transport api) against a fake stream that, like the API
+server's v4.channel.k8s.io, never closes a command's stdin.
 
 The fake kubectl keeps pods in a JSON file and runs ``exec`` locally (the pod's scripts, with the
 chroot into /host and the pod's /tmp replaced by the test's directory); it can break a number of
@@ -13,13 +15,15 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
 import yaml
 
-from ansible.errors import AnsibleConnectionFailure, AnsibleOptionsError
+from ansible.errors import AnsibleConnectionFailure, AnsibleError, AnsibleOptionsError
 from ansible.playbook.play_context import PlayContext
 from ansible import constants as C
 
@@ -35,8 +39,8 @@ with open(log, "a") as handle:
 state = json.load(open(state_file)) if os.path.exists(state_file) else {"pods": {}, "break_polls": int(os.environ.get("FAKE_KUBECTL_BREAK", "0"))}
 def save():
     json.dump(state, open(state_file, "w"))
-while argv and argv[0] in ("--kubeconfig", "--context", "-n", "--server"):
-    argv = argv[2:]
+while argv and (argv[0] in ("--kubeconfig", "--context", "-n", "--server", "--token") or argv[0].startswith("--request-timeout=")):
+    argv = argv[1:] if argv[0].startswith("--request-timeout=") else argv[2:]
 verb = argv[0]
 if verb == "get" and argv[1] == "pod" and "--watch" in argv:  # the pod becomes Ready (kubectl get --watch prints each change)
     pod = state["pods"][argv[2]]
@@ -118,7 +122,9 @@ def connection(kubectl, **variables):
     context.remote_addr = "gpu-1"
     conn = k8s_node.Connection(context, None, kubectl_command=str(kubectl))
     conn._load_name = k8s_node.__name__
-    options = {"gpuops_node_pod_namespace": "gpuops-system", "ansible_kubectl_kubeconfig": "/etc/ops/kubeconfig"}
+    # the fake kubectl runs the commands too (gpuops_node_exec_transport kubectl); the exec stream's tests set api
+    options = {"gpuops_node_pod_namespace": "gpuops-system", "ansible_kubectl_kubeconfig": "/etc/ops/kubeconfig",
+               "gpuops_node_exec_transport": "kubectl"}
     options.update(variables)
     conn.set_options(var_options=options)
     return conn
@@ -315,3 +321,156 @@ def test_the_run_s_pod_is_deleted_without_a_read_first(kubectl, tmp_path):
     assert conn.remove_node_pod()["deleted"] is True
     assert [c[4:5] for c in calls(tmp_path)[before:]] == [["delete"]], "the delete alone says whether there was one"
     assert connection(kubectl).remove_node_pod()["deleted"] is False
+
+
+# ---- the exec stream (gpuops_node_exec_transport api) ----
+
+class FakeStream:
+    """A kubernetes.stream WSClient (binary) for one exec: runs the pod's command here as the fake kubectl does (no chroot,
+    the pod's files under the test's directory) and, like v4.channel.k8s.io, never closes its stdin: a command that reads
+    its stdin to the end would never end (it is killed after 20 s and the test fails)."""
+
+    def __init__(self, command, stdin, root, status=None):
+        script = (command[2].replace("chroot /host ", "").replace(node_pod.HEARTBEAT, root + "/hb").replace("HOME=/root", "HOME=" + root)
+                  .replace(node_pod.EXEC_ON_FILE, root + "/exec-on"))
+        args = [a.replace(node_pod.JOBS, root + "/jobs") for a in command[3:]]
+        # output to files, not pipes: the stream's buffers never fill
+        self.out, self.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self.proc = subprocess.Popen(["/bin/sh", "-c", script] + args, stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                     stdout=self.out, stderr=self.err)
+        self.channels, self.open, self.status, self.started = {}, True, status, time.monotonic()
+        self.stdin = b""
+
+    def write_stdin(self, data):
+        assert isinstance(data, bytes) and len(data) <= 64 * 1024, "bytes, in frames"
+        self.stdin += data
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def is_open(self):
+        return self.open
+
+    def update(self, timeout=0):
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - self.started > 20:
+                self.proc.kill()
+                raise AssertionError("the command waited for the end of a stdin the stream never closes") from None
+            return
+        for channel, handle in ((1, self.out), (2, self.err)):
+            handle.seek(0)
+            self.channels[channel] = handle.read()
+        rc = self.proc.returncode
+        self.channels[3] = self.status if self.status is not None else json.dumps(
+            {"metadata": {}, "status": "Success"} if rc == 0 else
+            {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode", "message": "command terminated with non-zero exit code",
+             "details": {"causes": [{"reason": "ExitCode", "message": str(rc)}]}}).encode()
+        self.open = False
+
+    def read_channel(self, channel):
+        return self.channels.pop(channel, b"")
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for handle in (self.proc.stdin, self.out, self.err):
+            if handle:
+                handle.close()
+
+
+@pytest.fixture()
+def stream(kubectl, tmp_path, monkeypatch):
+    """The exec stream faked at kubernetes.stream's ``stream``: records each exec (pod, namespace, container, argv, stdin)."""
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _pod_stream
+    made = []
+
+    def fake_stream(method, pod, namespace, **kwargs):
+        assert kwargs["binary"] is True and kwargs["_preload_content"] is False and kwargs["tty"] is False
+        made.append({"pod": pod, "namespace": namespace, "container": kwargs["container"], "command": kwargs["command"],
+                     "stdin": kwargs["stdin"]})
+        fake = FakeStream(kwargs["command"], kwargs["stdin"], str(tmp_path))
+        made[-1]["stream"] = fake
+        return fake
+
+    monkeypatch.setattr(_pod_stream, "k8s_stream", fake_stream)
+    monkeypatch.setattr(_pod_stream, "configuration", lambda *args: ("configured", args))
+    monkeypatch.setattr(_pod_stream, "api", lambda cfg: __import__("types").SimpleNamespace(connect_get_namespaced_pod_exec=None, cfg=cfg))
+    return made
+
+
+def test_over_the_exec_stream_a_command_runs_with_no_kubectl_exec_and_reads_exactly_its_stdin(kubectl, stream, tmp_path):
+    conn = connection(kubectl, gpuops_node_exec_transport="api", ansible_kubectl_context="prod", ansible_kubectl_token="s3cret")
+    module = b"import sys\n" * 5000 + b"\xff\x00 binary tail"  # more than one frame of stdin, and not UTF-8
+    rc, out, err = conn.exec_command("wc -c; echo warn >&2; exit 3", in_data=module)
+    assert (rc, out.strip(), err) == (3, str(len(module)).encode(), b"warn\n")
+    assert stream[-1]["stream"].stdin == module, "the module went whole, in frames"
+    name = node_pod.pod_name("gpu-1", node_pod.run_id(os.uname()[1], k8s_node.run_token()))
+    made = stream[-1]
+    assert (made["pod"], made["namespace"], made["container"], made["stdin"]) == (name, "gpuops-system", node_pod.CONTAINER, True)
+    assert stream[-1]["command"] == node_pod.exec_argv(["/bin/sh", "-c", "wc -c; echo warn >&2; exit 3"], len(module))
+    assert not any("exec" in c for c in calls(tmp_path)), "kubectl made the pod, and ran no command"
+    assert conn._exec_api().cfg[1][1:4] == ("prod", "", "s3cret"), "the connection's own auth options configure the client"
+    assert conn.exec_command("echo no stdin") == (0, b"no stdin\n", b"")
+    assert stream[-1]["stdin"] is False and stream[-1]["command"] == node_pod.exec_argv(["/bin/sh", "-c", "echo no stdin"])
+
+
+def test_over_the_exec_stream_files_go_and_come_back_as_bytes(kubectl, stream, tmp_path):
+    conn = connection(kubectl, gpuops_node_exec_transport="api")
+    data = bytes(range(256)) * 600
+    src, back = tmp_path / "src.bin", tmp_path / "back.bin"
+    src.write_bytes(data)
+    conn.put_file(str(src), str(tmp_path / "on-node.bin"))
+    assert (tmp_path / "on-node.bin").read_bytes() == data
+    (tmp_path / "empty").write_bytes(b"")
+    conn.put_file(str(tmp_path / "empty"), str(tmp_path / "on-node-empty"))
+    assert (tmp_path / "on-node-empty").read_bytes() == b""
+    conn.fetch_file(str(tmp_path / "on-node.bin"), str(back))
+    assert back.read_bytes() == data
+    with pytest.raises(AnsibleError, match="failed to fetch"):
+        conn.fetch_file(str(tmp_path / "missing"), str(back))
+
+
+def test_over_the_exec_stream_a_detached_command_reads_its_stdin_by_size_and_comes_back(kubectl, stream, tmp_path):
+    conn = connection(kubectl, gpuops_node_exec_transport="api", gpuops_node_exec_detached=True)
+    rc, out, err = conn.exec_command("cat; echo done; exit 4", in_data=b"module source\n")
+    assert (rc, out, err) == (4, b"module source\ndone\n", b"")
+    launch = [e for e in stream if "gpuops-launched" in e["command"][2]]
+    assert len(launch) == 1 and "head -c 14 >" in launch[0]["command"][2] and launch[0]["stdin"] is True
+    assert not any("exec" in c for c in calls(tmp_path))
+
+
+def test_a_broken_or_refused_stream_fails_the_task_by_name_and_a_status_without_exit_code_is_no_exit_status(kubectl, stream, monkeypatch):
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _pod_stream
+    conn = connection(kubectl, gpuops_node_exec_transport="api")
+    conn.exec_command("true")
+
+    def refused(method, pod, namespace, **kwargs):
+        raise _pod_stream.ApiException(status=0, reason='Handshake status 404 Not Found -+-+- {"reason":"NotFound"}')
+
+    monkeypatch.setattr(_pod_stream, "k8s_stream", refused)
+    with pytest.raises(AnsibleConnectionFailure, match="exec: Handshake status 404 Not Found.*NotFound"):
+        conn.exec_command("true")
+    assert _pod_stream.exit_status(b"") == (None, "the exec stream ended without the command's status")
+    assert _pod_stream.exit_status(b'{"status":"Failure","reason":"InternalError","message":"executable file not found"}') == (
+        None, "executable file not found")
+    assert _pod_stream.exit_status(b'{"status":"Success"}') == (0, "")
+
+
+def test_auto_takes_the_stream_where_it_can_and_kubectl_where_the_user_shaped_kubectl(kubectl, stream, tmp_path, monkeypatch):
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _pod_stream
+    conn = connection(kubectl, gpuops_node_exec_transport="auto")
+    conn.exec_command("true")
+    assert len(stream) == 1 and not any("exec" in c for c in calls(tmp_path))
+    shaped = connection(kubectl, gpuops_node_exec_transport="auto", ansible_kubectl_extra_args="--request-timeout=30s")
+    shaped.exec_command("true")
+    assert len(stream) == 1 and any("exec" in c for c in calls(tmp_path)), "kubectl_extra_args: kubectl exec"
+    with pytest.raises(AnsibleConnectionFailure, match="api cannot be used: kubectl_extra_args shape a kubectl process"):
+        connection(kubectl, gpuops_node_exec_transport="api", ansible_kubectl_extra_args="--request-timeout=30s").exec_command("true")
+    monkeypatch.setattr(_pod_stream, "_MISSING", "this kubernetes Python client (before 30) cannot carry bytes on an exec stream")
+    before = len(stream)
+    connection(kubectl, gpuops_node_exec_transport="auto").exec_command("true")
+    assert len(stream) == before, "an old client: auto runs kubectl exec"
+    with pytest.raises(AnsibleConnectionFailure, match="api cannot be used: this kubernetes Python client .before 30."):
+        connection(kubectl, gpuops_node_exec_transport="api").exec_command("true")

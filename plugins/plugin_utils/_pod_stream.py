@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection (controller side): a command in a pod over the API server's exec stream.
+
+The kubernetes Python client's websocket (``kubernetes.stream``) from the controller's own process, where ``kubectl exec``
+would start a process that reads the kubeconfig, asks the API server for the pod, then opens the same stream: one request
+per command instead of two, and no process. The protocol is the API server's ``v4.channel.k8s.io`` (kubelet 1.20 speaks
+no later one): one byte names the channel of each frame, 0 stdin, 1 stdout, 2 stderr, 3 the command's end as a
+``metav1.Status`` (``NonZeroExitCode`` with its ``ExitCode`` cause). That protocol cannot close stdin (``v5.channel.k8s.io``
+added the close signal, Kubernetes 1.30), so the caller sends a command's stdin with its size and the command reads
+exactly that many bytes (``node_pod.exec_argv``'s ``stdin_size``).
+
+Bytes, not text: the client's ``binary`` streams (kubernetes 30, kubernetes-client/python#2194), so a fetched file or a
+module's output is never decoded and re-encoded on the way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+
+try:
+    import inspect
+
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.stream import stream as k8s_stream
+    from kubernetes.stream import ws_client
+    from kubernetes.client.rest import ApiException
+except ImportError as exc:
+    _MISSING = "the kubernetes Python client is not installed on the controller (%s)" % exc
+else:
+    _MISSING = None
+    if "binary" not in inspect.signature(ws_client.WSClient.__init__).parameters:
+        _MISSING = "this kubernetes Python client (before 30) cannot carry bytes on an exec stream"
+
+STDOUT, STDERR, ERROR = 1, 2, 3
+# stdin goes in frames of at most this many bytes
+CHUNK = 64 * 1024
+
+
+class StreamError(GpuopsError):
+    """The API client could not be configured from the connection's options (names the option and the fix)."""
+
+
+def unsupported():
+    """Why this controller cannot use the exec stream (a sentence), or None where it can."""
+    return _MISSING
+
+
+def configuration(kubeconfig="", context="", host="", token="", client_cert="", client_key="", ca_cert=""):
+    """The API client's configuration from the connection's options, as kubectl makes its own from the same flags.
+
+    The kubeconfig (the option's file or mapping; else ``KUBECONFIG`` or ``~/.kube/config``; else, with no server given,
+    the pod's in-cluster service account), its ``context`` where given; then each option given overrides what it set.
+    A kubeconfig that cannot be read raises StreamError naming the option (never its content: it may hold a token)."""
+    if _MISSING:
+        raise StreamError("gpuops_node_exec_transport: %s; install kubernetes>=30 beside ansible-core, or set it to kubectl" % _MISSING)
+    cfg = k8s_client.Configuration()
+    context = context or None
+    try:
+        if isinstance(kubeconfig, dict):
+            k8s_config.load_kube_config_from_dict(kubeconfig, context=context, client_configuration=cfg, persist_config=False)
+        elif kubeconfig:
+            k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg, persist_config=False)
+        else:
+            try:
+                k8s_config.load_kube_config(context=context, client_configuration=cfg, persist_config=False)
+            except ConfigException:
+                if not host:
+                    k8s_config.load_incluster_config(client_configuration=cfg)
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        raise StreamError("kubectl_kubeconfig: the API client cannot use it (%s: %s); give a readable kubeconfig, or the server "
+                          "and credentials as options" % (type(exc).__name__, _first_line(exc))) from None
+    if host:
+        cfg.host = host
+    if token:  # in place of the kubeconfig's (its key name differs between client versions; an exec plugin's refresh too)
+        cfg.api_key = {"authorization": "Bearer " + token}
+        cfg.api_key_prefix = {}
+        cfg.refresh_api_key_hook = None
+    if client_cert:
+        cfg.cert_file = client_cert
+    if client_key:
+        cfg.key_file = client_key
+    if ca_cert:
+        cfg.ssl_ca_cert = ca_cert
+    return cfg
+
+
+def _first_line(exc):
+    return (str(exc).strip().splitlines() or [""])[0][:300]
+
+
+def api(cfg):
+    """The core API on a client of its own: ``kubernetes.stream`` swaps that client's request method while it opens a stream."""
+    return k8s_client.CoreV1Api(k8s_client.ApiClient(cfg))
+
+
+def exit_status(status):
+    """The command's exit status from the stream's status channel (bytes of a ``metav1.Status``), or None with the reason.
+
+    ``Success``: 0. ``NonZeroExitCode``: its ``ExitCode`` cause. Anything else (the exec itself failed, or the stream
+    ended without a status: kubelet went away) is no exit status: (None, why)."""
+    try:
+        parsed = json.loads(status.decode("utf-8", "replace")) if status.strip() else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        return None, "the exec stream ended without the command's status"
+    if parsed.get("status") == "Success":
+        return 0, ""
+    if parsed.get("reason") == "NonZeroExitCode":
+        for cause in (parsed.get("details") or {}).get("causes") or []:
+            if cause.get("reason") == "ExitCode" and str(cause.get("message", "")).isdigit():
+                return int(cause["message"]), ""
+    return None, str(parsed.get("message") or parsed.get("reason") or "the exec failed")[:500]
+
+
+def run(core, namespace, pod, container, argv, data=None, timeout=None, clock=time.monotonic):
+    """Run ``argv`` in the pod's container: (rc, stdout, stderr), bytes; rc None where there is no exit status (the
+    stream was refused or broke, or ``timeout`` seconds passed), stderr then saying why.
+
+    ``data`` (bytes) goes to the command's stdin, which ``argv`` must read by size (see the module's docstring)."""
+    try:
+        resp = k8s_stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=list(argv), container=container or None,
+                          stdin=bool(data), stdout=True, stderr=True, tty=False, _preload_content=False, binary=True)
+    except ApiException as exc:  # the upgrade refused (the pod gone: NotFound; kubelet restarting: its error), or no connection
+        return None, b"", ("exec: %s" % _first_line(exc.reason or exc)).encode()
+    out, err, status = [], [], []
+    try:
+        for start in range(0, len(data or b""), CHUNK):
+            resp.write_stdin(data[start:start + CHUNK])
+        deadline = None if timeout is None else clock() + timeout
+        while resp.is_open():
+            if deadline is not None and clock() > deadline:
+                return None, b"".join(out), b"".join(err) + b"exec: no end in %d s" % timeout
+            resp.update(timeout=1)
+            _drain(resp, out, err, status)
+        _drain(resp, out, err, status)
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        # websocket-client's errors (a closed or reset connection) and the socket's share no base class but Exception
+        return None, b"".join(out), b"".join(err) + ("exec stream broke: %s: %s" % (type(exc).__name__, _first_line(exc))).encode()
+    finally:
+        resp.close()
+    rc, why = exit_status(b"".join(status))
+    return rc, b"".join(out), b"".join(err) + (("exec: %s" % why).encode() if rc is None else b"")
+
+
+def _drain(resp, out, err, status):
+    for channel, into in ((STDOUT, out), (STDERR, err), (ERROR, status)):
+        chunk = resp.read_channel(channel)
+        if chunk:
+            into.append(chunk if isinstance(chunk, bytes) else chunk.encode())
