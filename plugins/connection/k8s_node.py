@@ -36,8 +36,7 @@ description:
     O(gpuops_node_exec_detached) (the C(checkpoint_guard) role's repair does).
 requirements:
   - kubectl
-  - the kubernetes Python client, 30 or later, for O(gpuops_node_exec_transport=api) (V(auto) falls back to C(kubectl)
-    without it)
+  - the kubernetes Python client, 30 or later, for O(gpuops_node_exec_transport=api) only
 options:
   gpuops_node_name:
     description: The Kubernetes node's name. Default the inventory host's address (C(gpuops.fleet.k8s_gpu_nodes) sets it).
@@ -131,21 +130,22 @@ options:
       - name: gpuops_node_exec_detached
   gpuops_node_exec_transport:
     description:
-      - How each command reaches the node pod. V(api) opens the API server's exec stream from the controller's own
-        process (the kubernetes Python client's websocket), one request per command and no process started. V(kubectl)
-        runs C(kubectl exec) per command, which reads the kubeconfig, asks for the pod, then opens the same stream (two
-        requests, and a process).
-      - V(auto) takes V(api) where the kubernetes Python client on the controller can carry bytes on the stream
-        (kubernetes 30 or later) and neither O(kubectl_extra_args) nor O(kubectl_local_env_vars) is set (they shape a
-        kubectl process, so only kubectl honours them); else V(kubectl). Run with C(-vvv) to see which it took.
+      - How each command reaches the node pod. V(kubectl) runs C(kubectl exec) per command, a process that reads the
+        kubeconfig, asks the API server for the pod, then opens the exec stream (two requests). V(api) opens the exec
+        stream from the controller's own process with the kubernetes Python client (a websocket), one request per
+        command and no process, but each task's worker then imports that client, about half a second of the
+        controller's CPU per task and node, where C(kubectl exec) cost less on the real kubelet node measured (see the
+        collection's API guide). Take V(api) where the API server's request count matters more than the controller's CPU.
       - With V(api), the auth options are read as kubectl reads them (O(kubectl_kubeconfig) as a file or a mapping, else
         C(KUBECONFIG) or C(~/.kube/config), else the in-cluster service account; O(kubectl_context); then O(kubectl_host),
-        O(kubectl_token), O(client_cert), O(client_key) and O(ca_cert) override it). The API's stream
-        (C(v4.channel.k8s.io)) cannot close a command's stdin, so each command reads exactly the bytes sent (C(head -c)
-        in the node pod, whose image then needs C(head), as busybox has it).
+        O(kubectl_token), O(client_cert), O(client_key) and O(ca_cert) override it); it needs the kubernetes Python
+        client 30 or later (bytes on the stream), and refuses O(kubectl_extra_args) and O(kubectl_local_env_vars) (they
+        shape a kubectl process). The API's stream (C(v4.channel.k8s.io)) cannot close a command's stdin, so each
+        command reads exactly the bytes sent (C(head -c) in the node pod, whose image then needs C(head), as busybox has it).
+      - Either way C(kubectl) makes, awaits and deletes the node pods.
     type: str
-    default: auto
-    choices: [auto, api, kubectl]
+    default: kubectl
+    choices: [kubectl, api]
     version_added: 0.4.0
     vars:
       - name: gpuops_node_exec_transport
@@ -568,16 +568,15 @@ class Connection(KubectlConnection):
         return super()._connect(port)
 
     def _exec_api(self):
-        """The exec stream's core API (gpuops_node_exec_transport api, or auto where it can), else None: kubectl exec."""
+        """The exec stream's core API (gpuops_node_exec_transport api), else None: kubectl exec. Decided once per connection;
+        only api imports the kubernetes client."""
         if self._stream is None:
-            choice = self.get_option("gpuops_node_exec_transport")
-            why = pod_stream.unsupported()
-            shaped = [name for name in ("kubectl_extra_args", "kubectl_local_env_vars") if self.get_option(name)]
-            if choice == "api" and (why or shaped):
-                raise AnsibleConnectionFailure("gpuops_node_exec_transport: api cannot be used: %s; set it to kubectl (or auto)"
-                                               % (why or "%s shape a kubectl process, which api does not start" % " and ".join(shaped)))
             self._stream = False
-            if choice == "api" or (choice == "auto" and not why and not shaped):
+            if self.get_option("gpuops_node_exec_transport") == "api":
+                shaped = [name for name in ("kubectl_extra_args", "kubectl_local_env_vars") if self.get_option(name)]
+                why = pod_stream.unsupported() or (shaped and "%s shape a kubectl process, which api does not start" % " and ".join(shaped))
+                if why:
+                    raise AnsibleConnectionFailure("gpuops_node_exec_transport: api cannot be used: %s; set it to kubectl" % why)
                 try:
                     self._stream = pod_stream.api(pod_stream.configuration(
                         self.get_option("kubectl_kubeconfig"), self.get_option("kubectl_context"), self.get_option("kubectl_host"),
@@ -585,9 +584,7 @@ class Connection(KubectlConnection):
                         self.get_option("ca_cert")))
                 except GpuopsError as exc:
                     raise AnsibleConnectionFailure(str(exc)) from None
-            display.vvv("EXEC TRANSPORT %s (gpuops_node_exec_transport %s%s)" % ("api" if self._stream else "kubectl", choice,
-                                                                                 ": " + why if choice == "auto" and why else ""),
-                        host=self._play_context.remote_addr)
+            display.vvv("EXEC TRANSPORT %s" % ("api" if self._stream else "kubectl"), host=self._play_context.remote_addr)
         return self._stream or None
 
     def _stream_exec(self, argv, in_data=None, timeout=None):

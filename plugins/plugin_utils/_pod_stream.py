@@ -23,21 +23,35 @@ import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 
-try:
-    import inspect
+# The kubernetes client, imported on first use only: its import costs a process about half a second of CPU (its API
+# and model classes, with or without compiled bytecode; measured on this rig), and every task's worker is a process of
+# its own, so a run that keeps to kubectl never pays it.
+k8s_client = k8s_config = k8s_stream = ConfigException = ApiException = None
+_MISSING = None
+_LOADED = False
 
-    from kubernetes import client as k8s_client
-    from kubernetes import config as k8s_config
-    from kubernetes.config.config_exception import ConfigException
-    from kubernetes.stream import stream as k8s_stream
-    from kubernetes.stream import ws_client
-    from kubernetes.client.rest import ApiException
-except ImportError as exc:
-    _MISSING = "the kubernetes Python client is not installed on the controller (%s)" % exc
-else:
-    _MISSING = None
-    if "binary" not in inspect.signature(ws_client.WSClient.__init__).parameters:
-        _MISSING = "this kubernetes Python client (before 30) cannot carry bytes on an exec stream"
+
+def _load():
+    """Import the kubernetes client once per process; why it cannot serve (a sentence), or None."""
+    global k8s_client, k8s_config, k8s_stream, ConfigException, ApiException, _MISSING, _LOADED  # pylint: disable=global-statement
+    if not _LOADED:
+        _LOADED = True
+        try:
+            import inspect
+
+            from kubernetes import client as k8s_client
+            from kubernetes import config as k8s_config
+            from kubernetes.config.config_exception import ConfigException
+            from kubernetes.stream import stream as k8s_stream
+            from kubernetes.stream import ws_client
+            from kubernetes.client.rest import ApiException
+        except ImportError as exc:
+            _MISSING = "the kubernetes Python client is not installed on the controller (%s)" % exc
+        else:
+            if "binary" not in inspect.signature(ws_client.WSClient.__init__).parameters:
+                _MISSING = "this kubernetes Python client (before 30) cannot carry bytes on an exec stream"
+    return _MISSING
+
 
 STDOUT, STDERR, ERROR = 1, 2, 3
 # stdin goes in frames of at most this many bytes
@@ -49,8 +63,8 @@ class StreamError(GpuopsError):
 
 
 def unsupported():
-    """Why this controller cannot use the exec stream (a sentence), or None where it can."""
-    return _MISSING
+    """Why this controller cannot use the exec stream (a sentence), or None where it can (the client is then imported)."""
+    return _load()
 
 
 def configuration(kubeconfig="", context="", host="", token="", client_cert="", client_key="", ca_cert=""):
@@ -59,7 +73,7 @@ def configuration(kubeconfig="", context="", host="", token="", client_cert="", 
     The kubeconfig (the option's file or mapping; else ``KUBECONFIG`` or ``~/.kube/config``; else, with no server given,
     the pod's in-cluster service account), its ``context`` where given; then each option given overrides what it set.
     A kubeconfig that cannot be read raises StreamError naming the option (never its content: it may hold a token)."""
-    if _MISSING:
+    if _load():
         raise StreamError("gpuops_node_exec_transport: %s; install kubernetes>=30 beside ansible-core, or set it to kubectl" % _MISSING)
     cfg = k8s_client.Configuration()
     context = context or None
@@ -126,6 +140,7 @@ def run(core, namespace, pod, container, argv, data=None, timeout=None, clock=ti
     stream was refused or broke, or ``timeout`` seconds passed), stderr then saying why.
 
     ``data`` (bytes) goes to the command's stdin, which ``argv`` must read by size (see the module's docstring)."""
+    _load()
     try:
         resp = k8s_stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=list(argv), container=container or None,
                           stdin=bool(data), stdout=True, stderr=True, tty=False, _preload_content=False, binary=True)

@@ -61,7 +61,7 @@ def beside_the_host(node, tmp):
                                              "GPUOPS_FAKE_SYSTEMD_DIR": env["GPUOPS_FAKE_SYSTEMD_DIR"]}}
 
 
-def inventory(node, tmp, strategy, through_api=False, exec_on="auto", transport="auto"):
+def inventory(node, tmp, strategy, through_api=False, exec_on="auto", transport="kubectl"):
     """site.yml's inventory for the real node: its own sysroot for the guard's files; a local connection, or
     ``through_api``: gpuops.fleet.k8s_node (no SSH, no local connection: a node pod, over the API and kubelet),
     chrooted into the host (``exec_on`` auto: this host has python3) or beside it (pod), each command over the API's
@@ -93,7 +93,7 @@ def inventory(node, tmp, strategy, through_api=False, exec_on="auto", transport=
     return str(path)
 
 
-def site(node, tmp, strategy, *args, through_api=False, exec_on="auto", environ=None, transport="auto"):
+def site(node, tmp, strategy, *args, through_api=False, exec_on="auto", environ=None, transport="kubectl"):
     env = dict(realnode.ansible_env(tmp), **(environ or {}))
     cmd = [os.path.join(BIN, "ansible-playbook"), "-i", inventory(node, tmp, strategy, through_api, exec_on, transport),
            os.path.join(ROOT, "playbooks", "site.yml"),
@@ -320,8 +320,8 @@ def test_the_field_report_story_pruned(real_node, tmp_path):
            **rejected_figures(rejected))
 
 
-# each exec_on once, and each transport once: the exec stream from the controller (api: what auto takes with this
-# rig's kubernetes client) chrooted into the host, kubectl exec beside it
+# each exec_on once, and each transport once: the exec stream from the controller (api) chrooted into the host,
+# kubectl exec (the default) beside it
 @pytest.mark.parametrize("exec_on, transport", [("auto", "api"), ("pod", "kubectl")])
 def test_the_field_report_story_through_the_api(real_node, tmp_path, exec_on, transport):
     """strategy auto through gpuops.fleet.k8s_node: no SSH and no local connection to the node.

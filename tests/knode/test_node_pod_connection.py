@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpuops.fleet.k8s_node on the REAL kubelet node: tasks reach the node's host through the API alone.
 
-No SSH and no local connection: every task runs as ``kubectl exec`` (API server, then the real
-kubelet's streaming server, then containerd) into the run's node pod, chrooted to the host's ``/``.
+No SSH and no local connection: every task runs as ``kubectl exec`` (or, with gpuops_node_exec_transport api, the
+controller's own websocket; then the real kubelet's streaming server, then containerd) into the run's node pod, chrooted
+to the host's ``/``.
 This machine is the node's host, so the test reads what a task wrote there directly.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -29,8 +31,8 @@ NS = "node-pods"
 KUBECTL_DIR = realnode.KUBECTL_DIR
 
 
-def inventory(node, tmp):
-    host = dict(realnode.through_api(node, NS), ansible_python_interpreter="/usr/bin/python3")
+def inventory(node, tmp, transport="kubectl"):
+    host = dict(realnode.through_api(node, NS), ansible_python_interpreter="/usr/bin/python3", gpuops_node_exec_transport=transport)
     path = tmp / "inventory.json"
     path.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"knode": host}}}}}))
     return str(path)
@@ -59,13 +61,26 @@ def playbook(tmp, marker, admin, pause=0):
     return str(path)
 
 
-def ansible(node, tmp, play, **popen):
+def ansible(node, tmp, play, transport="kubectl", **popen):
     env = realnode.ansible_env(tmp)
-    cmd = [os.path.join(BIN, "ansible-playbook"), "-vvv", "-i", inventory(node, tmp), play]
+    cmd = [os.path.join(BIN, "ansible-playbook"), "-vvv", "-i", inventory(node, tmp, transport), play]
     if popen:
         return subprocess.Popen(cmd, cwd=str(tmp), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
     proc = subprocess.run(cmd, cwd=str(tmp), env=env, capture_output=True, text=True, timeout=300, check=False)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def transport_cost(node, tmp, marker, transport):
+    """The same playbook with each command over ``transport``: its wall and controller CPU seconds (ansible-playbook and
+    every process it started, kubectl's included) and the API server's requests for the node pods (figures, not limits)."""
+    before, offset, started = resource.getrusage(resource.RUSAGE_CHILDREN), node.cluster.audit_offset(), time.monotonic()
+    rc, out = ansible(node, tmp, playbook(tmp, marker, node.cluster.kubeconfig), transport)
+    seconds, after = time.monotonic() - started, resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert rc == 0 and "UID=0 BACK=%s" % marker in out, out[-3000:]
+    assert "EXEC TRANSPORT %s" % transport in out, out[-3000:]
+    calls = realnode.api_calls(node.cluster, offset, NS)
+    return {"seconds": round(seconds, 1), "controller_cpu_seconds": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+            "api_calls": calls, "requests": sum(calls.values())}
 
 
 def pods_listed(out):
@@ -108,6 +123,14 @@ def test_tasks_reach_the_host_through_the_api_alone_and_no_node_pod_is_left(real
             assert handle.read() == marker
         assert oct(os.stat("/tmp/gpuops-k8s-node-" + marker).st_mode & 0o777) == "0o600"
         calls = dict((what, len(re.findall(r"^<knode> %s \[" % what, out, re.M))) for what in ("NODE POD", "EXEC"))
+        # the default transport: a kubectl exec per command (kubectl 1.20's SPDY stream, a POST: create pods/exec)
+        assert "EXEC TRANSPORT kubectl" in out and calls["EXEC"] >= 3 and api_calls.get("create pods/exec", 0) >= 3, out[-3000:]
+        # the same playbook by each transport, one after the other: the exec stream from the controller is a GET of
+        # pods/exec, with no read of the pod before it
+        transports = {"api": transport_cost(node, tmp_path, marker, "api"), "kubectl": transport_cost(node, tmp_path, marker, "kubectl")}
+        assert transports["api"]["api_calls"].get("get pods/exec", 0) >= 3 and "create pods/exec" not in transports["api"]["api_calls"]
+        assert transports["kubectl"]["api_calls"].get("create pods/exec", 0) >= 3 and "get pods/exec" not in transports["kubectl"]["api_calls"]
+        assert transports["api"]["requests"] < transports["kubectl"]["requests"], transports
         # one pod per node per run, pinned to the node, deleted at the run's end
         listed = pods_listed(out)
         assert len(listed) == 1 and listed[0].startswith("pod/gpuops-node-127-0-0-1-"), listed
@@ -146,7 +169,8 @@ def test_tasks_reach_the_host_through_the_api_alone_and_no_node_pod_is_left(real
         os.makedirs(os.path.join(ROOT, "out"), exist_ok=True)
         with open(os.path.join(ROOT, "out", "knode-node-pods.json"), "w") as handle:
             json.dump({"run_seconds": round(seconds, 1), "run_after_orphan_seconds": round(seconds_after_orphan, 1),
-                       "kubectl_calls_per_node": calls, "api_calls_per_node": api_calls, "tasks_on_node": 3}, handle, indent=1, sort_keys=True)
+                       "kubectl_calls_per_node": calls, "api_calls_per_node": api_calls, "tasks_on_node": 3,
+                       "by_transport": transports}, handle, indent=1, sort_keys=True)
     finally:
         for path in ("/tmp/gpuops-k8s-node-" + marker, "/tmp/gpuops-k8s-node-" + marker2):
             if os.path.exists(path):

@@ -384,6 +384,7 @@ class FakeStream:
 def stream(kubectl, tmp_path, monkeypatch):
     """The exec stream faked at kubernetes.stream's ``stream``: records each exec (pod, namespace, container, argv, stdin)."""
     from ansible_collections.gpuops.fleet.plugins.plugin_utils import _pod_stream
+    _pod_stream.unsupported()  # the client imported first, so the fakes below stay in place
     made = []
 
     def fake_stream(method, pod, namespace, **kwargs):
@@ -458,19 +459,23 @@ def test_a_broken_or_refused_stream_fails_the_task_by_name_and_a_status_without_
     assert _pod_stream.exit_status(b'{"status":"Success"}') == (0, "")
 
 
-def test_auto_takes_the_stream_where_it_can_and_kubectl_where_the_user_shaped_kubectl(kubectl, stream, tmp_path, monkeypatch):
+def test_kubectl_is_the_default_and_imports_no_kubernetes_client_and_api_refuses_what_it_cannot_honour(kubectl, stream, tmp_path, monkeypatch):
     from ansible_collections.gpuops.fleet.plugins.plugin_utils import _pod_stream
-    conn = connection(kubectl, gpuops_node_exec_transport="auto")
-    conn.exec_command("true")
-    assert len(stream) == 1 and not any("exec" in c for c in calls(tmp_path))
-    shaped = connection(kubectl, gpuops_node_exec_transport="auto", ansible_kubectl_extra_args="--request-timeout=30s")
-    shaped.exec_command("true")
-    assert len(stream) == 1 and any("exec" in c for c in calls(tmp_path)), "kubectl_extra_args: kubectl exec"
-    with pytest.raises(AnsibleConnectionFailure, match="api cannot be used: kubectl_extra_args shape a kubectl process"):
+
+    def no_import():
+        raise AssertionError("kubectl exec must not import the kubernetes client (half a second per task's worker)")
+
+    loader = _pod_stream._load
+    monkeypatch.setattr(_pod_stream, "_load", no_import)
+    default = connection(kubectl)
+    default.set_options(var_options={"gpuops_node_exec_transport": None})
+    assert default.get_option("gpuops_node_exec_transport") == "kubectl"
+    assert default.exec_command("echo by kubectl") == (0, b"by kubectl\n", b"")
+    assert not stream and any("exec" in c for c in calls(tmp_path))
+    monkeypatch.setattr(_pod_stream, "_load", loader)
+    with pytest.raises(AnsibleConnectionFailure, match="api cannot be used: kubectl_extra_args shape a kubectl process.*set it to kubectl"):
         connection(kubectl, gpuops_node_exec_transport="api", ansible_kubectl_extra_args="--request-timeout=30s").exec_command("true")
     monkeypatch.setattr(_pod_stream, "_MISSING", "this kubernetes Python client (before 30) cannot carry bytes on an exec stream")
-    before = len(stream)
-    connection(kubectl, gpuops_node_exec_transport="auto").exec_command("true")
-    assert len(stream) == before, "an old client: auto runs kubectl exec"
     with pytest.raises(AnsibleConnectionFailure, match="api cannot be used: this kubernetes Python client .before 30."):
         connection(kubectl, gpuops_node_exec_transport="api").exec_command("true")
+    assert not stream
