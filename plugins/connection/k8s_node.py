@@ -133,9 +133,9 @@ options:
       - How each command reaches the node pod. V(kubectl) runs C(kubectl exec) per command, a process that reads the
         kubeconfig, asks the API server for the pod, then opens the exec stream (two requests). V(api) opens the exec
         stream from the controller's own process with the kubernetes Python client (a websocket), one request per
-        command and no process, but each task's worker then imports that client, about half a second of the
-        controller's CPU per task and node, where C(kubectl exec) cost less on the real kubelet node measured (see the
-        collection's API guide). Take V(api) where the API server's request count matters more than the controller's CPU.
+        command and no process, but each task's worker then loads that client and its core API (1.1 to 1.7 s of the
+        controller's CPU per task and node, with and without compiled bytecode), where C(kubectl exec) cost less on the
+        real kubelet node measured (see the collection's API guide). Take V(api) where the API server's request count matters more than the controller's CPU.
       - With V(api), the auth options are read as kubectl reads them (O(kubectl_kubeconfig) as a file or a mapping, else
         C(KUBECONFIG) or C(~/.kube/config), else the in-cluster service account; O(kubectl_context); then O(kubectl_host),
         O(kubectl_token), O(client_cert), O(client_key) and O(ca_cert) override it); it needs the kubernetes Python
