@@ -36,7 +36,7 @@ def _load():
     global k8s_client, k8s_config, k8s_stream, ConfigException, ApiException, _MISSING, _LOADED  # pylint: disable=global-statement
     if not _LOADED:
         _LOADED = True
-        try:
+        try:  # pylint: disable=import-outside-toplevel
             import inspect
 
             from kubernetes import client as k8s_client
@@ -139,7 +139,9 @@ def run(core, namespace, pod, container, argv, data=None, timeout=None, clock=ti
     """Run ``argv`` in the pod's container: (rc, stdout, stderr), bytes; rc None where there is no exit status (the
     stream was refused or broke, or ``timeout`` seconds passed), stderr then saying why.
 
-    ``data`` (bytes) goes to the command's stdin, which ``argv`` must read by size (see the module's docstring)."""
+    ``data`` (bytes) goes to the command's stdin, which ``argv`` must read by size (see the module's docstring). It is
+    sent whole before any output is read: the connection's commands (a pipelined module, a file put) read all their
+    input before they write much, so neither side's buffers fill while the other waits."""
     _load()
     try:
         resp = k8s_stream(core.connect_get_namespaced_pod_exec, pod, namespace, command=list(argv), container=container or None,
