@@ -135,7 +135,8 @@ options:
         stream from the controller's own process with the kubernetes Python client (a websocket), one request per
         command and no process, but each task's worker then loads that client and its core API (1.1 to 1.7 s of the
         controller's CPU per task and node, with and without compiled bytecode), where C(kubectl exec) cost less on the
-        real kubelet node measured (see the collection's API guide). Take V(api) where the API server's request count matters more than the controller's CPU.
+        real kubelet node measured (see the collection's API guide). Take V(api) where the API server's request count
+        matters more than the controller's CPU.
       - With V(api), the auth options are read as kubectl reads them (O(kubectl_kubeconfig) as a file or a mapping, else
         C(KUBECONFIG) or C(~/.kube/config), else the in-cluster service account; O(kubectl_context); then O(kubectl_host),
         O(kubectl_token), O(client_cert), O(client_key) and O(ca_cert) override it); it needs the kubernetes Python
@@ -603,8 +604,8 @@ class Connection(KubectlConnection):
 
     def _host_exec(self, cmd, in_data=None):
         """Ansible's ``cmd`` (a list) run on the host (or beside it) over the exec stream: (rc, stdout, stderr).
-        No exit status (the stream was refused or broke) fails the task, as kubectl's own error would."""
-        self._connect()
+        No exit status (the stream was refused or broke) fails the task, as kubectl's own error would. Its callers
+        (exec_command, put_file, fetch_file) have connected: the node pod is known."""
         rc, out, err = self._stream_exec(node_pod.exec_argv(cmd, len(in_data) if in_data else None), in_data)
         if rc is None:
             raise AnsibleConnectionFailure("node pod %s: %s" % (self._node_pod, err.decode(errors="replace").strip()))
@@ -666,13 +667,12 @@ class Connection(KubectlConnection):
             time.sleep(1)
 
     def exec_command(self, cmd, in_data=None, sudoable=False):
+        self._connect()
         if not self.get_option("gpuops_node_exec_detached"):
-            self._connect()
             if not self._exec_api():
                 return super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
             display.vvv("EXEC (api) %s" % cmd, host=self._play_context.remote_addr)
             return self._host_exec([self._play_context.executable, "-c", cmd], in_data)
-        self._connect()
         display.vvv("EXEC (detached) %s" % cmd, host=self._play_context.remote_addr)
         return self._exec_detached([self._play_context.executable, "-c", cmd], in_data)
 

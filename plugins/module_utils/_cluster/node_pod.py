@@ -213,9 +213,8 @@ def _reader(stdin_size):
 def exec_argv(cmd, stdin_size=None):
     """What the node pod's exec runs for Ansible's ``cmd`` (a list): touch the heartbeat, then ``cmd`` on the host (or
     beside it). With ``stdin_size`` (the API's exec stream), ``cmd`` reads exactly that many bytes of stdin, then its end."""
-    if stdin_size is None:
-        return ["/bin/sh", "-c", _PROLOGUE + 'exec "$@"', "gpuops-node"] + list(cmd)
-    return ["/bin/sh", "-c", _PROLOGUE + _reader(stdin_size) + ' | "$@"', "gpuops-node"] + list(cmd)
+    run = 'exec "$@"' if stdin_size is None else _reader(stdin_size) + ' | "$@"'
+    return ["/bin/sh", "-c", _PROLOGUE + run, "gpuops-node"] + list(cmd)
 
 
 # A detached command: launched in the pod, outliving kubectl's stream (kubelet relays it, and a task
