@@ -21,7 +21,14 @@ interpreter wrapper that records its CPU: the node side of a real fleet, spent t
 controller's own: ansible's processes, its workers, the connections). "ctl x ping" is the controller's CPU against
 ping's: what a fleet-sized run costs the controller, where its CPU is the limit.
 
-    .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining] [--repair-max N] [--health]
+    .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining] [--repair-max N] [--health] [--ssh]
+
+With --ssh, every stage (ping included) reaches the nodes over SSH, as a fleet is reached, instead of local connections:
+the bench starts a throwaway sshd of its own (OpenSSH's ``/usr/sbin/sshd``, Debian's openssh-server: ``apt-get install
+openssh-server``) on 127.0.0.1 and a free port, root by a key made for the run, and gives each node its own SSH control
+master (``ansible_control_path``), so each node pays its own SSH handshake, as on a fleet. sshd, its sessions and the
+ssh clients run on this machine too: their CPU is in the CPU column (sshd's sessions are not children of ansible: the
+bench adds sshd's own CPU, read from /proc when it stops).
 
 With --health, also the GPU health read alone (benchmarks/health_read.yml: gpu_health_info, one module call per
 node) and playbooks/gpu_health.yml (the read, the checkpoint's pods, the report; no cluster, so no plan).
@@ -34,9 +41,13 @@ the "nodes" share this machine's cores with the controller, and their modules' C
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import io
 import os
 import shlex
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -74,6 +85,88 @@ def environment(forks, pipelining):
     return env
 
 
+SSHD_CONFIG = """Port {port}
+ListenAddress 127.0.0.1
+HostKey {work}/host_key
+PidFile {work}/sshd.pid
+AuthorizedKeysFile {work}/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxStartups 200
+MaxSessions 200
+Subsystem sftp internal-sftp
+"""
+
+
+class LocalSshd:
+    """A throwaway sshd on 127.0.0.1 for one bench run (``--ssh``): its own host key and a client key made for it."""
+
+    def __init__(self, work):
+        self.work = os.path.join(work, "sshd")
+        os.makedirs(self.work)
+        self.proc = None
+        self.key = os.path.join(self.work, "client_key")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+
+    def __enter__(self):
+        sshd = shutil.which("sshd") or "/usr/sbin/sshd"
+        if not os.path.exists(sshd):
+            raise SystemExit("--ssh needs OpenSSH's sshd (Debian: apt-get install openssh-server)")
+        for key in ("host_key", "client_key"):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", os.path.join(self.work, key)], check=True)
+        shutil.copy(self.key + ".pub", os.path.join(self.work, "authorized_keys"))
+        config = os.path.join(self.work, "sshd_config")
+        with open(config, "w", encoding="utf-8") as handle:
+            handle.write(SSHD_CONFIG.format(port=self.port, work=self.work))
+        os.makedirs("/run/sshd", exist_ok=True)  # sshd's privilege separation directory
+        # PR_SET_CHILD_SUBREAPER: the control masters ssh leaves in the background become this process's children, so
+        # their CPU is counted (reap)
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
+        self.proc = subprocess.Popen([sshd, "-D", "-e", "-f", config], stderr=open(os.path.join(self.work, "sshd.log"), "wb"))
+        for dummy in range(100):
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.05)
+        raise SystemExit("the bench's sshd did not start: see %s" % os.path.join(self.work, "sshd.log"))
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait()
+
+    def reap(self):
+        """CPU seconds of the orphans reaped since the last call: the control masters (ssh forks them into the
+        background, so they are not ansible's children; the bench is their subreaper, see __enter__)."""
+        total = 0.0
+        while True:
+            try:
+                pid, dummy, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return total
+            if pid == 0:
+                return total
+            total += usage.ru_utime + usage.ru_stime
+
+    def cpu(self):
+        """CPU seconds of sshd and its reaped sessions so far (/proc: utime, stime, cutime, cstime)."""
+        with open("/proc/%d/stat" % self.proc.pid, encoding="ascii") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+    def args(self, work):
+        """``-e`` arguments that reach every node over this sshd, each node with its own control master."""
+        return ["-e", "ansible_connection=ssh", "-e", "ansible_host=127.0.0.1", "-e", "ansible_port=%d" % self.port,
+                "-e", "ansible_user=root", "-e", "ansible_ssh_private_key_file=" + self.key,
+                "-e", "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR'",
+                # one control master per node (the default path hashes host, port and user: all the nodes would share one)
+                "-e", "ansible_control_path=%s/{{ inventory_hostname }}" % os.path.join(work, "cp")]
+
+
 WRAPPER = """#!/bin/bash
 # the modules' interpreter for one stage of benchmarks/fleet.py: runs Python, then writes the CPU (user, system) of
 # what it ran to a file of its own (bash's times, in this shell: a subshell's would not count its parent's children)
@@ -109,13 +202,24 @@ def module_cpu(logs):
     return total, calls
 
 
-def timed(argv, env, work, stage):
-    """``run``'s figures for one stage, then the CPU and the calls of the modules it ran (through ``module_python``)."""
+def timed(argv, env, work, stage, sshd=None):
+    """``run``'s figures for one stage, then the CPU and the calls of the modules it ran (through ``module_python``).
+    With ``sshd`` (a LocalSshd), over SSH: its CPU during the stage (its sessions, which are not the command's children)
+    is added to the command's."""
     extra, logs = module_python(work, stage)
-    return run(argv + extra, env) + module_cpu(logs)
+    if sshd is None:
+        return run(argv + extra, env) + module_cpu(logs)
+    os.makedirs(os.path.join(work, "cp"), exist_ok=True)
+    before = sshd.cpu()
+    wall, rss, rc, tail, cpu = run(argv + extra + sshd.args(work), env)
+    # the control masters outlive the stage (ControlPersist): stop them, so the next stage pays its own handshakes
+    for name in os.listdir(os.path.join(work, "cp")):
+        subprocess.run(["ssh", "-o", "ControlPath=" + os.path.join(work, "cp", name), "-O", "exit", "x"], capture_output=True, check=False)
+    time.sleep(0.5)
+    return (wall, rss, rc, tail, cpu + sshd.cpu() - before + sshd.reap()) + module_cpu(logs)
 
 
-def measure(nodes, env, work, repair=True, health=False):
+def measure(nodes, env, work, repair=True, health=False, sshd=None):
     out = os.path.join(work, "fleet-%d" % nodes)
     inventory = os.path.join(out, "inventory.yml")
     report = os.path.join(out, "report")
@@ -125,7 +229,7 @@ def measure(nodes, env, work, repair=True, health=False):
     rows.append(("lab set-up", setup + (0.0, 0)))
 
     def stage(name, argv):
-        return timed(argv, env, out, "%s-%d" % (name, len(rows)))
+        return timed(argv, env, out, "%s-%d" % (name, len(rows)), sshd)
 
     rows.append(("ansible -m ping", stage("ping", [os.path.join(BIN, "ansible"), "-i", inventory, "gpu_nodes", "-m", "ping"])))
     site = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "playbooks", "site.yml"), "-e", "gpuops_report_dir=" + report]
@@ -165,10 +269,12 @@ def main(argv=None):
     parser.add_argument("--health", action="store_true", help="also the GPU health read alone and playbooks/gpu_health.yml")
     parser.add_argument("--repair-max", type=int, default=None,
                         help="time the full repair only up to this many nodes (it installs the guard on every node: minutes)")
+    parser.add_argument("--ssh", action="store_true",
+                        help="reach the nodes over SSH (a throwaway local sshd; one control master per node), not local connections")
     args = parser.parse_args(argv)
     env = environment(args.forks, args.pipelining)
-    print("settings: forks=%d pipelining=%s gather_facts=false strategy=linear, local connections, %d cores"
-          % (args.forks, args.pipelining, os.cpu_count()))
+    print("settings: forks=%d pipelining=%s gather_facts=false strategy=linear, %s, %d cores"
+          % (args.forks, args.pipelining, "SSH to a local sshd" if args.ssh else "local connections", os.cpu_count()))
     files, lines, cluster, size = guard_contents()
     print("the guard on each node: one file of %d bytes, %d code files, %d lines; controller code in it: %s"
           % (size, files, lines, ", ".join(cluster) or "none"))
@@ -176,9 +282,10 @@ def main(argv=None):
     print("%-6s %-16s %9s %8s %10s %10s %12s %13s %11s %10s %8s" % (
         "nodes", "stage", "wall s", "x ping", "peak MiB", "s/host", "CPU s/host", "module s/host", "modules", "ctl s/host", "ctl x ping"))
     summary = []
-    with tempfile.TemporaryDirectory(prefix="gpuops-fleet-bench-") as work:
+    with tempfile.TemporaryDirectory(prefix="gpuops-fleet-bench-") as work, \
+            (LocalSshd(work) if args.ssh else contextlib.nullcontext()) as sshd:
         for nodes in args.nodes:
-            rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max, health=args.health)
+            rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max, health=args.health, sshd=sshd)
             ping = rows[1][1][0]
             ping_ctl = rows[1][1][4] - rows[1][1][5]
             for name, (wall, rss, dummy, dummy2, cpu, mcpu, calls) in rows:
