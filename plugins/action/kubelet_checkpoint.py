@@ -14,6 +14,12 @@ the task's options stay literal keys, ``settings`` is one templated value among 
 node's reading of what that install would do comes back as ``guard`` with the options' ``fingerprint``, which
 gpuops.fleet.guard_install compares with its own (``planned``) before it skips its call.
 
+``role`` is the checkpoint_guard role's form of ``settings`` and ``guard``: the role's variables as they come, checked
+and turned into both here (plugin_utils/_guard_spec.role_task), in Python, where the role's tasks once templated the
+``_checkpoint_guard_settings`` and ``_checkpoint_guard_install_spec`` filters into them. A task that names a filter of
+this collection makes each node's worker load every filter file and the settings code again; this plugin is loaded
+once, by ansible-core's main process, before it forks the workers (issue 36).
+
 ``install_guard`` makes the task the plan *and* the guard's install, in one task (issue 36: a task per node costs
 Ansible a worker, templating and a result, even where it makes no call): the module reads and plans, in check mode
 whatever the task's mode (the checkpoint is never changed here), and the install (plugin_utils/_guard_install.install,
@@ -28,16 +34,33 @@ from collections.abc import Mapping
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_spec as guard_spec
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._merged_options import merged
 
 MODULE = "gpuops.fleet.kubelet_checkpoint"
 
 
-def merged_args(args):
-    """The module's arguments: ``settings`` under the task's other options (those win).
+def merged_args(args, task_vars=None):
+    """The module's arguments: ``settings`` under the task's other options (those win); ``role`` (the
+    checkpoint_guard role's variables) first becomes ``settings`` and, where the role installs the guard in this run,
+    ``guard``.
 
     Returns ``(args, error)``; ``error`` names the field and the fix."""
+    args = dict(args)
+    if args.get("role") is not None:
+        clash = [name for name in ("settings", "guard") if args.get(name) is not None]
+        if clash:
+            return None, "role: give the role's variables or %s, not both" % " and ".join(clash)
+        task_vars = task_vars or {}
+        try:
+            args["settings"], guard = guard_spec.role_task(args.pop("role"), task_vars.get("ansible_run_tags"), task_vars.get("ansible_skip_tags"))
+        except GpuopsError as exc:
+            return None, "gpuops.fleet.checkpoint_guard: %s" % exc
+        if guard is not None:
+            args["guard"] = guard
+    args.pop("role", None)
     return merged(args, "settings", MODULE, hint=" (e.g. the module_args of gpuops.fleet._checkpoint_guard_settings)")
 
 
@@ -53,7 +76,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args, error = merged_args(self._task.args)
+        args, error = merged_args(self._task.args, task_vars)
         if error:
             return dict(result, failed=True, msg=error)
         try:

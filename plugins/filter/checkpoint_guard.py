@@ -9,11 +9,11 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_daemonset as guard_daemonset
-from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_layout as guard_layout
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_PATH, as_bool
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_spec as guard_spec
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_settings import role_settings
-from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code, _guard_files
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code
 
 
 def checkpoint_guard_settings(raw):
@@ -24,23 +24,10 @@ def checkpoint_guard_settings(raw):
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
 
-def _checked(settings, root, unit_dir):
-    """(root, unit_dir) of a filter's input, checked as every path the role writes into a unit (role_settings)."""
-    if not isinstance(settings, dict) or not {"config", "unit"} <= set(settings):
-        raise ParameterError("_input", "expected the result of gpuops.fleet._checkpoint_guard_settings")
-    if root not in ("", None) and not UNIT_PATH.match(str(root)):
-        raise ParameterError("checkpoint_guard_sysroot", "%r must be / or an absolute path of letters, digits and ._@+:,=/-" % (root,))
-    if not isinstance(unit_dir, str) or not UNIT_PATH.match(unit_dir):
-        raise ParameterError("checkpoint_guard_unit_dir", "%r must be an absolute path of letters, digits and ._@+:,=/-" % (unit_dir,))
-    return root or "", unit_dir.rstrip("/") or "/"
-
-
 def checkpoint_guard_files(settings, root="", unit_dir="/etc/systemd/system", hardening=True, late_check=False):
     """The guard's wrapper, configuration and units for gpuops.fleet.guard_install, from checkpoint_guard_settings."""
     try:
-        root, unit_dir = _checked(settings, root, unit_dir)
-        return _guard_files.files(settings, root, unit_dir, as_bool("checkpoint_guard_hardening", hardening),
-                                  as_bool("checkpoint_guard_late_check", late_check))
+        return guard_spec.files(settings, root, unit_dir, hardening, late_check)
     except GpuopsError as exc:
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
@@ -48,9 +35,7 @@ def checkpoint_guard_files(settings, root="", unit_dir="/etc/systemd/system", ha
 def checkpoint_guard_layout(settings, root="", unit_dir="/etc/systemd/system", late_check=False):
     """The install's directories (each with its role variable) and what an older layout left, for gpuops.fleet.guard_install."""
     try:
-        root, unit_dir = _checked(settings, root, unit_dir)
-        return {"directories": guard_layout.directories(settings, unit_dir, root),
-                "absent": guard_layout.leftovers(settings, unit_dir, as_bool("checkpoint_guard_late_check", late_check), root)}
+        return guard_spec.layout(settings, root, unit_dir, late_check)
     except GpuopsError as exc:
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
@@ -60,26 +45,8 @@ def checkpoint_guard_install_spec(raw, root="", unit_dir="/etc/systemd/system", 
     """gpuops.fleet.guard_install's options from the role's variables as they come (``raw``, checked here once): the
     layout's directories and leftovers, the files, the code's path, the self-test and the units, in one evaluation per
     task (one settings check, where building each part from its own filter cost one each)."""
-    settings = checkpoint_guard_settings(raw)
-    root = "" if root in ("", None) else str(root).rstrip("/")
-    layout = checkpoint_guard_layout(settings, root, unit_dir, late_check)
-    files = checkpoint_guard_files(settings, root, unit_dir, hardening, late_check)
     try:
-        late = as_bool("checkpoint_guard_late_check", late_check)
-        enabled = as_bool("checkpoint_guard_enabled", enabled)
-        unit = settings["unit"]
-        return {
-            "directories": layout["directories"],
-            "require_persistent": as_bool("checkpoint_guard_require_persistent", require_persistent),
-            "code": {"path": "%s%s/gpuops.pyz" % (root, unit["lib_dir"])},
-            "files": files,
-            "absent": layout["absent"],
-            # 0 up to date, 3 inventory unknown, 4 corrupt, 5 would act: the guard works; 1/2 fail the task
-            "selftest": {"argv": [root + unit["bin"], "report", "--config", root + unit["config_path"]], "environment": raw.get("environment")},
-            "systemd": as_bool("checkpoint_guard_manage_systemd", manage_systemd),
-            "dev_char_symlinks": True,
-            "units": [{"name": "gpuops.service", "enabled": enabled}] + ([{"name": "gpuops-late.service", "enabled": enabled}] if late else []),
-        }
+        return guard_spec.install_spec(raw, root, unit_dir, hardening, late_check, require_persistent, manage_systemd, enabled)
     except GpuopsError as exc:
         raise AnsibleFilterError("gpuops.fleet.checkpoint_guard: %s" % exc) from exc
 
@@ -89,7 +56,7 @@ def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="
                                enabled=True):
     """The guard's DaemonSet form (a ConfigMap with the code and install spec, an OnDelete DaemonSet), from checkpoint_guard_settings."""
     try:
-        dummy, unit_dir = _checked(settings, "", unit_dir)
+        dummy, unit_dir = guard_spec.checked(settings, "", unit_dir)
         files = checkpoint_guard_files(settings, "", unit_dir, hardening, late_check)
         code, dummy = _guard_code.build()
         options = {"name": name, "namespace": namespace, "image": image, "python": python, "tolerations": tolerations or [],

@@ -20,6 +20,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import collection_root
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._tags import tags_run
 
 COLUMNS = (
     ("node", "node"),
@@ -72,15 +73,6 @@ def _sharing(node_vars, k8s_name, result, gpu_share):
                 "percent": shared.get("percent"), "gpus_gone": sum(1 for g in shared.get("gpus") or () if g.get("index") is None),
                 "unattributed_gib": shared.get("unattributed_gib") or 0}
     return None
-
-
-def tags_run(tags, run_tags=None, skip_tags=None):
-    """Whether a task tagged ``tags`` (none of them ``always`` or ``never``) runs under the run's ``--tags`` and
-    ``--skip-tags`` (``ansible_run_tags``, ``ansible_skip_tags``)."""
-    run, skip, tags = set(run_tags or ("all",)), set(skip_tags or ()), set(tags)
-    if skip & (tags | {"tagged", "all"}):
-        return False
-    return bool(run & (tags | {"tagged", "all"}))
 
 
 def _plain(value):

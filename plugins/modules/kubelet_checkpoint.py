@@ -94,6 +94,20 @@ options:
     type: bool
     default: false
     version_added: 0.4.0
+  role:
+    description:
+      - The C(gpuops.fleet.checkpoint_guard) role's own form of O(settings) and O(guard), for the role's tasks: its
+        variables as they come (C(variables), the C(checkpoint_guard_*) values by their names without the prefix;
+        strings from C(-e) or a survey are fine), whether it installs the guard (C(install), with the install's
+        C(install_tags), checked against the run's C(--tags) and C(--skip-tags)), and the install's C(sysroot),
+        C(unit_dir), C(hardening), C(late_check), C(require_persistent), C(manage_systemd) and C(enabled).
+      - The module's action plugin checks them as P(gpuops.fleet._checkpoint_guard_settings#filter) does (an error
+        names the role variable) and builds O(settings) and O(guard) from them on the controller, once per node,
+        without a filter in the task's arguments (each filter costs every node's worker a load of the collection's
+        filter files). Not with O(settings) or O(guard).
+      - Handled by the module's action plugin on the controller.
+    type: dict
+    version_added: 0.4.0
   health:
     description:
       - The options of M(gpuops.fleet.gpu_health_info), checked with that module's own argument spec; C(driver_root)
@@ -518,12 +532,13 @@ def main():
     # every repair setting is a row of options.TABLE (shared with the boot guard and the role)
     argument_spec = dict(table_argument_spec(), **BACKEND_ARGS)
     argument_spec.update(gpus=dict(type="dict"), settings=dict(type="dict"), guard=dict(type="dict"), health=dict(type="dict"),
-                         install_guard=dict(type="bool", default=False))
+                         install_guard=dict(type="bool", default=False), role=dict(type="dict"))
     module = AnsibleModule(argument_spec=argument_spec, supports_check_mode=True)
     params = module.params
-    if params["settings"]:  # the action plugin merges them on the controller; here they would be ignored
-        module.fail_json(msg="settings: merged by the action plugin of gpuops.fleet.kubelet_checkpoint on the controller; "
-                         "run the module as a task (not through another action), or give the options themselves")
+    for name in ("settings", "role"):  # the action plugin merges them on the controller; here they would be ignored
+        if params[name]:
+            module.fail_json(msg="%s: merged by the action plugin of gpuops.fleet.kubelet_checkpoint on the controller; "
+                             "run the module as a task (not through another action), or give the options themselves" % name)
     if params["install_guard"]:  # the action plugin installs the guard after the plan; the module only plans
         module.fail_json(msg="install_guard: handled by the action plugin of gpuops.fleet.kubelet_checkpoint on the controller; "
                          "run the module as a task (not through another action)")

@@ -179,3 +179,79 @@ def test_install_guard_is_refused_with_async(monkeypatch):
     action = _action({"guard": GUARD, "install_guard": True}, {}, async_val=30)
     result = _run(action, monkeypatch)
     assert result["failed"] and "not with async" in result["msg"] and not action.calls
+
+
+# role (issue 36): the checkpoint_guard role's variables as they come; the action plugin builds settings and guard from
+# them, the same values the role's filters build, so the role's per-node tasks name no filter of the collection.
+
+def _role(**kw):
+    from tests.unit.plugins.filter.test_checkpoint_guard import BASE
+
+    role = {"variables": dict(BASE, strategy="prune", backup_keep="3"), "install": "true",
+            "install_tags": ["checkpoint_guard", "checkpoint_guard_install", "guard"],
+            "sysroot": "/srv/node1", "unit_dir": "/etc/systemd/system", "hardening": "true", "late_check": "false",
+            "require_persistent": "false", "manage_systemd": "false", "enabled": "true"}
+    role.update(kw)
+    return role
+
+
+def test_role_gives_the_settings_and_the_install_the_filters_give():
+    from ansible_collections.gpuops.fleet.plugins.filter.checkpoint_guard import checkpoint_guard_install_spec, checkpoint_guard_settings
+
+    role = _role()
+    args, error = merged_args({"role": role, "kubelet_unit": "", "install_guard": True}, {"ansible_run_tags": ["all"], "ansible_skip_tags": []})
+    assert error is None, error
+    want = dict(checkpoint_guard_settings(role["variables"])["module_args"], kubelet_unit="", install_guard=True)
+    want["guard"] = checkpoint_guard_install_spec(role["variables"], root="/srv/node1", unit_dir="/etc/systemd/system", hardening="true",
+                                                  late_check="false", require_persistent="false", manage_systemd="false", enabled="true")
+    assert args == want
+    # typed from the survey's strings, and the node's paths under the sysroot
+    assert args["backup_keep"] == 3 and args["strategy"] == "prune" and args["kubelet_unit"] == ""
+    assert args["guard"]["code"]["path"] == "/srv/node1/usr/local/lib/gpuops/gpuops.pyz"
+
+
+@pytest.mark.parametrize("role, task_vars", [
+    (_role(install="false"), {}),
+    (_role(), {"ansible_run_tags": ["checkpoint"], "ansible_skip_tags": []}),
+    (_role(), {"ansible_run_tags": ["all"], "ansible_skip_tags": ["guard"]}),
+])
+def test_role_without_the_install_in_this_run_gives_settings_and_no_guard(role, task_vars):
+    args, error = merged_args({"role": role}, task_vars)
+    assert error is None and "guard" not in args and args["backup_keep"] == 3
+
+
+def test_role_with_the_installs_own_tag_installs():
+    args, error = merged_args({"role": _role()}, {"ansible_run_tags": ["guard"], "ansible_skip_tags": []})
+    assert error is None and args["guard"]["units"][0]["name"] == "gpuops.service"
+
+
+@pytest.mark.parametrize("args, named", [
+    ({"role": _role(), "settings": {"strategy": "prune"}}, "role: give the role's variables or settings, not both"),
+    ({"role": _role(), "guard": GUARD}, "role: give the role's variables or guard, not both"),
+    ({"role": "checkpoint_guard"}, "gpuops.fleet.checkpoint_guard: role: give the checkpoint_guard role's variables (a mapping), not str"),
+    ({"role": _role(colour="blue")}, "gpuops.fleet.checkpoint_guard: role.colour: unknown key"),
+    ({"role": _role(variables="x")}, "gpuops.fleet.checkpoint_guard: checkpoint_guard_settings: expects a mapping"),
+    ({"role": _role(variables=dict(_role()["variables"], backup_keep="many"))}, "gpuops.fleet.checkpoint_guard: checkpoint_guard_backup_keep"),
+    ({"role": _role(install="perhaps")}, "gpuops.fleet.checkpoint_guard: checkpoint_guard_install"),
+    ({"role": _role(install_tags="guard")}, "gpuops.fleet.checkpoint_guard: role.install_tags: give a list"),
+    ({"role": _role(unit_dir="/etc/systemd/system\nExecStart=/bin/sh")}, "gpuops.fleet.checkpoint_guard: checkpoint_guard_unit_dir"),
+])
+def test_bad_role_variables_are_named_before_any_call(args, named, monkeypatch):
+    action = _action(dict(args, install_guard=True), {})
+    result = _run(action, monkeypatch)
+    assert result["failed"] and result["msg"].startswith(named), result["msg"]
+    assert not action.calls
+
+
+def test_the_roles_per_node_tasks_name_no_filter_of_the_collection():
+    """A task that names any gpuops.fleet filter makes each node's worker load every filter file of the collection and
+    the settings code; the plan and the repair run once per node, so they pass the role's variables to the action
+    plugin (role), which ansible-core's main process has loaded once (issue 36)."""
+    import os
+    import re
+
+    tasks = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "checkpoint_guard", "tasks")
+    for name in ("plan.yml", "repair.yml"):
+        with open(os.path.join(tasks, name), encoding="utf-8") as handle:
+            text = "\n".join(line for line in handle if not line.lstrip().startswith("#"))
+        assert "role:" in text and not re.search(r"\|\s*gpuops\.fleet\.", text), name
