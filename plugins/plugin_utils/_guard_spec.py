@@ -94,7 +94,9 @@ def role_task(role, run_tags=None, skip_tags=None):
                              % ", ".join(("variables", "install", "install_tags") + INSTALL_KEYS))
     raw = role.get("variables")
     settings = role_settings(raw)
-    install = as_bool("checkpoint_guard_install", role.get("install", False))
+    install = role.get("install", False)
+    # the role's argument spec (type bool) lets 0 and 1 through as the role's `| bool` took them
+    install = as_bool("checkpoint_guard_install", str(install) if install in (0, 1) and not isinstance(install, bool) else install)
     tags = role.get("install_tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ParameterError("role.install_tags", "give a list of the install's tags")

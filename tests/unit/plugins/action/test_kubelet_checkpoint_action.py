@@ -212,6 +212,7 @@ def test_role_gives_the_settings_and_the_install_the_filters_give():
 
 @pytest.mark.parametrize("role, task_vars", [
     (_role(install="false"), {}),
+    (_role(install=0), {}),
     (_role(), {"ansible_run_tags": ["checkpoint"], "ansible_skip_tags": []}),
     (_role(), {"ansible_run_tags": ["all"], "ansible_skip_tags": ["guard"]}),
 ])
@@ -220,8 +221,9 @@ def test_role_without_the_install_in_this_run_gives_settings_and_no_guard(role, 
     assert error is None and "guard" not in args and args["backup_keep"] == 3
 
 
-def test_role_with_the_installs_own_tag_installs():
-    args, error = merged_args({"role": _role()}, {"ansible_run_tags": ["guard"], "ansible_skip_tags": []})
+@pytest.mark.parametrize("install", [True, "yes", 1])
+def test_role_with_the_installs_own_tag_installs(install):
+    args, error = merged_args({"role": _role(install=install)}, {"ansible_run_tags": ["guard"], "ansible_skip_tags": []})
     assert error is None and args["guard"]["units"][0]["name"] == "gpuops.service"
 
 
