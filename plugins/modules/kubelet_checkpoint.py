@@ -96,7 +96,7 @@ options:
     version_added: 0.4.0
   role:
     description:
-      - The C(gpuops.fleet.checkpoint_guard) role's own form of O(settings) and O(guard), for the role's tasks: its
+      - The C(gpuops.fleet.checkpoint_guard) role's own form of O(settings) and O(guard), for the role's tasks. Its
         variables as they come (C(variables), the C(checkpoint_guard_*) values by their names without the prefix;
         strings from C(-e) or a survey are fine), whether it installs the guard (C(install), with the install's
         C(install_tags), checked against the run's C(--tags) and C(--skip-tags)), and the install's C(sysroot),
