@@ -169,10 +169,11 @@ class LocalSshd:
 
 WRAPPER = """#!/bin/bash
 # the modules' interpreter for one stage of benchmarks/fleet.py: runs Python, then writes the CPU (user, system) of
-# what it ran to a file of its own (bash's times, in this shell: a subshell's would not count its parent's children)
+# what it ran to a file of its own (bash's times, in this shell: a subshell's would not count its parent's children),
+# named by the shell's PID and the time in microseconds: a 1,000-node run over SSH wraps the PIDs (pid_max 32768)
 %s "$@"
 rc=$?
-times > %s/$$.cpu
+times > %s/$$.${EPOCHREALTIME/[.,]/}.cpu
 exit $rc
 """
 
