@@ -84,11 +84,12 @@ def test_the_role_passes_every_table_setting_from_one_checked_result():
     args = role_settings(values)["module_args"]
     assert set(args) == set(r["name"] for r in options.TABLE if r["role"])
     assert (args["backup_keep"], args["restart_kubelet"], args["strategy"], args["unknown_inventory"]) == (3, True, "prune", "skip")
-    # the tasks pass that result as the module's settings (literal keys, no templated argument dict), and name no
-    # table setting themselves but kubelet_unit (off where the role does not control kubelet)
+    # the tasks pass the role's variables as the module's role option (its action plugin builds that result from them:
+    # literal keys, no templated argument dict), and name no table setting themselves but kubelet_unit (off where the
+    # role does not control kubelet)
     for step in ("repair.yml", "plan.yml"):
         task = _yaml("tasks", step)[0]["gpuops.fleet.kubelet_checkpoint"]
-        assert isinstance(task, dict) and "checkpoint_guard_settings).module_args" in task["settings"], step
+        assert isinstance(task, dict) and task["role"]["variables"] == "{{ __checkpoint_guard_raw }}" and "settings" not in task, step
         restated = set(task) & set(r["name"] for r in options.TABLE)
         assert restated == {"kubelet_unit"}, (step, restated)
 
