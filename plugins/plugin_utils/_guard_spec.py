@@ -77,8 +77,10 @@ def install_spec(raw, root="", unit_dir="/etc/systemd/system", hardening=True, l
     }
 
 
-# the keys of the kubelet_checkpoint action's ``role`` option besides ``variables``: install_spec's keyword arguments
+# the keys of the kubelet_checkpoint action's ``role`` option: the role's variables, whether it installs, and
+# install_spec's keyword arguments
 INSTALL_KEYS = ("sysroot", "unit_dir", "hardening", "late_check", "require_persistent", "manage_systemd", "enabled")
+ROLE_KEYS = ("variables", "install", "install_tags") + INSTALL_KEYS
 
 
 def role_task(role, run_tags=None, skip_tags=None):
@@ -88,10 +90,9 @@ def role_task(role, run_tags=None, skip_tags=None):
     ``install_tags``)."""
     if not isinstance(role, Mapping):
         raise ParameterError("role", "give the checkpoint_guard role's variables (a mapping), not %s" % type(role).__name__)
-    unknown = sorted(set(role) - {"variables", "install", "install_tags"} - set(INSTALL_KEYS))
+    unknown = sorted(set(role) - set(ROLE_KEYS))
     if unknown:
-        raise ParameterError("role.%s" % unknown[0], "unknown key; known keys: %s"
-                             % ", ".join(("variables", "install", "install_tags") + INSTALL_KEYS))
+        raise ParameterError("role.%s" % unknown[0], "unknown key; known keys: %s" % ", ".join(ROLE_KEYS))
     raw = role.get("variables")
     settings = role_settings(raw)
     install = role.get("install", False)
