@@ -20,8 +20,9 @@ description:
     the same bytes. The action plugin first reads the node's file's SHA-256 with C(sha256sum) (a shell command, no
     module) and sends the bytes only where it differs (never in check mode), so every run is one module call per node
     and a second run sends no code.
-  - The C(gpuops.fleet.checkpoint_guard) role calls it with the files C(gpuops.fleet._checkpoint_guard_files) builds from
-    its checked settings. Use the role.
+  - The C(gpuops.fleet.checkpoint_guard) role installs the guard through M(gpuops.fleet.kubelet_checkpoint)'s C(role)
+    option, in the plan's task, with the files C(gpuops.fleet._checkpoint_guard_files)'s code builds from its checked
+    settings. Use the role.
 author:
   - gpuops.fleet maintainers (@gpuops)
 extends_documentation_fragment:
