@@ -77,9 +77,9 @@ def install_spec(raw, root="", unit_dir="/etc/systemd/system", hardening=True, l
     }
 
 
-# the keys of the kubelet_checkpoint action's ``role`` option: the role's variables, whether it installs, and
-# install_spec's keyword arguments
+# install_spec's keyword arguments, as the kubelet_checkpoint action's ``role`` option gives them
 INSTALL_KEYS = ("sysroot", "unit_dir", "hardening", "late_check", "require_persistent", "manage_systemd", "enabled")
+# every key of the ``role`` option: the role's variables, whether and under which tags it installs, and INSTALL_KEYS
 ROLE_KEYS = ("variables", "install", "install_tags") + INSTALL_KEYS
 
 
