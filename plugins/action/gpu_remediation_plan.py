@@ -12,9 +12,13 @@ from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action im
 
 
 def health_rows(hostvars, hosts):
-    """``[{host, node, health, entries}]``: a host that read no health still gets a row (the plan says unknown)."""
+    """``[{host, node, health, entries[, untrusted]}]``: a host that read no health still gets a row (the plan says unknown),
+    and so does a host whose facts name a controller variable (``untrusted``: the plan says unknown, and why)."""
     out = []
     for host, found in host_variables(hostvars, hosts, ("gpu_health_checkpoint", "gpuops_node_name")):
+        if found.get("untrusted"):
+            out.append({"host": host, "node": host, "health": {}, "entries": [], "untrusted": found["untrusted"]})
+            continue
         info = found.get("gpu_health_checkpoint") or {}
         out.append({"host": host, "node": found.get("gpuops_node_name") or host, "health": found["health"],
                     "entries": [] if info.get("error") else info.get("pod_device_entries") or []})

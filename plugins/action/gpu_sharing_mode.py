@@ -12,10 +12,13 @@ from ansible_collections.gpuops.fleet.plugins.plugin_utils._host_facts_action im
 
 
 def desired_modes(hostvars, groups, hosts_group, sharing_group):
-    """``({node: sharing}, {node: host})`` from the inventory; the value is left for the module to check."""
+    """``({node: sharing}, {node: host})`` from the inventory; the value is left for the module to check. A host whose
+    facts name a controller variable (plugin_utils/_node_trust.py) is left out: its node is not switched."""
     nodes, hosts = {}, {}
     sharing = set(groups.get(sharing_group) or ())
     for host, found in host_variables(hostvars, groups.get(hosts_group), ("gpuops_node_name", "gpu_sharing_enabled")):
+        if found.get("untrusted"):
+            continue
         node = found.get("gpuops_node_name") or host
         value = found.get("gpu_sharing_enabled")
         nodes[node] = (host in sharing) if value is None else value

@@ -156,6 +156,19 @@ options:
     default: 1800
     vars:
       - name: gpuops_node_exec_timeout
+  host_facts:
+    description:
+      - Set by ansible-core (the host's C(ansible_facts)); not an input.
+      - A host whose facts name a variable this connection or the controller acts on (C(gpuops_node_name),
+        C(ansible_kubectl_*), a role's variables) is refused before any request is made, naming them. A module's result
+        can set facts, and facts outrank inventory variables; so a node could otherwise move its node pod (root, the
+        host's C(/) read-write) onto another node, or send this connection's credentials to a server it chooses. A
+        node's name, and the connection's server and credentials, come from the inventory only.
+    type: dict
+    default: {}
+    version_added: 0.4.0
+    vars:
+      - name: ansible_facts
   kubectl_pod:
     description: Set by the connection (the node pod's name); not an input.
     default: ''
@@ -268,6 +281,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_pod
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _pod_stream as pod_stream
 
 try:
@@ -434,8 +448,16 @@ class Connection(KubectlConnection):
             raise AnsibleConnectionFailure("node %s: cannot read node pod %s in namespace %s: %s" % (node, name, namespace, err))
         return next(iter(json.loads(out).get("items") or ()), None)
 
+    def _trusted(self):
+        """Refuse a host whose facts name a variable this connection or the controller acts on (plugin_utils/_node_trust.py),
+        before any request: its gpuops_node_name or ansible_kubectl_* may be what its node returned."""
+        names = _node_trust.refused(self.get_option("host_facts"))
+        if names:
+            raise AnsibleConnectionFailure(_node_trust.reason(self._play_context.remote_addr, names))
+
     def _identity(self):
         """(node, namespace, idle, deadline, run, pod name), the options checked."""
+        self._trusted()
         node = self.get_option("gpuops_node_name") or self._play_context.remote_addr
         namespace = self.get_option("kubectl_namespace")
         try:
@@ -564,6 +586,7 @@ class Connection(KubectlConnection):
         return sum(1 for line in out.splitlines() if line.strip().endswith(" deleted"))
 
     def _connect(self, port=None):
+        self._trusted()
         if self._node_pod is None:
             self._node_pod = self._ensure_node_pod()
         return super()._connect(port)

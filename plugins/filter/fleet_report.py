@@ -17,6 +17,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_facts
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import collection_root
@@ -162,6 +163,19 @@ def checkpoint_repair_nodes(nodes, hostvars, run_tags=None, skip_tags=None):
 
 
 def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None, gpu_share=None, gpu_memory=None):
+    """One node's summary (``_node_summary``); a row that says so where what the node returned is not of the shape the
+    modules return (its results are data about that node alone: they never stop the other nodes' rows)."""
+    if not hasattr(node_vars, "get"):
+        raise AnsibleFilterError("fleet_node_summary: expects a node's variables (hostvars[node]), got %s" % type(node_vars).__name__)
+    try:
+        return _node_summary(node_vars, alive, repair_nodes, check_mode, workload_findings, gpu_share, gpu_memory)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+        return {"node": str(node_vars.get("inventory_hostname")), "status": "bad_result",
+                "msg": "this node's results are not of the shape the collection's modules return (%s: %s); its row is left out"
+                       % (type(exc).__name__, str(exc)[:200])}
+
+
+def _node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None, gpu_share=None, gpu_memory=None):
     """One node's summary from its variables (``hostvars[node]``), or None where the node left the run.
 
     Computed once on the controller for the whole fleet, instead of one set_fact task per node.
@@ -171,8 +185,6 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
     when the GPU workloads were audited; ``gpu_share``: gpu_share_info's ``nodes``, when a cluster
     was read (else a sharing node's row says what its own checkpoint holds).
     """
-    if not hasattr(node_vars, "get"):
-        raise AnsibleFilterError("fleet_node_summary: expects a node's variables (hostvars[node]), got %s" % type(node_vars).__name__)
     node = node_vars.get("inventory_hostname")
     if node not in (alive or ()):
         return None
@@ -224,6 +236,12 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
 
 
 def _health(health):
+    """A node's GPU health for the report; ``unknown`` with the field named where its fact is not gpu_health_info's shape."""
+    try:
+        node_facts.check_health(health)
+    except node_facts.FactsError as exc:
+        return {"state": "unknown", "action": "none", "scope": None, "gpus": [], "reasons": [], "available": False,
+                "reason": "its gpuops_gpu_health fact is not of the shape gpu_health_info returns (%s)" % exc}
     verdict = health.get("verdict") or {}
     return {"state": verdict.get("state") or "unknown", "action": verdict.get("action") or "none", "scope": verdict.get("scope"),
             "gpus": list(verdict.get("gpus") or ()), "reasons": list(verdict.get("reasons") or ()),

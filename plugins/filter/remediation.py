@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust
+
 MODES = ("report", "quarantine", "remediate")
 ACTIONS = ("reset", "reboot", "replace", "investigate")
 
 
 def remediation_targets(plan, mode, allowed_actions):
-    """``{"act": [{host, node, action, row}], "skipped": [{node, action, why}], "mode"}`` from gpu_remediation_plan's result.
+    """``{"act": [{host, node, action, row}], "skipped": [{node, action, why}], "mode", "by_host": {host: its act item}}`` from
+    gpu_remediation_plan's result.
 
     Only the rows the plan put in its first batch are acted on (the breakers and caps already chose them). ``report``
     acts on none. ``quarantine`` quarantines every chosen node (and does nothing else). ``remediate`` acts on the
@@ -50,7 +53,7 @@ def remediation_targets(plan, mode, allowed_actions):
         # a failed reset goes on to a reboot (NVIDIA's next step) only where the run may reboot
         act.append({"host": row.get("host") or row["node"], "node": row["node"], "action": row["action"], "row": row, "step": step,
                     "escalate": step == "reset" and "reboot" in allowed_actions})
-    return {"act": act, "skipped": skipped, "mode": mode}
+    return {"act": act, "skipped": skipped, "mode": mode, "by_host": dict((t["host"], t) for t in act)}
 
 
 # the role's stages, in order, as it registers them (tasks/main.yml)
@@ -63,7 +66,7 @@ def _ran(result):
     return isinstance(result, dict) and bool(result) and not result.get("skipped")
 
 
-def remediation_report(target, results, failure=None):
+def remediation_report(target, results, failure=None, host_facts=None):
     """One node's report where the role does not bring it back (``rma_candidate`` or ``needs_human``); None where it did.
 
     ``results`` maps the role's stages (``STAGES``) to what each registered. A release that ran means the node came back
@@ -73,9 +76,13 @@ def remediation_report(target, results, failure=None):
     failed where a reboot is not allowed (``target["escalate"]`` false), a blocked drain, or anything else needs a human,
     with what to do next. The node stays quarantined in every case (its ledger entry stays open, so the breakers count it).
     ``failure`` (``{task, msg}``, the role's rescue) names a failed task that registers no stage (``failed_step: other``).
+    ``host_facts`` (the host's ``ansible_facts``) that name a controller variable fail it (plugin_utils/_node_trust.py).
     """
     if not isinstance(target, dict) or "row" not in target:
         raise AnsibleFilterError("_remediation_report: expects gpu_remediation_target (a row of _remediation_targets' act)")
+    names = _node_trust.refused(host_facts)
+    if names:  # the report's directory and the role's settings may be what the node returned: nothing is written
+        raise AnsibleFilterError("_remediation_report: %s" % _node_trust.reason(target.get("host"), names))
     results = dict((k, v) for k, v in (results or {}).items() if k in STAGES)
     row = target["row"]
     if _ran(results.get("release")) and not results["release"].get("failed"):

@@ -152,9 +152,15 @@ nodes:
     - One item per host, with C(node), C(host), C(state) (V(unknown), V(ok), V(attention), V(faulty)), C(action), C(scope),
       C(row) (the decision table's), C(gpus), C(targets) (a reset's GPUs with the NVLink peers it includes), C(reasons),
       C(signals), C(keys) (those the same-signal breaker counts), C(driver_version), C(evictions) (C(pod), C(uid),
-      C(reason), C(evict), C(note), C(pdb)), C(blockers) (C(kind) V(pdb), V(not_evictable), V(outside_accounting) or
-      V(host_process), with C(detail)), C(batch) (planned) or C(deferred_reason) (V(fleet_event), V(breaker_tripped),
-      V(deferred_capacity), V(blocked), V(gpu_busy)). Row 17 (V(observe), never planned) also carries
+      C(reason), C(evict), C(note), C(pdb)), C(blockers) (C(kind) V(pdb), V(not_evictable), V(outside_accounting),
+      V(host_process) or V(foreign_pod) (the node's checkpoint names a pod that runs on another node), with C(detail)),
+      C(batch) (planned) or C(deferred_reason) (V(fleet_event), V(breaker_tripped), V(deferred_capacity), V(blocked),
+      V(gpu_busy)).
+    - A host is V(unknown), planned for nothing, with the reason, where its facts name a variable the controller acts on
+      (C(gpuops_node_name), a role's variables, C(ansible_kubectl_*); a node's identity comes from the inventory, never
+      from what it returns), where another host names the same node, or where its facts are not of the shape
+      M(gpuops.fleet.gpu_health_info) and M(gpuops.fleet.kubelet_checkpoint_info) return (the first field that is not is
+      named); the other hosts are planned as if it were not there. Row 17 (V(observe), never planned) also carries
       C(plugin_unhealthy), the Node's C(nvidia.com/) resources whose allocatable is below capacity while NVML is clean
       (the device plugin withholds a GPU; its pod's restart is the remedy).
   returned: always
@@ -220,7 +226,11 @@ def _hosts(items):
     for i, item in enumerate(items or ()):
         if not isinstance(item, dict) or not (item.get("node") or item.get("host")):
             raise ParameterError("hosts[%d]" % i, "expected a dict with host, node, health and entries, got %r" % (item,))
-        out.append(dict(item, node=item.get("node") or item.get("host")))
+        node = item.get("node") or item.get("host")
+        if not isinstance(node, str) or not isinstance(item.get("host", node), str):
+            raise ParameterError("hosts[%d].node" % i, "the host's and its node's names must be strings (gpuops_node_name in the inventory), "
+                                 "got %s" % type(node).__name__)
+        out.append(dict(item, node=node))
     return out
 
 

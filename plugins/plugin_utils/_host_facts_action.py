@@ -2,13 +2,20 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE to the gpuops.fleet collection: the base of the action plugins that hand a
-controller-side module what the GPU hosts' variables say (those live on the controller, not on
-the target), so roles pass no hostvars through a filter."""
+"""PRIVATE to the gpuops.fleet collection: the base of the action plugins of the controller-side modules.
+
+``ControllerAction``: a module that runs on the controller against the cluster, for the task's host (delegated to
+localhost, or on it), is refused where that host's facts name a variable the controller acts on (``_node_trust``): a
+node's facts never choose what the controller does. ``HostFactsAction`` also hands the module what the GPU hosts'
+variables say (those live on the controller, not on the target), so roles pass no hostvars through a filter; a host
+whose facts a node may not have returned is left out, with the reason."""
 
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
+from ansible.utils.vars import merge_hash
+
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust
 
 # Every variable an action plugin reads from the GPU hosts, and who sets it: a role's ``register:`` on
 # the node (tests/unit/roles/test_entry_points.py finds each in its task file) or the user's inventory.
@@ -24,26 +31,63 @@ HOST_VARIABLES = {
 
 def host_variables(hostvars, hosts, names):
     """``[(host, {name: value, "gpus": its gpuops_gpus fact or {}, "health": its gpuops_gpu_health fact or {}})]``
-    for ``hosts``, in order: only the ``names`` (of HOST_VARIABLES) a host has, never its other variables."""
+    for ``hosts``, in order: only the ``names`` (of HOST_VARIABLES) a host has, never its other variables.
+
+    A host whose facts name a variable the controller acts on (``_node_trust``) gets only ``{"untrusted": why}``: none
+    of its variables or facts, whose values its node may have chosen."""
     unknown = sorted(set(names) - set(HOST_VARIABLES))
     if unknown:
         raise ValueError("not a declared host variable (HOST_VARIABLES): %s" % ", ".join(unknown))
     rows = []
     for host in hosts or ():
+        facts = _node_trust.host_facts(hostvars, host)
+        names_refused = _node_trust.refused(facts)
+        if names_refused:
+            rows.append((host, {"untrusted": _node_trust.reason(host, names_refused), "gpus": {}, "health": {}}))
+            continue
         found = hostvars.get(host) or {}
         values = dict((name, found.get(name)) for name in names if name in found)
-        facts = found.get("ansible_facts") or {}
         values["gpus"] = facts.get("gpuops_gpus") or {}
         values["health"] = facts.get("gpuops_gpu_health") or {}
         rows.append((host, values))
     return rows
 
 
-class HostFactsAction(ActionBase):
-    """Runs ``MODULE`` with its arguments completed by ``fill`` and its result finished by ``finish``."""
+class ControllerAction(ActionBase):
+    """Runs ``MODULE`` (ansible-core's ``normal`` action, as it runs a module) unless the task's host returned facts named as
+    controller variables: then nothing runs and the task fails, naming them."""
 
     MODULE = None
+    _supports_check_mode = True
+    _supports_async = True
+
+    def refusal(self, result, task_vars):
+        """``result`` failed with the reason where the task's host is refused; else None."""
+        host = task_vars.get("inventory_hostname")
+        names = _node_trust.refused(task_vars.get("ansible_facts"))
+        if not names:
+            return None
+        result.update(failed=True, changed=False, refused_facts=names, msg=_node_trust.reason(host, names))
+        return result
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        del tmp  # tmp no longer has any effect
+        if self.refusal(result, task_vars):
+            return result
+        wrap_async = self._task.async_val and not self._connection.has_native_async
+        result = merge_hash(result, self._execute_module(module_name=self.MODULE, task_vars=task_vars, wrap_async=wrap_async))
+        if not wrap_async:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        return result
+
+
+class HostFactsAction(ControllerAction):
+    """Runs ``MODULE`` with its arguments completed by ``fill`` and its result finished by ``finish``."""
+
     _requires_connection = False
+    _supports_async = False
 
     def fill(self, args, task_vars):
         """Complete ``args`` from ``task_vars`` (hostvars, groups); returns what ``finish`` needs."""
@@ -60,7 +104,9 @@ class HostFactsAction(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
+        result = ActionBase.run(self, tmp, task_vars)
+        if self.refusal(result, task_vars):
+            return result
         args = dict(self._task.args)
         context = self.fill(args, task_vars)
         result.update(self._execute_module(module_name=self.MODULE, module_args=args, task_vars=task_vars))

@@ -51,7 +51,7 @@ TAINT_KEY = "gpuops.fleet/gpu-unhealthy"
 ACTIONS = ("reset", "reboot", "replace", "investigate")
 RESULTS = ("recovered", "rebooted", "replaced", "needs_human", "rma_candidate", "cancelled")
 # the plan's blockers that no waiting ends; a PDB's is waited on (drain_timeout)
-HARD_BLOCKERS = ("not_evictable", "outside_accounting", "host_process")
+HARD_BLOCKERS = ("not_evictable", "outside_accounting", "host_process", "foreign_pod")
 POD_REF = re.compile(r"\A[a-z0-9](?:[-a-z0-9]*[a-z0-9])?/[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?\Z")
 
 

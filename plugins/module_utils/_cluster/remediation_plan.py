@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain, node_facts
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_share import active, tabwrite
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
@@ -103,7 +103,7 @@ def pod_gpu_map(entries, gpus):
 
     ``gpus`` are the health read's GPUs (``index``, ``uuid``, ``mig_devices``)."""
     by_uuid = dict((g["uuid"].lower(), g["uuid"]) for g in gpus if g.get("uuid"))
-    by_index = dict((str(g["index"]), g["uuid"]) for g in gpus if g.get("uuid") is not None)
+    by_index = dict((str(g["index"]), g["uuid"]) for g in gpus if g.get("uuid") is not None and g.get("index") is not None)
     by_mig = {}
     for gpu in gpus:
         for mig in gpu.get("mig_devices") or ():
@@ -220,22 +220,48 @@ def _node_row(item):
             "deferred_reason": None}
 
 
+def _unplannable(item, named):
+    """Why nothing may be planned for this host's node (a sentence), or None: the host returned facts named as controller
+    variables (``untrusted``, from the action plugin), another host names the same node, it read no health, or its facts
+    are not of the shape the node modules return (node_facts)."""
+    if item.get("untrusted"):
+        return str(item["untrusted"])
+    others = [h for h in named.get(item["node"], ()) if h != item.get("host")]
+    if others:
+        return ("hosts %s and %s both name node %s (gpuops_node_name): a node is planned from one host's reads only; fix the "
+                "inventory" % (item.get("host"), ", ".join(map(str, others)), item["node"]))
+    if not item.get("health"):
+        return "no health read from this host (gpu_health_info did not run, or failed)"
+    try:
+        node_facts.check_health(item["health"])
+        node_facts.check_entries(item.get("entries"))
+    except node_facts.FactsError as exc:
+        return ("this node's facts are not what gpu_health_info and kubelet_checkpoint_info return (%s): nothing is planned for it"
+                % exc)
+    return None
+
+
 def plan(items, api_nodes, pods, pdbs, ledger, settings, now):
-    """The plan (see the module docstring). ``items``: ``[{node, host, health, entries}]``; ``ledger``:
-    ``remediation_ledger.parse``'s; ``now``: epoch seconds."""
+    """The plan (see the module docstring). ``items``: ``[{node, host, health, entries[, untrusted]}]``; ``ledger``:
+    ``remediation_ledger.parse``'s; ``now``: epoch seconds. A host whose node cannot be planned (``_unplannable``) is
+    ``unknown`` with the reason, and the others are planned as if it were not there."""
     settings = check_settings(settings)
     nodes_by_name = dict((_meta(n).get("name"), n) for n in api_nodes or ())
     pods_by_uid = dict((_meta(p).get("uid"), p) for p in pods or ())
     breaker = ledger.get("breaker") or {}
     reset_at = breaker.get("reset_at")
+    named = {}
+    for item in items:
+        named.setdefault(item["node"], []).append(item.get("host"))
     rows = []
     for item in items:
         row = _node_row(item)
         rows.append(row)
-        health = item.get("health") or {}
-        if not health:
-            row.update(state="unknown", reasons=["no health read from this host (gpu_health_info did not run, or failed)"])
+        why = _unplannable(item, named)
+        if why:
+            row.update(state="unknown", reasons=[why])
             continue
+        health = item["health"]
         verdict = _redecide(health, reset_at)
         row.update(state=verdict["state"], action=verdict["action"], scope=verdict["scope"], row=verdict["row"],
                    gpus=list(verdict["gpus"]), reasons=list(verdict["reasons"]), signals=verdict["signals"],
@@ -339,6 +365,13 @@ def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid,
             if pod is None or not active(pod):
                 continue
             on = [u for u in targets if uid in (holders.get(u) or {})]
+            where = (pod.get("spec") or {}).get("nodeName")
+            if where != row["node"]:
+                # a node's checkpoint is data about that node alone: a pod that runs elsewhere is never evicted for it
+                name = "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))
+                row["blockers"].append({"kind": "foreign_pod", "pod": name, "detail": "this node's checkpoint gives %s to pod %s (UID %s), which "
+                                        "runs on %s, not on this node: its checkpoint is not trusted" % (", ".join(on), name, uid, where or "no node")})
+                continue
             row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), pdbs, settings))
     elif row["action"] == "reboot":
         for pod in pods or ():
@@ -353,7 +386,7 @@ def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid,
         elif ev["pdb"]:
             row["blockers"].append({"kind": "pdb", "pod": ev["pod"], "pdb": ev["pdb"],
                                     "detail": "PodDisruptionBudget %s allows no disruption now (disruptionsAllowed 0)" % ev["pdb"]})
-    if any(b["kind"] in ("outside_accounting", "host_process") for b in row["blockers"]):
+    if any(b["kind"] in ("outside_accounting", "host_process", "foreign_pod") for b in row["blockers"]):
         row["deferred_reason"] = "blocked"
 
 

@@ -288,3 +288,32 @@ def test_the_table_has_a_line_per_node():
     text = plan(fleet(1, total=2))["table"]
     assert text.splitlines()[0].split() == ["NODE", "HEALTH", "ACTION", "SCOPE", "GPUS", "EVICT", "BLOCKERS", "PLAN"]
     assert text.splitlines()[1].split()[:3] == ["n00", "faulty", "reset"]
+
+
+# -- a node's data is about that node alone (issue 48, item 1) ------------------------------------
+
+def test_a_pod_of_another_node_in_a_nodes_checkpoint_blocks_it_and_is_never_evicted():
+    """n1's checkpoint gives its faulty GPU to pod 2, which runs on n2: the plan evicts nothing of n2's (the pod is named as
+    a blocker no drain ends), and n1's own pod on that GPU is not evicted either while its checkpoint is not trusted."""
+    items = [{"node": "n1", "host": "n1", "health": health([gpu(0, recovery=1)]), "entries": [entry(uid(1), [G[0]]), entry(uid(2), [G[0]])]}]
+    result = plan(items, pods=[pod(1, node="n1"), pod(2, node="n2")], nodes=["n1", "n2"])
+    row = one(result, "n1")
+    assert [e["uid"] for e in row["evictions"]] == [uid(1)]
+    assert [(b["kind"], b["pod"]) for b in row["blockers"]] == [("foreign_pod", "ml/p2")] and "runs on n2" in row["blockers"][0]["detail"]
+    assert row["deferred_reason"] == "blocked" and row["batch"] is None
+
+
+def test_two_hosts_naming_one_node_plan_it_for_nothing_and_the_others_go_on():
+    items = [{"node": "n1", "host": "a", "health": health([gpu(0, recovery=1)]), "entries": []},
+             {"node": "n1", "host": "b", "health": health([gpu(0, recovery=2)]), "entries": []},
+             {"node": "n3", "host": "c", "health": health([gpu(0, recovery=1)], driver="1"), "entries": []}]
+    result = plan(items, nodes=["n1", "n3"], max_nodes_per_run=3, breaker_percent=100, batch=3)
+    rows = dict((r["host"], r) for r in result["nodes"])
+    assert [(rows[h]["state"], rows[h]["batch"]) for h in "abc"] == [("unknown", None), ("unknown", None), ("faulty", 1)]
+    assert "hosts a and b both name node n1" in rows["a"]["reasons"][0]
+
+
+def test_a_host_whose_facts_named_a_controller_variable_is_unknown_with_the_reason():
+    items = [{"node": "a", "host": "a", "health": {}, "entries": [], "untrusted": "host a returned facts named as variables ..."}]
+    row = one(plan(items), "a")
+    assert (row["state"], row["action"], row["reasons"]) == ("unknown", "none", ["host a returned facts named as variables ..."])
