@@ -425,8 +425,29 @@ def _batch_lines(rows):
     )]
 
 
+# every character that can start Markdown or HTML structure inside a line (CommonMark's emphasis, code, links, images, raw
+# HTML, entities, and GFM's strikethrough and table cells), each written backslash-escaped; a cell never starts a line, so
+# "-", "+" and digits cannot start a list there
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|<>~&])")
+# control characters, newlines included, and the Unicode line and paragraph separators: a cell stays one line of one row
+_MD_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]+")
+# GFM's bare-URL autolinks begin so: the colon or the dot escaped, no link is made
+_MD_AUTOLINK = re.compile(r"(?i)\b(https?|ftp)(:)(?=//)|\b(www)(\.)")
+
+
 def _md(text):
-    return text.replace("|", "\\|")
+    """Node-provided text as literal Markdown text: one line, no structure (a verdict or message a node wrote can add no heading,
+    link, HTML or table cell to the report); bare-URL autolinks (GFM's ``http:``, ``www.``) broken by the escapes."""
+    text = _MD_SPECIAL.sub(r"\\\1", _MD_CONTROL.sub(" ", str(text)))
+    return _MD_AUTOLINK.sub(lambda m: "%s\\%s" % (m.group(1) or m.group(3), m.group(2) or m.group(4)), text)
+
+
+def _md_code(text):
+    """A GPU UUID or a path as an inline code span, where it can be one (no backtick, nothing outside the UUID and path
+    alphabet); else escaped text."""
+    if re.match(r"\A[A-Za-z0-9_./:@+=,-]{1,512}\Z", text):
+        return "`%s`" % text
+    return _md(text)
 
 
 def fleet_markdown(rows, title="gpuops fleet summary"):
@@ -439,7 +460,7 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
     out.append("| " + " | ".join(heading for dummy, heading in columns) + " |")
     out.append("|" + "---|" * len(columns))
     for line in _grid(rows):
-        out.append("| " + " | ".join("`%s`" % _md(c) if c.startswith(("GPU-", "MIG-", "/")) else _md(c) for c in line) + " |")
+        out.append("| " + " | ".join(_md_code(c) if c.startswith(("GPU-", "MIG-", "/")) else _md(c) for c in line) + " |")
     notes = [r for r in rows if r.get("msg")]
     if notes:
         out += ["", "## Notes", ""]

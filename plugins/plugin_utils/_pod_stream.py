@@ -19,6 +19,7 @@ module's output is never decoded and re-encoded on the way.
 from __future__ import annotations
 
 import json
+import re
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
@@ -56,6 +57,15 @@ def _load():
 STDOUT, STDERR, ERROR = 1, 2, 3
 # stdin goes in frames of at most this many bytes
 CHUNK = 64 * 1024
+# the most of a command's stdout (a module's result, a fetched file) and stderr the controller keeps in its memory: a command
+# that writes more is cut off there and gets no exit status (its task fails naming this), so a node cannot fill the
+# controller's memory (256 MiB of output took the controller process from 49 to 562 MiB before)
+MAX_OUTPUT = 64 * 1024 * 1024
+MAX_ERRORS = 4 * 1024 * 1024
+# a status frame (metav1.Status) is a few hundred bytes; more is not one
+MAX_STATUS = 64 * 1024
+# an exit status the stream may report: a process's, 0 to 255 (more digits are not one)
+_EXIT_CODE = re.compile(r"\A[0-9]{1,3}\Z")
 
 
 class StreamError(GpuopsError):
@@ -118,21 +128,31 @@ def api(cfg):
 def exit_status(status):
     """The command's exit status from the stream's status channel (bytes of a ``metav1.Status``), or None with the reason.
 
-    ``Success``: 0. ``NonZeroExitCode``: its ``ExitCode`` cause. Anything else (the exec itself failed, or the stream
-    ended without a status: kubelet went away) is no exit status: (None, why)."""
+    ``Success``: 0. ``NonZeroExitCode``: its ``ExitCode`` cause, 0 to 255. Anything else (the exec itself failed, the stream
+    ended without a status: kubelet went away, or a status that is not one: a cause of another shape, an exit code that is
+    no process's) is no exit status: (None, why)."""
     try:
-        parsed = json.loads(status.decode("utf-8", "replace")) if status.strip() else None
-    except ValueError:
+        parsed = json.loads(status[:MAX_STATUS].decode("utf-8", "replace")) if status.strip() and len(status) <= MAX_STATUS else None
+    except (ValueError, RecursionError):
         parsed = None
     if not isinstance(parsed, dict):
-        return None, "the exec stream ended without the command's status"
+        return None, "the exec stream ended without the command's status" if not status.strip() else \
+            "the exec stream's status is not a metav1.Status (%d bytes)" % len(status)
     if parsed.get("status") == "Success":
         return 0, ""
     if parsed.get("reason") == "NonZeroExitCode":
-        for cause in (parsed.get("details") or {}).get("causes") or []:
-            if cause.get("reason") == "ExitCode" and str(cause.get("message", "")).isdigit():
-                return int(cause["message"]), ""
-    return None, str(parsed.get("message") or parsed.get("reason") or "the exec failed")[:500]
+        details = parsed.get("details")
+        causes = details.get("causes") if isinstance(details, dict) else None
+        for cause in causes if isinstance(causes, list) else ():
+            if not isinstance(cause, dict) or cause.get("reason") != "ExitCode":
+                continue
+            message = cause.get("message")
+            if isinstance(message, str) and _EXIT_CODE.match(message) and int(message) <= 255:
+                return int(message), ""
+            return None, "the exec stream's status gives an exit code that is not a process's (0 to 255): %r" % (str(message)[:40],)
+        return None, "the exec stream's status says NonZeroExitCode without an ExitCode cause"
+    message = parsed.get("message") or parsed.get("reason")
+    return None, (message if isinstance(message, str) else "the exec failed")[:500]
 
 
 def run(core, namespace, pod, container, argv, data=None, timeout=None, clock=time.monotonic):
@@ -148,28 +168,56 @@ def run(core, namespace, pod, container, argv, data=None, timeout=None, clock=ti
                           stdin=bool(data), stdout=True, stderr=True, tty=False, _preload_content=False, binary=True)
     except ApiException as exc:  # the upgrade refused (the pod gone: NotFound; kubelet restarting: its error), or no connection
         return None, b"", ("exec: %s" % _first_line(exc.reason or exc)).encode()
-    out, err, status = [], [], []
+    out, err, status = _Kept(MAX_OUTPUT), _Kept(MAX_ERRORS), _Kept(MAX_STATUS)
     try:
         for start in range(0, len(data or b""), CHUNK):
             resp.write_stdin(data[start:start + CHUNK])
         deadline = None if timeout is None else clock() + timeout
         while resp.is_open():
             if deadline is not None and clock() > deadline:
-                return None, b"".join(out), b"".join(err) + b"exec: no end in %d s" % timeout
+                return None, out.value(), err.value() + b"exec: no end in %d s" % timeout
             resp.update(timeout=1)
             _drain(resp, out, err, status)
+            if out.over:
+                return None, out.value(), _too_much(err)
         _drain(resp, out, err, status)
     except Exception as exc:  # pylint: disable=broad-exception-caught
         # websocket-client's errors (a closed or reset connection) and the socket's share no base class but Exception
-        return None, b"".join(out), b"".join(err) + ("exec stream broke: %s: %s" % (type(exc).__name__, _first_line(exc))).encode()
+        return None, out.value(), err.value() + ("exec stream broke: %s: %s" % (type(exc).__name__, _first_line(exc))).encode()
     finally:
         resp.close()
-    rc, why = exit_status(b"".join(status))
-    return rc, b"".join(out), b"".join(err) + (("exec: %s" % why).encode() if rc is None else b"")
+    if out.over:
+        return None, out.value(), _too_much(err)
+    rc, why = exit_status(status.value())
+    return rc, out.value(), err.value() + (("exec: %s" % why).encode() if rc is None else b"")
+
+
+def _too_much(err):
+    return err.value() + ("exec: the command wrote more than %d MiB on stdout, the most the controller keeps (MAX_OUTPUT): the rest "
+                          "was not read, and the command's outcome is unknown" % (MAX_OUTPUT // (1024 * 1024))).encode()
+
+
+class _Kept:
+    """A channel's bytes, up to ``limit``: what comes beyond is dropped and ``over`` says so."""
+
+    def __init__(self, limit):
+        self.limit, self.size, self.over, self.parts = limit, 0, False, []
+
+    def add(self, chunk):
+        room = self.limit - self.size
+        if len(chunk) > room:
+            self.over = True
+            chunk = chunk[:max(0, room)]
+        if chunk:
+            self.parts.append(chunk)
+            self.size += len(chunk)
+
+    def value(self):
+        return b"".join(self.parts)
 
 
 def _drain(resp, out, err, status):
     for channel, into in ((STDOUT, out), (STDERR, err), (ERROR, status)):
         chunk = resp.read_channel(channel)
         if chunk:
-            into.append(chunk if isinstance(chunk, bytes) else chunk.encode())
+            into.add(chunk if isinstance(chunk, bytes) else chunk.encode())

@@ -20,6 +20,7 @@ import sys
 import time
 import uuid
 
+import hostile_python
 import realnode
 from realnode import wait
 
@@ -81,6 +82,47 @@ def transport_cost(node, tmp, marker, transport):
     calls = realnode.api_calls(node.cluster, offset, NS)
     return {"seconds": round(seconds, 1), "controller_cpu_seconds": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
             "api_calls": calls, "requests": sum(calls.values())}
+
+
+def hostile_run(node, tmp):
+    """Issue 48, item 1, through the API alone: the node's first module (ping, by a wrapper around the host's python3) renames
+    it after another node (a Node object beside it), points the connection at another API server with a token and names a
+    kubeconfig of the controller's. Its next task is refused before any request, naming those facts: no node pod is made on
+    the other node (the pod of that node would run as root with the host's / read-write), and no request of the connection
+    follows the refusal. Then the run's own pod, which the refused run could not delete, is deleted here."""
+    victim = "victim-node"
+    node.cluster.core.create_node({"metadata": {"name": victim, "labels": {"gpuops.test/victim": "true"}}})
+    facts = {"gpuops_node_name": victim, "ansible_host": victim, "ansible_kubectl_host": "https://127.0.0.1:9",
+             "ansible_kubectl_token": "stolen", "ansible_kubectl_kubeconfig": "/nonexistent"}
+    log = tmp / "hostile-rewrites"
+    interpreter = hostile_python.install(str(tmp / "hostile"), "/usr/bin/python3", facts, log=str(log), runner="/usr/bin/python3")
+    host = dict(realnode.through_api(node, NS), ansible_python_interpreter=interpreter)
+    inventory = tmp / "inventory-hostile.json"
+    inventory.write_text(json.dumps({"all": {"children": {"gpu_nodes": {"hosts": {"knode": host}}}}}))
+    play = tmp / "hostile.yml"
+    play.write_text(json.dumps([{"hosts": "gpu_nodes", "gather_facts": False, "tasks": [
+        {"name": "any module", "ansible.builtin.ping": {}},
+        {"name": "MARK the next task", "ansible.builtin.debug": {"msg": "NEXT"}, "delegate_to": "localhost"},
+        {"name": "the next task on the node", "ansible.builtin.command": "true"}]}]))
+    offset = node.cluster.audit_offset()
+    try:
+        proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), "-vvv", "-i", str(inventory), str(play)], cwd=str(tmp),
+                              env=realnode.ansible_env(tmp), capture_output=True, text=True, timeout=300, check=False)
+        out = proc.stdout + proc.stderr
+        assert log.read_text().split() == ["ping"], out[-3000:]
+        after = out.split("TASK [the next task on the node]", 1)[1]
+        assert "UNREACHABLE" in after and "host knode returned facts named as variables the controller acts on" in after, out[-3000:]
+        # the connection logs each kubectl call and exec it makes (-vvv): none for the refused task
+        assert [line for line in after.splitlines() if re.match(r"<knode> (NODE POD|EXEC|POD EXEC)", line)] == [], after[:3000]
+        assert node.cluster.core.list_pod_for_all_namespaces(field_selector="spec.nodeName=" + victim).items == []
+        made = [e for e in node.cluster.audit_events(offset) if e["verb"] == "create" and (e.get("objectRef") or {}).get("resource") == "pods"
+                and not (e.get("objectRef") or {}).get("subresource")]
+        assert len(made) == 1, made  # the ping's pod, on this node; none after the refusal
+    finally:
+        for name in live_pods(node):
+            node.cluster.core.delete_namespaced_pod(name, NS, grace_period_seconds=0)
+        wait(lambda: node_pods(node) == {}, "the hostile run's node pod deleted")
+        node.cluster.core.delete_node(victim)
 
 
 def pods_listed(out):
@@ -152,6 +194,8 @@ def test_tasks_reach_the_host_through_the_api_alone_and_no_node_pod_is_left(real
         listed = pods_listed(out)
         assert len(listed) == 1 and "pod/" + orphan not in listed, ("the orphan was not deleted before the new run's pod", listed)
         assert node_pods(node) == {}
+
+        hostile_run(node, tmp_path)
 
         # a node pod of a run that may still be working (another controller's) is refused, never deleted. Issue 32 item 3:
         # that controller has this one's short name (ctl.dc1 and ctl.dc2) and its ansible-playbook's PID is dead here;

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from ansible.errors import AnsibleFilterError
 
@@ -65,6 +67,32 @@ def test_markdown_says_simulated_and_escapes_pipes():
     assert "| d\\|pipe | - |" in doc
     assert "`%s`" % OLD in doc
     assert "- **d\\|pipe**: no result: a\\|b" in doc
+
+
+HOSTILE_TEXT = ("faulty\n# Pwned\n\n[click](http://evil.example/x) ![i](http://evil.example/i.png) <script>alert(1)</script> "
+                "<http://evil.example> www.evil.example *bold* __u__ ~~s~~ `code` &amp; a|b\r\x00\x1b[31m\u2028tail")
+
+
+def test_markdown_keeps_every_node_provided_cell_literal_one_row_no_structure():
+    """Issue 48, item 4: a node's own text (its verdict's state, its message, its node name) in fleet-summary.md. Rendered by a
+    CommonMark parser with GFM tables: one table, one row per node, no heading, link, image or HTML of the node's, and no
+    bare URL left for GFM's autolinks; the text itself is all there, as text."""
+    from markdown_it import MarkdownIt
+
+    rows = [{"node": "n1", "status": "up_to_date", "gpu_health": {"state": HOSTILE_TEXT, "action": "reset", "gpus": ["GPU-1"]}},
+            {"node": "evil|node\n## h", "status": HOSTILE_TEXT, "msg": HOSTILE_TEXT, "backup": "/ok/path`x` [a](b)"},
+            {"node": "n3", "status": "stale", "backup": "/var/lib/gpuops/backups/kubelet_internal_checkpoint.1"}]
+    doc = fr.fleet_markdown(rows)
+    html = MarkdownIt("commonmark").enable("table").render(doc)
+    tags = re.findall(r"<([a-z][a-z0-9]*)\b", html)
+    assert set(tags) == {"h1", "h2", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "strong", "code"}, sorted(set(tags))
+    assert (tags.count("table"), tags.count("tr"), tags.count("h1"), tags.count("h2"), tags.count("li"), tags.count("strong")) == (
+        1, 1 + len(rows), 1, 1, 1, 1), html  # the one note's node name is the report's own bold
+    assert "<h1>gpuops fleet summary</h1>" in html and "<h2>Notes</h2>" in html
+    assert "http://" not in doc and "www.evil" not in doc and "\x1b" not in doc and "\x00" not in doc
+    assert "[click](http://evil.example/x)" in html.replace("&quot;", '"')  # the node's text stays, as literal text
+    assert "<code>/var/lib/gpuops/backups/kubelet_internal_checkpoint.1</code>" in html
+    assert "<code>/ok/path" not in html  # a path that is not one stays escaped text
 
 
 def test_no_simulated_banner_for_real_nodes():

@@ -65,7 +65,7 @@ def test_a_kubeconfig_the_client_cannot_use_is_named_and_its_content_never_shown
     (b'{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}', (3, "")),
     (b'{"status":"Failure","reason":"InternalError","message":"OCI runtime exec failed"}', (None, "OCI runtime exec failed")),
     (b"", (None, "the exec stream ended without the command's status")),
-    (b"not json", (None, "the exec stream ended without the command's status")),
+    (b"not json", (None, "the exec stream's status is not a metav1.Status (8 bytes)")),
 ])
 def test_the_command_s_end_comes_from_the_status_channel(status, expected):
     assert pod_stream.exit_status(status) == expected
@@ -101,3 +101,63 @@ def test_a_command_that_outlives_its_timeout_has_no_exit_status():
         pod_stream.k8s_stream = original
     assert rc is None and err.endswith(b"exec: no end in 5 s") and out.startswith(b"partial") and opened.closed
     assert opened.written == b"x" * 70000
+
+
+@pytest.mark.parametrize("status, why", [
+    (b'{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[1]}}', "without an ExitCode cause"),
+    (b'{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"%s"}]}}' % (b"9" * 5000),
+     "an exit code that is not a process's"),
+    (b'{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"256"}]}}', "not a process's"),
+    (b'{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":["1"]}]}}', "not a process's"),
+    (b'{"status":"Failure","reason":"NonZeroExitCode","details":"x"}', "without an ExitCode cause"),
+    (b'{"status":"Failure","reason":"NonZeroExitCode","details":{"causes":{"a":1}}}', "without an ExitCode cause"),
+    (b'{"status":"Failure","message":["a"]}', "the exec failed"),
+    (b"[" * 100000, "is not a metav1.Status"),
+    (b'{"status":"Failure","message":"' + b"m" * 70000 + b'"}', "is not a metav1.Status"),
+])
+def test_a_malformed_status_gives_no_exit_status_with_a_reason_never_an_exception(status, why):
+    """Issue 48, item 5: what a status frame says is the node's kubelet's word; one of another shape is no exit status."""
+    rc, reason = pod_stream.exit_status(status)
+    assert rc is None and why in reason, reason
+
+
+def test_a_command_that_writes_more_than_the_cap_is_cut_off_and_the_controller_keeps_no_more(monkeypatch):
+    """256 MiB on stdout: the controller keeps MAX_OUTPUT (here 1 MiB), stops reading, closes the stream, and the command has
+    no exit status, the error naming the cap; Python's own allocations stay near the cap (they were the whole output)."""
+    import tracemalloc
+
+    class Flood:
+        sent = 0
+        closed = False
+
+        def write_stdin(self, data):
+            pass
+
+        def is_open(self):
+            return not self.closed
+
+        def update(self, timeout=0):
+            pass
+
+        def read_channel(self, channel):
+            if channel != 1 or self.sent >= 256 * 1024 * 1024:
+                return b""
+            self.sent += 64 * 1024
+            return b"x" * (64 * 1024)
+
+        def close(self):
+            self.closed = True
+
+    flood = Flood()
+    monkeypatch.setattr(pod_stream, "MAX_OUTPUT", 1024 * 1024)
+    monkeypatch.setattr(pod_stream, "k8s_stream", lambda *args, **kwargs: flood)
+    tracemalloc.start()
+    try:
+        rc, out, err = pod_stream.run(type("Core", (), {"connect_get_namespaced_pod_exec": None})(), "ns", "pod", "c", ["cat", "big"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert rc is None and len(out) == 1024 * 1024 and flood.closed
+    assert b"wrote more than 1 MiB on stdout, the most the controller keeps (MAX_OUTPUT)" in err
+    assert flood.sent < 2 * 1024 * 1024, "it kept reading after the cap"
+    assert peak < 4 * 1024 * 1024, peak
