@@ -12,10 +12,15 @@ short_description: Quarantine a node for a faulty GPU (cordon, taint, drain only
 version_added: 0.4.0
 description:
   - O(state=quarantined) takes a node out of scheduling for a GPU remediation and drains it, in one patch and then the
-    evictions. It cordons the node with the mark C(gpuops.fleet/cordoned-for-gpu-health) (a node someone else cordoned
-    keeps their cordon, and it stays theirs), adds the taint C(gpuops.fleet/gpu-unhealthy=<GPU>:NoSchedule), writes the
-    annotation C(gpuops.fleet/gpu-remediation) (the GPUs, action, scope, step and start), and opens an entry in the
-    remediation ledger ConfigMap, which the breakers of M(gpuops.fleet.gpu_remediation_plan) count as in flight.
+    evictions. First it opens an entry in the remediation ledger ConfigMap, which the breakers of
+    M(gpuops.fleet.gpu_remediation_plan) count as in flight; where the ledger cannot be written (it would pass its size,
+    900 KiB, with open entries alone; the API refuses it), the task fails naming the ConfigMap and its size, and the node
+    is not changed. Then it cordons the node with the mark C(gpuops.fleet/cordoned-for-gpu-health) (a node someone else
+    cordoned keeps their cordon, and it stays theirs), adds the taint C(gpuops.fleet/gpu-unhealthy=<GPU>:NoSchedule) and
+    writes the annotation C(gpuops.fleet/gpu-remediation) (the GPUs, action, scope, step and start).
+  - The ledger is trimmed by size, the oldest closed entries first; an entry holds at most 64 characters of the node's
+    driver version and 32 of its signal keys. An entry of the ledger this collection did not write as it stands is
+    reported by M(gpuops.fleet.gpu_remediation_plan) and counts for nothing.
   - The drain follows C(kubectl drain)'s rules and uses the Eviction API (C(policy/v1), else C(policy/v1beta1) on a server
     before 1.22), retrying a PodDisruptionBudget's refusal every 5 s until O(drain_timeout). With O(scope=gpu) (a reset)
     only the pods the plan mapped to the target GPUs are evicted, each by its UID, so pods on the node's other GPUs keep
@@ -29,9 +34,9 @@ description:
     O(drain_delete_emptydir_data)).
   - O(state=paused) and O(state=unpaused) take NVML's clients (the device plugin, dcgm-exporter) off a quarantined node
     for a reset and bring them back, by node labels their DaemonSets exclude (see O(pause_labels)).
-  - O(state=released) removes only what this module added (the taint, the annotation, the cordon only with its mark,
-    and a pause's labels, restored) and closes the node's ledger entry with O(result) and its seconds from quarantine
-    to release.
+  - O(state=released) closes the node's ledger entry with O(result) and its seconds from quarantine to release, then
+    removes only what this module added (the taint, the annotation, the cordon only with its mark, and a pause's
+    labels, restored); where the ledger cannot be written, the node stays quarantined.
   - Check mode reports the cordon, taint and evictions and writes nothing.
   - Runs on the controller against the cluster, with kubernetes.core's client and authentication options.
 author:

@@ -184,7 +184,10 @@ summary:
   returned: always
   type: dict
 capacity:
-  description: The capacity breaker's C(cap), the nodes C(in_flight) (quarantined by us) and the C(room) this run had.
+  description:
+    - The capacity breaker's C(cap), the nodes C(in_flight) (quarantined by us) and the C(room) this run had.
+    - C(stale_open_entries) names the nodes whose ledger entry is open while the node carries no quarantine of ours, for
+      more than 10 minutes (a run killed between the two writes); they do not count as in flight.
   returned: when the breaker is closed
   type: dict
 settings:
@@ -199,6 +202,15 @@ ledger_written:
   description: Whether the ledger ConfigMap was written (or, in check mode, would have been).
   returned: always
   type: bool
+ledger_invalid:
+  description:
+    - The ledger's entries this collection did not write as they stand (a field of another type, a time that is not a
+      finite number), each with its index and the field; they count for nothing (no breaker, no repeat, no node's
+      release waits on them) and are kept as they are until the ledger is trimmed.
+  returned: always
+  type: list
+  elements: str
+  version_added: 0.4.0
 """
 
 import time
@@ -286,8 +298,9 @@ def main():
         write = reset or (p["record"] and result.get("tripped_now"))
         if write and not module.check_mode:
             ledger = dict(ledger, breaker=result["breaker"])
-            ledgers.write(api, p["namespace"], ledger, current)
+            ledgers.write(api, p["namespace"], ledger, current, ApiException)
         result["ledger_written"] = bool(write)
+        result["ledger_invalid"] = ["entry %d: %s" % (bad["index"], bad["problem"]) for bad in ledger.get("invalid") or ()]
         result.pop("tripped_now", None)
         return result
 

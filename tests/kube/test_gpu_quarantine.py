@@ -411,3 +411,55 @@ def test_node_reboot_fails_on_an_unchanged_boot_id_and_a_failed_reset_escalates_
     rc, run = f.play(dict(remediate, gpu_remediation_allowed_actions=["reset", "reboot"]), playbook="gpu_remediation.yml")
     assert rc == 0, run.failure()
     assert writes(run) == []
+
+
+def test_the_ledger_at_the_configmaps_size_limit_never_leaves_a_node_changed_without_its_entry(fleet):
+    """Issue 48, item 6, on the real API server (its 1 MiB ConfigMap limit, 422 past it). A ledger of closed 8-GPU entries
+    just under 1 MiB: the quarantine trims the oldest closed entries and opens the node's (before, the node was cordoned
+    and tainted, then the ledger's write failed with a bare 422), and the release closes it. A ledger of open entries
+    just under 1 MiB cannot be trimmed: the quarantine fails naming the ConfigMap and its size, and the node is unchanged."""
+    f = fleet([{"name": "a", "gpus": [G[0]]}])
+    name = f.nodes[0]["name"]
+    eight = ["GPU-%08x-2222-3333-4444-555555555555" % i for i in range(8)]
+
+    def fill(open_entries):
+        entries, now = [], int(time.time())
+        ledger = {"version": 1, "breaker": {"state": "closed"}, "paused": False, "entries": entries}
+        # as many as the API server takes (a ConfigMap's data, its key's name included, at most 1 MiB): one more entry does not fit
+        while True:
+            i = len(entries)
+            entries.append({"node": "old-%d" % i, "gpus": eight, "action": "reset", "keys": ["recovery:1"], "driver_version": "535.104.05",
+                            "at": now - 90000 + i, "closed_at": None if open_entries else now - 89000 + i, "result": None if open_entries
+                            else "recovered", "run": "job-%d" % i, "recover_seconds": None if open_entries else 1000})
+            if len(json.dumps(ledger, separators=(",", ":"))) + len("ledger.json") > 1024 * 1024:
+                entries.pop()
+                break
+        # within 20 bytes of the limit (the last entry's run padded): no entry of any node fits beside them
+        entries[-1]["run"] += "x" * (1024 * 1024 - len("ledger.json") - len(json.dumps(ledger, separators=(",", ":"))) - 20)
+        body = {"metadata": {"name": "gpuops-remediation-ledger"}, "data": {"ledger.json": json.dumps(ledger, separators=(",", ":"))}}
+        try:
+            f.cluster.core.delete_namespaced_config_map("gpuops-remediation-ledger", f.namespace)
+        except Exception:  # noqa: BLE001  pylint: disable=broad-exception-caught
+            pass
+        f.cluster.core.create_namespaced_config_map(f.namespace, body)  # the API server takes it: under 1 MiB
+        return len(entries)
+
+    count = fill(open_entries=False)
+    assert count > 1700, count
+    args = {"state": "quarantined", "node": name, "gpus": [G[0]], "action": "reset", "namespace": f.namespace, "drain_timeout": 30}
+    result = f.module("gpuops.fleet.gpu_quarantine", args)
+    assert not result.get("failed") and result["step"] == "drained", result
+    cordoned, record, marked, taints = node_state(f, name)
+    assert cordoned and marked and taints and (record["gpus"], record["step"]) == ([G[0]], "drained")
+    data = f.cluster.core.read_namespaced_config_map("gpuops-remediation-ledger", f.namespace).data["ledger.json"]
+    kept = json.loads(data)["entries"]
+    assert len(data) <= 900 * 1024 and kept[-1]["node"] == name and kept[-1]["closed_at"] is None and len(kept) < count
+    released = f.module("gpuops.fleet.gpu_quarantine", {"state": "released", "node": name, "namespace": f.namespace})
+    assert released["changed"] and not released.get("failed") and node_state(f, name) == (False, None, False, [])
+    assert ledger(f)["entries"][-1]["closed_at"] is not None
+
+    fill(open_entries=True)
+    result = f.module("gpuops.fleet.gpu_quarantine", args)
+    assert result["failed"] and "ConfigMap %s/gpuops-remediation-ledger: the ledger would hold" % f.namespace in result["msg"], result
+    assert "open entries, which are never dropped" in result["msg"]
+    assert node_state(f, name) == (False, None, False, [])  # untouched: not cordoned, no taint, no annotation

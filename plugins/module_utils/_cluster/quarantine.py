@@ -5,11 +5,12 @@
 """PRIVATE to the gpuops.fleet collection: quarantining a node for a GPU remediation, and releasing it
 (module gpu_quarantine). The drain is ``drain``'s (kubectl drain's rules, the Eviction API, a PDB's 429 retried).
 
-**Quarantined.** One patch, at the resourceVersion read (so a concurrent writer makes it fail, never
-mixes): cordon, with our mark ``CORDON_MARK`` only where the node was not cordoned already (a cordon
-someone else set is theirs, and stays); the taint ``TAINT_KEY=<first GPU>:NoSchedule``; and the
-annotation ``REMEDIATION``, JSON ``{gpus, action, scope, step, started, run, cordoned_by_us}``. Then a
-ledger entry (the breakers count it as in flight), then the evictions: for ``scope: gpu`` only the pods
+**Quarantined.** The node's ledger entry first (the breakers count it as in flight; where the ledger cannot be
+written, full or refused, nothing else changes). Then one patch, at the resourceVersion read (so a concurrent
+writer makes it fail, never mixes, and this run's entry is taken back): cordon, with our mark ``CORDON_MARK``
+only where the node was not cordoned already (a cordon someone else set is theirs, and stays); the taint
+``TAINT_KEY=<first GPU>:NoSchedule``; and the annotation ``REMEDIATION``, JSON ``{gpus, action, scope, step,
+started, run, cordoned_by_us}``. Then the evictions: for ``scope: gpu`` only the pods
 the plan mapped to the target GPUs, each by its UID (a pod recreated under the same name is not
 ours); for ``scope: node`` every pod on the node but DaemonSet and mirror pods. The step goes
 ``draining`` -> ``drained``; a PodDisruptionBudget that still refuses at ``drain_timeout`` leaves the
@@ -23,9 +24,9 @@ then a watch until no pod of ``pause_pods`` runs on the node: NVML's clients gon
 the labels back as they were (removed where there was none); the DaemonSets start their pods again, which is how the
 device plugin marks a GPU Healthy again.
 
-**Released.** Removes only what is ours: the taint by its key, the annotation, the cordon only with our mark, and a
-pause's labels, restored. The ledger's open entry for the node is closed with ``result`` and its seconds from
-quarantine to release.
+**Released.** The ledger's open entry for the node is closed first, with ``result`` and its seconds from quarantine to
+release (where it cannot be, the node stays quarantined as the ledger says). Then only what is ours comes off: the taint
+by its key, the annotation, the cordon only with our mark, and a pause's labels, restored.
 
 Refusals change nothing and name what refuses: a node in another remediation (other GPUs or action),
 a hard blocker of the plan (a pod that uses the GPU outside kubelet's accounting, a host process, a pod
@@ -225,8 +226,13 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     marks = {REMEDIATION: json.dumps(record, sort_keys=True)}
     if need_cordon:
         marks[CORDON_MARK] = "gpu-remediation"
-    node = client.sanitize_for_serialization(_patch_node(api, node, patch_spec, marks))
-    _ledger_open(api, p, now, api_exception, escalation)
+    # the ledger first: where it cannot be written (full, refused, another run's write), the node is left as it was
+    opened = _ledger_open(api, p, now, api_exception, escalation)
+    try:
+        node = client.sanitize_for_serialization(_patch_node(api, node, patch_spec, marks))
+    except api_exception as exc:
+        raise QuarantineError("node %s could not be marked (%s %s): the node was not changed; %s" % (
+            p["node"], getattr(exc, "status", ""), getattr(exc, "reason", "") or "", _ledger_take_back(api, p, opened, api_exception))) from None
     deadline = clock() + p["drain_timeout"]
     try:
         for item in to_evict:
@@ -262,16 +268,43 @@ def _escalation(current, p):
 
 
 def _ledger_open(api, p, now, api_exception, escalation=None):
-    ledger, current = ledgers.read(api, p["namespace"], api_exception)
-    entry = _open_entry(ledger, p["node"])
-    if entry and escalation and entry.get("action") != p["action"]:
-        entry.update(action=p["action"], escalated_from=escalation)
-        ledgers.write(api, p["namespace"], ledger, current)
-    if entry:
-        return
-    entry = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "keys": list(p.get("keys") or []),
-             "driver_version": p.get("driver_version"), "at": now, "closed_at": None, "result": None, "run": p.get("run")}
-    ledgers.write(api, p["namespace"], dict(ledger, entries=(ledger.get("entries") or []) + [entry]), current)
+    """Open the node's ledger entry (or widen an open one to the escalation's action), before the node is marked; the entry
+    added (for ``_ledger_take_back``), or None where one was open already."""
+    added = []
+
+    def change(ledger):
+        entry = _open_entry(ledger, p["node"])
+        if entry and escalation and entry.get("action") != p["action"]:
+            entry.update(action=p["action"], escalated_from=escalation)
+            return ledger
+        if entry:
+            return None
+        fresh = ledgers.bounded_entry({"node": p["node"], "gpus": p["gpus"], "action": p["action"], "keys": list(p.get("keys") or []),
+                                       "driver_version": p.get("driver_version"), "at": now, "closed_at": None, "result": None,
+                                       "run": p.get("run")})
+        del added[:]
+        added.append(fresh)
+        return dict(ledger, entries=(ledger.get("entries") or []) + [fresh])
+
+    ledgers.update(api, p["namespace"], change, api_exception)
+    return added[0] if added else None
+
+
+def _ledger_take_back(api, p, entry, api_exception):
+    """Remove the entry this run opened for a quarantine that did not happen; what became of it, as a sentence."""
+    if entry is None:
+        return "the node's ledger entry was open before this run and stays"
+
+    def change(ledger):
+        kept = [e for e in ledger.get("entries") or [] if e != entry]
+        return None if len(kept) == len(ledger.get("entries") or []) else dict(ledger, entries=kept)
+
+    try:
+        ledgers.update(api, p["namespace"], change, api_exception)
+    except (api_exception, ledgers.LedgerError) as exc:
+        return ("its ledger entry could not be taken back (%s); it counts as in flight for %d s, then no more (the node carries no "
+                "quarantine)" % (str(exc)[:200], ledgers.STALE_OPEN))
+    return "its ledger entry was taken back"
 
 
 def _msg(result, verb):
@@ -381,7 +414,7 @@ def release(client, api, p, check_mode, api_exception, now=None):
     ours_cordon = drain.cordoned_by_us(node, CORDON_MARK)
     taints = list((node.get("spec") or {}).get("taints") or [])
     kept = [t for t in taints if t.get("key") != TAINT_KEY]
-    ledger, cm = ledgers.read(api, p["namespace"], api_exception)
+    ledger, dummy = ledgers.read(api, p["namespace"], api_exception)
     entry = _open_entry(ledger, p["node"])
     result = {"node": p["node"], "uncordoned": ours_cordon, "untainted": len(kept) != len(taints), "was": current,
               "foreign_cordon": bool((node.get("spec") or {}).get("unschedulable")) and not ours_cordon,
@@ -392,13 +425,21 @@ def release(client, api, p, check_mode, api_exception, now=None):
         return dict(result, changed=False, msg="node %s carries nothing of a GPU remediation" % p["node"])
     if check_mode:
         return dict(result, changed=True, msg="would release %s" % p["node"])
+    if entry is not None:
+        # the ledger first: where it cannot be written, the node stays quarantined as it was (and counts as in flight, as it is)
+
+        def close(fresh):
+            found = _open_entry(fresh, p["node"])
+            if found is None:
+                return None
+            found.update(closed_at=now, result=p["result"], recover_seconds=(now - int(found["at"])))
+            return fresh
+
+        ledgers.update(api, p["namespace"], close, api_exception)
     spec = {}
     if len(kept) != len(taints):
         spec["taints"] = kept
     if ours_cordon:
         spec["unschedulable"] = False
     _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
-    if entry is not None:
-        entry.update(closed_at=now, result=p["result"], recover_seconds=result["recover_seconds"])
-        ledgers.write(api, p["namespace"], ledger, cm)
     return dict(result, changed=True, msg="released %s (%s%s)" % (p["node"], p["result"], ", cordon kept: not ours" if result["foreign_cordon"] else ""))

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain, node_facts
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_share import active, tabwrite
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
@@ -209,9 +210,10 @@ def _keys(verdict, health):
             continue
         if signal["key"] in quiet or signal["kind"] == "thermal" and signal["key"].startswith("clocks:"):
             continue
-        if signal["key"] not in keys:
-            keys.append(signal["key"])
-    return keys
+        key = signal["key"][:ledgers.MAX_TEXT]  # as the ledger keeps it, so this run's keys and the window's compare
+        if key not in keys:
+            keys.append(key)
+    return keys[:ledgers.MAX_KEYS]
 
 
 def _node_row(item):
@@ -265,7 +267,7 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now):
         verdict = _redecide(health, reset_at)
         row.update(state=verdict["state"], action=verdict["action"], scope=verdict["scope"], row=verdict["row"],
                    gpus=list(verdict["gpus"]), reasons=list(verdict["reasons"]), signals=verdict["signals"],
-                   driver_version=health.get("driver_version"))
+                   driver_version=(health.get("driver_version") or "")[:ledgers.MAX_DRIVER] or None)
         if row["action"] not in ACTING:
             _plugin_unhealthy(row, nodes_by_name.get(item["node"]))
             continue
@@ -395,10 +397,21 @@ def _threshold(settings, scope):
     return min(settings["same_signal_nodes"], by_percent)
 
 
-def _in_flight(nodes_by_name, ledger):
+def _in_flight(nodes_by_name, ledger, now):
+    """``(nodes quarantined by us now, nodes of open ledger entries that count no more)``: a node carrying our annotation, or
+    a node whose ledger entry opened less than ``STALE_OPEN`` seconds ago (its patch may be on its way); an entry left open
+    longer on a node without the annotation (a killed run's, a release of old) is named, never counted, so it cannot keep
+    the fleet's room at 0."""
     ours = set(n for n, node in nodes_by_name.items() if QUARANTINE_ANNOTATION in (_meta(node).get("annotations") or {}))
-    ours.update(e.get("node") for e in ledger.get("entries") or () if not e.get("closed_at"))
-    return ours
+    stale = set()
+    for entry in ledger.get("entries") or ():
+        if entry.get("closed_at") or entry.get("node") in ours:
+            continue
+        if now - entry.get("at", 0) <= ledgers.STALE_OPEN:
+            ours.add(entry.get("node"))
+        else:
+            stale.add(entry.get("node"))
+    return ours, stale - ours
 
 
 def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
@@ -419,9 +432,10 @@ def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
     result = {"breaker": breaker, "signal_groups": [{"key": k, "driver_version": d, "nodes": n} for k, d, n in fleet],
               "same_signal_threshold": limit, "refused": None}
     if fleet and breaker.get("state") != "tripped":
-        breaker.update(state="tripped", at=now, keys=sorted(tripped_keys),
-                       reason="same signal on %d nodes or more: %s" % (limit, "; ".join("%s (driver %s) on %s" % (k, d, ", ".join(n))
-                                                                                        for k, d, n in fleet)))
+        # bounded as a ledger entry is: the breaker is written into the same ConfigMap
+        breaker.update(state="tripped", at=now, keys=sorted(tripped_keys)[:ledgers.MAX_KEYS],
+                       reason=("same signal on %d nodes or more: %s" % (limit, "; ".join("%s (driver %s) on %s" % (k, d, ", ".join(n))
+                                                                                         for k, d, n in fleet)))[:4096])
         result["tripped_now"] = True
     if breaker.get("state") == "tripped":
         result["refused"] = "the breaker is tripped (%s): no node is planned until it is reset with a reason" % breaker.get("reason")
@@ -431,12 +445,13 @@ def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
                 row["deferred_reason"] = "fleet_event" if carries else "breaker_tripped"
         return result
     # capacity: the per-run cap, and the fleet-wide cap with our quarantines in flight counted
-    in_flight = _in_flight(nodes_by_name, ledger)
+    in_flight, stale = _in_flight(nodes_by_name, ledger, now)
     cap = max(settings["breaker_min_nodes"], int(math.ceil(settings["breaker_percent"] * scope / 100.0)))
     if settings["breaker_max_nodes"] is not None:
         cap = min(cap, settings["breaker_max_nodes"])
     room = max(0, min(settings["max_nodes_per_run"], cap - len(in_flight - set(r["node"] for r in candidates))))
-    result["capacity"] = {"cap": cap, "in_flight": sorted(n for n in in_flight if n), "room": room}
+    result["capacity"] = {"cap": cap, "in_flight": sorted(n for n in in_flight if n), "room": room,
+                          "stale_open_entries": sorted(n for n in stale if n)}
     order = sorted((r for r in candidates if not r["deferred_reason"]), key=lambda r: (-hd.ACTIONS.index(r["action"]), r["node"]))
     for i, row in enumerate(order):
         if i < room:

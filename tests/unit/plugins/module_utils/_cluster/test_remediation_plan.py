@@ -199,8 +199,26 @@ def test_the_fleet_wide_cap_counts_our_quarantines_in_flight():
     nodes = [i["node"] for i in items] + ["busy"]
     result = rp.plan(items, [api_node(n, {rp.QUARANTINE_ANNOTATION: "{}"} if n == "busy" else None) for n in nodes], [], [],
                      ledgers.empty(), {"max_nodes_per_run": 5}, NOW)
-    assert result["capacity"] == {"cap": 1, "in_flight": ["busy"], "room": 0}
+    assert result["capacity"] == {"cap": 1, "in_flight": ["busy"], "room": 0, "stale_open_entries": []}
     assert one(result, "a")["deferred_reason"] == "deferred_capacity"
+
+
+def test_an_entry_left_open_on_a_node_without_our_quarantine_stops_counting_after_ten_minutes():
+    """Issue 48, item 6: a release that removed the node's marks and could not close its entry left it open for ever, and the
+    capacity breaker gave every later plan room 0. Such an entry counts while its node's patch may be on its way (10
+    minutes), then it is named and counts no more; the node carrying our annotation still counts."""
+    items = [{"node": "a", "health": health([gpu(0, recovery=1)]), "entries": []}] + fleet(0, total=9)
+    nodes = [api_node(i["node"]) for i in items] + [api_node("gone"), api_node("held", {rp.QUARANTINE_ANNOTATION: "{}"})]
+
+    def ledger(age):
+        return dict(ledgers.empty(), entries=[{"node": n, "gpus": [], "action": "reset", "at": NOW - age, "closed_at": None}
+                                              for n in ("gone", "held")])
+
+    fresh = rp.plan(items, nodes, [], [], ledger(60), {"max_nodes_per_run": 5, "breaker_percent": 20}, NOW)
+    assert fresh["capacity"] == {"cap": 2, "in_flight": ["gone", "held"], "room": 0, "stale_open_entries": []}
+    old = rp.plan(items, nodes, [], [], ledger(601), {"max_nodes_per_run": 5, "breaker_percent": 20}, NOW)
+    assert old["capacity"] == {"cap": 2, "in_flight": ["held"], "room": 1, "stale_open_entries": ["gone"]}
+    assert one(old, "a")["batch"] == 1
 
 
 def test_a_tripped_breaker_stays_tripped_and_a_reset_needs_a_reason():
