@@ -66,6 +66,22 @@ def _ran(result):
     return isinstance(result, dict) and bool(result) and not result.get("skipped")
 
 
+def _failed(stage, result):
+    """Whether a stage that ran failed: its task failed, or (the recovery check) it named the node among its failed nodes,
+    which daemonset_rollout reports without failing the task."""
+    return bool(result.get("failed")) or (stage == "recovery" and bool(result.get("failed_nodes")))
+
+
+def _error(failed, results, failure):
+    """What the failed stage said: its message, or the recovery check's lines for its failed node."""
+    if not failed:
+        return None
+    if failed not in results:
+        return failure["msg"]
+    lines = results[failed].get("lines") if failed == "recovery" else None
+    return "; ".join(str(line) for line in lines) if lines else results[failed].get("msg")
+
+
 def remediation_report(target, results, failure=None, host_facts=None):
     """One node's report where the role does not bring it back (``rma_candidate`` or ``needs_human``); None where it did.
 
@@ -90,7 +106,7 @@ def remediation_report(target, results, failure=None, host_facts=None):
     # what stopped the run: the last stage that ran, where it failed; else a task that registers no stage (``failure``)
     last = next((s for s in reversed(STAGES) if _ran(results.get(s))), None)
     failure = failure if isinstance(failure, dict) and failure.get("task") else None
-    failed = last if last and results[last].get("failed") else ("other" if failure else None)
+    failed = last if last and _failed(last, results[last]) else ("other" if failure else None)
     tried = [a for a, stage in (("reset", "reset"), ("reboot", "reboot_wait")) if _ran(results.get(stage))]
     rebooted = _ran(results.get("reboot_wait")) and bool(results["reboot_wait"].get("rebooted"))
     if failed is None and target.get("action") not in ("replace", "investigate"):
@@ -98,14 +114,19 @@ def remediation_report(target, results, failure=None, host_facts=None):
     report = {"node": target["node"], "host": target.get("host"), "action": target.get("action"), "gpus": list(row.get("gpus") or []),
               "reasons": list(row.get("reasons") or []), "keys": list(row.get("keys") or []), "driver_version": row.get("driver_version"),
               "tried": tried, "failed_step": failed, "failed_task": failure["task"] if failure else None,
-              "error": (results[failed].get("msg") if failed in results else failure["msg"]) if failed else None, "rebooted": rebooted,
+              "error": _error(failed, results, failure), "rebooted": rebooted,
               "quarantined": True}
     if failed is None and target["action"] == "replace":
         outcome, what = "rma_candidate", RMA_NEXT
     elif failed is None:
         outcome, what = "needs_human", "investigate: the plan could not name an automatic action (see reasons); release the node when done"
-    elif failed in ("verify", "recovery") and rebooted:
+    elif failed == "verify" and rebooted:
         outcome, what = "rma_candidate", "the GPU did not recover from a reboot; " + RMA_NEXT
+    elif failed == "recovery":
+        outcome = "needs_human"
+        what = ("the device plugin's new pod is not Ready on the node, or its allocatable GPUs are below capacity (see error): NVML "
+                "found the GPUs healthy, so look at the plugin pod (its log, its image); the node stays quarantined until it is "
+                "released")
     elif failed in ("pause", "reset") and not target.get("escalate"):
         outcome = "needs_human"
         what = ("reboot the node, NVIDIA's next step after a failed reset: run again with reboot in gpu_remediation_allowed_actions "

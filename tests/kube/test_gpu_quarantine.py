@@ -463,3 +463,26 @@ def test_the_ledger_at_the_configmaps_size_limit_never_leaves_a_node_changed_wit
     assert result["failed"] and "ConfigMap %s/gpuops-remediation-ledger: the ledger would hold" % f.namespace in result["msg"], result
     assert "open entries, which are never dropped" in result["msg"]
     assert node_state(f, name) == (False, None, False, [])  # untouched: not cordoned, no taint, no annotation
+
+
+def test_a_node_whose_device_plugin_does_not_come_back_stays_quarantined_without_the_verification_pod(fleet, fake_lib_dir):
+    """Issue 48, item 8: with gpu_remediation_verify false the role released a node whose device-plugin pod was not Ready
+    (daemonset_rollout named it in failed_nodes, and the role never read them), allocatable 0 of 3. The DaemonSet's new
+    image crashes on node a (the simulated kubelet's plugin_crash, for that image only); the pod before the reset runs the
+    old one. After the reset the node stays quarantined, its ledger entry open, with a needs_human report naming the pod."""
+    broken = "registry.example/k8s-device-plugin:broken"
+    f, name, dummy, dummy2, extra = remediation_fleet(fleet, fake_lib_dir, [{"name": "a", "gpus": G, "faults": ["plugin_crash"],
+                                                                           "fault_images": [broken]}])
+    ds = f.cluster.apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
+    ds.spec.template.spec.containers[0].image = broken  # OnDelete: the running pod keeps its image until the pause removes it
+    f.cluster.apps.replace_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace, ds)
+    rc, run = f.play(dict(extra, gpu_remediation_mode="remediate", gpu_remediation_verify=False, gpu_remediation_recovery_timeout=15),
+                     playbook="gpu_remediation.yml")
+    assert rc != 0
+    assert "recovery|0|1" not in (f.tmp / "nodes" / name / "fake_nvml.cfg").read_text()  # the reset ran
+    cordoned, record, marked, taints = node_state(f, name)
+    assert cordoned and marked and taints and record["step"] == "drained", "the node was released with its device plugin down"
+    report = json.loads((f.tmp / "report" / ("gpu-remediation-%s.json" % name)).read_text())
+    assert (report["outcome"], report["failed_step"], report["tried"]) == ("needs_human", "recovery", ["reset"]), report
+    assert "not Ready" in report["error"] and "device plugin's new pod" in report["next"], report
+    assert ledger(f)["entries"][-1]["closed_at"] is None and f.allocatable(name) < len(G)

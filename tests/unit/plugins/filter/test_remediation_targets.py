@@ -98,3 +98,20 @@ def test_a_failed_task_that_registers_no_stage_is_reported_with_its_name():
     got = remediation_report(dict(TARGET, escalate=True), results, {"task": "The node's connection back", "msg": "timed out"})
     # the reset's failure was escalated; what stopped the run is the wait for the connection
     assert (got["failed_step"], got["failed_task"], got["error"], got["outcome"]) == ("other", "The node's connection back", "timed out", "needs_human")
+
+
+def test_a_device_plugin_that_does_not_come_back_is_a_failed_recovery_and_a_human_looks():
+    """Issue 48, item 8: daemonset_rollout names the node among failed_nodes without failing its task; the report counts it as
+    the recovery's failure (a person looks at the plugin pod), before a reboot or after one: NVML found the GPUs healthy."""
+    down = {"failed_nodes": ["n1"], "lines": ["n1 - failed, GPUs 0/3 - the new pod is not Ready"], "changed": False, "msg": "1 failed"}
+    got = remediation_report(TARGET, {"quarantine": OK, "pause": OK, "reset": OK, "recovery": down},
+                             {"task": "The node recovered (else it stays quarantined, a person to look)", "msg": "n1 did not recover"})
+    assert (got["outcome"], got["failed_step"], got["tried"]) == ("needs_human", "recovery", ["reset"]), got
+    assert got["error"] == "n1 - failed, GPUs 0/3 - the new pod is not Ready" and "device plugin's new pod" in got["next"]
+    rebooted = {"quarantine": OK, "escalate": OK, "reboot": OK, "reboot_wait": {"rebooted": True}, "verify": OK, "recovery": down}
+    assert remediation_report(dict(TARGET, step="reboot"), rebooted)["outcome"] == "needs_human"
+
+
+def test_a_host_whose_facts_name_a_controller_variable_gets_no_report_written():
+    with pytest.raises(AnsibleFilterError, match="returned facts named as variables the controller acts on .'gpu_remediation_report_dir'."):
+        remediation_report(TARGET, {"quarantine": OK}, None, {"gpu_remediation_report_dir": "/etc/cron.d", "gpuops_gpus": {}})
