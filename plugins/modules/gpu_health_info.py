@@ -55,8 +55,16 @@ options:
     default: auto
   kernel_log_path:
     description:
-      - The file O(kernel_log=file) reads.
+      - The file O(kernel_log=file) reads; of a file larger than 64 MiB, its last 64 MiB (the newest lines), and the
+        result's C(kernel_log.reason) says so.
     type: path
+  mark_path:
+    description:
+      - Where M(gpuops.fleet.gpu_reset) records each GPU's last verified reset in this boot (a host path). A GPU's XIDs
+        logged up to it were dealt with and are not counted again, so a reset GPU is not reset again for the same line.
+    type: path
+    default: /var/lib/gpuops/health/last-remediation.json
+    version_added: 0.4.0
   xid_overrides:
     description:
       - "A catalog bucket per XID code that replaces NVIDIA's, for example V({109: IGNORE})."
@@ -69,8 +77,10 @@ requirements:
   - nvidia-ml-py (module C(pynvml))
 notes:
   - Works over SSH and through P(gpuops.fleet.k8s_node#connection), on the host or beside it.
-  - XIDs up to the last remediation recorded on the node in this boot (C(/var/lib/gpuops/health/last-remediation.json))
-    are not counted again.
+  - A GPU's XIDs up to its last remediation recorded on the node in this boot (O(mark_path)) are not counted again.
+  - Per GPU, every XID whose catalog bucket asks for an action is kept (the newest 1,000), and the newest 200 routine ones
+    (an application's faults, and those NVIDIA ignores); C(xids_dropped) counts the others, and the verdict's reasons say
+    so. One application fault logged as a burst of lines (the same GPU, XID and PID within 10 seconds) is one fault.
 seealso:
   - module: gpuops.fleet.gpu_uuid_facts
   - name: NVIDIA XID catalog
@@ -150,7 +160,8 @@ ansible_facts:
               C(architecture), C(mig_mode), C(recovery_action) (C(value), C(name), C(source) V(nvml_field), V(xid154_log) or
               V(unsupported)), C(remapped_rows), C(retired_pages), C(ecc), C(persistence_mode), C(temperature),
               C(clocks_event_reasons), C(nvlink), C(processes) (C(pid), C(used_mib), C(pod_uid), C(container)), C(xids)
-              (C(code), C(bucket), C(mnemonic), C(usec) since boot, C(pid), C(process), C(line)) and C(verdict).
+              (C(code), C(bucket), C(mnemonic), C(usec) since boot, C(pid), C(process), C(line)), C(xids_dropped) and
+              C(xids_before_mark) (where there were some) and C(verdict).
           type: list
           elements: dict
           returned: always

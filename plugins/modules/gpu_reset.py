@@ -71,6 +71,17 @@ options:
     description: Directory of the run's lock file (C(gpu-reset.lock)), which the rescues wait for.
     type: path
     default: /run/gpuops
+  mark_path:
+    description:
+      - After a verified reset, the reset GPUs' mark is written there (a host path), atomically, with the boot ID and the
+        time since boot. M(gpuops.fleet.gpu_health_info) reads it (its own O(gpuops.fleet.gpu_health_info#module:mark_path))
+        and no longer counts the XIDs those GPUs logged before it, so a GPU reset for an XID line is not reset again for
+        the same line (a driver without NVML's recovery-action field decides from the kernel log). The marks of the
+        node's other GPUs in the same boot are kept.
+      - A mark that cannot be written does not fail a good reset; the task warns.
+    type: path
+    default: /var/lib/gpuops/health/last-remediation.json
+    version_added: 0.4.0
   verify_only:
     description:
       - Reset nothing - read NVML once and run only the post-check on O(gpus) (after a reboot, the proof that they came
@@ -141,6 +152,11 @@ seconds:
   description: Seconds from the first read to the post-check.
   returned: success
   type: float
+marked:
+  description: Where the reset's mark was written (O(mark_path)); absent where it was not (check mode, O(verify_only), a warning).
+  returned: success
+  type: str
+  version_added: 0.4.0
 msg:
   description: What was done, or why not.
   returned: always
@@ -151,7 +167,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, gpu_health, gpu_reset, hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, gpu_health, gpu_reset, hostroot, kernel_log
 
 
 def _work(module):
@@ -177,7 +193,13 @@ def _work(module):
 
     # beside the host (a node pod), the lock is the host's file, which the rescues (run by the host's systemd) wait for
     # and the rescues' tools (systemd-run, flock, sh) are the host's, found by their host paths
-    node = gpu_reset.Node(run, read, smi, hostroot.local(p["lock_dir"], base) if base else p["lock_dir"], which=hostroot.which)
+    mark_path = hostroot.local(p["mark_path"], base) if base else p["mark_path"]
+
+    def mark(uuids, boot_id):
+        kernel_log.write_mark(boot_id, uuids, kernel_log.now_usec(), mark_path)
+        return p["mark_path"]
+
+    node = gpu_reset.Node(run, read, smi, hostroot.local(p["lock_dir"], base) if base else p["lock_dir"], which=hostroot.which, mark=mark)
     if p["verify_only"]:
         return gpu_reset.verify(node, p)
     return gpu_reset.reset(node, p, module.check_mode)
@@ -193,6 +215,7 @@ def main():
             rescue_seconds=dict(type="int", default=300),
             driver_root=dict(type="path"),
             lock_dir=dict(type="path", default="/run/gpuops"),
+            mark_path=dict(type="path", default=kernel_log.MARK),
             verify_only=dict(type="bool", default=False),
         ),
         supports_check_mode=True,

@@ -35,7 +35,8 @@ def inventory(node, tmp, kernel_log):
             "gpuops_gpu_count": len(GPUS), "gpuops_lab": True,
             "checkpoint_guard_checkpoint_path": realnode.CHECKPOINT,
             "checkpoint_guard_environment": {k: env[k] for k in ("LD_LIBRARY_PATH", "PATH", "GPUOPS_FAKE_NVML_CONFIG")},
-            "gpuops_gpu_health_kernel_log": "file", "gpuops_gpu_health_kernel_log_path": kernel_log}
+            "gpuops_gpu_health_kernel_log": "file", "gpuops_gpu_health_kernel_log_path": kernel_log,
+            "gpuops_gpu_health_mark_path": str(tmp / "last-remediation.json")}
     doc = {"gpu_nodes": {"hosts": {"knode": host}},
            "all": {"vars": {"gpuops_kubeconfig": node.cluster.kubeconfig, "gpuops_gpu_health_namespace": NAMESPACE}}}
     path = tmp / "inventory.json"

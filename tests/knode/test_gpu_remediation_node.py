@@ -111,7 +111,8 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     # the plugin's health loop holds NVML: the reset is refused, nothing changed. The resets run through the API alone
     # (gpuops.fleet.k8s_node: a node pod, chrooted into the host), as on a managed cluster without SSH
     node.namespace(NODE_PODS)
-    reset = {"name": "reset", "gpuops.fleet.gpu_reset": {"gpus": [target], "stop_units": [], "lock_dir": str(tmp_path / "run")},
+    reset = {"name": "reset", "gpuops.fleet.gpu_reset": {"gpus": [target], "stop_units": [], "lock_dir": str(tmp_path / "run"),
+                                                         "mark_path": str(tmp_path / "last-remediation.json")},
              "ignore_errors": True}
     step = time.monotonic()
     refused = playbook(node, tmp_path, "reset-held", [reset], hosts="knode", through_api=True)[0]

@@ -21,6 +21,7 @@ import sys
 import time
 
 import fakenode
+import kubefleet
 from test_gpu_health_plan import G, OTHER, WRITES, faulty, pdb, pdb_status, replica_set, running
 
 PLAN_TASK = "Plan (read-only unless the breaker trips with gpuops_gpu_health_record, or is reset)"
@@ -36,7 +37,8 @@ def setup(fleet, fake_lib_dir, nodes=None, before_pods=None):
     for node in f.nodes:
         cfg = str(f.tmp / "nodes" / node["name"] / "fake_nvml.cfg")
         f.set_host_vars(node["name"], gpuops_node_name=node["name"], checkpoint_guard_checkpoint_path=node["checkpoint"],
-                        checkpoint_guard_environment=fakenode.environ(fake_lib_dir, cfg, base={}), gpuops_gpu_health_kernel_log="none")
+                        checkpoint_guard_environment=fakenode.environ(fake_lib_dir, cfg, base={}), gpuops_gpu_health_kernel_log="none",
+                        gpuops_gpu_health_mark_path=str(f.tmp / "nodes" / node["name"] / "var/lib/gpuops/health/last-remediation.json"))
     name = f.nodes[0]["name"]
     scheduled = before_pods is not None
     if scheduled:
@@ -486,3 +488,32 @@ def test_a_node_whose_device_plugin_does_not_come_back_stays_quarantined_without
     assert (report["outcome"], report["failed_step"], report["tried"]) == ("needs_human", "recovery", ["reset"]), report
     assert "not Ready" in report["error"] and "device plugin's new pod" in report["next"], report
     assert ledger(f)["entries"][-1]["closed_at"] is None and f.allocatable(name) < len(G)
+
+
+def test_an_old_driver_node_reset_for_an_xid_48_line_is_not_reset_again_for_the_same_line(fleet):
+    """Issue 48, item 9: on a driver without NVML's recovery-action field (common on 535) the decision comes from the kernel
+    log, and after a good reset the boot's XID 48 line is still there. Nothing wrote the remediation mark, so each run reset
+    the GPU again, and after three resets in 24 h the repeat rule called the healthy GPU an RMA candidate. gpu_reset now
+    writes the mark after its verified reset (atomically, per GPU): the next plan does not count that line, and nothing is
+    done."""
+    lib = fakenode.build_lib(os.path.join(kubefleet.ROOT, "build", "fakes", "no-recovery-field"), fakenode.DRIVERS["no-recovery-field"])
+    f, name, dummy, uids, extra = remediation_fleet(fleet, lib, [{"name": "a", "gpus": G}])
+    log = f.tmp / "nodes" / name / "kern.log"
+    log.write_text("[    1.000000] NVRM: Xid (PCI:0000:00:07): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error\n")
+    f.set_host_vars(name, gpuops_gpu_health_kernel_log="file", gpuops_gpu_health_kernel_log_path=str(log))
+    mark = f.tmp / "nodes" / name / "var/lib/gpuops/health/last-remediation.json"
+    remediate = dict(extra, gpu_remediation_mode="remediate")
+
+    rc, run = f.play(remediate, playbook="gpu_remediation.yml")
+    assert rc == 0, run.failure()
+    row = dict((r["node"], r) for r in run.localhost(PLAN_TASK)["nodes"])[name]
+    assert (row["action"], row["row"], row["gpus"]) == ("reset", 11, [G[0]]), row  # from the log: field 230 is not supported
+    assert len(evictions(run)) == 1 and node_state(f, name) == (False, None, False, [])
+    marks = json.loads(mark.read_text())
+    assert list(marks["gpus"]) == [G[0].lower()] and marks["boot_id"]
+
+    rc, run = f.play(remediate, playbook="gpu_remediation.yml")
+    assert rc == 0, run.failure()
+    row = dict((r["node"], r) for r in run.localhost(PLAN_TASK)["nodes"])[name]
+    assert row["action"] == "none" and writes(run) == [], (row, writes(run))  # the same line: dealt with, nothing done
+    assert [e["node"] for e in ledger(f)["entries"]].count(name) == 1

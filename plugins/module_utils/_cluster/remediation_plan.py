@@ -39,14 +39,13 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_share import active, tabwrite
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import xid_catalog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms import classify
 
 QUARANTINE_ANNOTATION = "gpuops.fleet/gpu-remediation"
 ACTING = ("reset", "reboot", "replace", "investigate")
-# XID buckets NVIDIA asks no node action for: never a key of the same-signal breaker
-_QUIET_BUCKETS = ("RESTART_APP", "IGNORE", "WORKFLOW_XID_45")
 DEFAULTS = {
     "max_nodes_per_run": 1,
     "batch": 1,
@@ -201,7 +200,7 @@ def _keys(verdict, health):
     quiet = set()
     for gpu in health.get("gpus") or ():
         for xid in gpu.get("xids") or ():
-            if xid.get("bucket") in _QUIET_BUCKETS:
+            if xid.get("bucket") in xid_catalog.ROUTINE_BUCKETS:
                 quiet.add("xid:%d" % xid["code"])
     chosen = set(verdict.get("gpus") or ())
     keys = []

@@ -30,9 +30,13 @@ _SEVERITY = dict((name, rank) for rank, name in enumerate(ACTIONS))
 NODE_SCOPED = ("investigate", "reboot", "replace")
 DAY_USEC = 24 * 3600 * 1000 * 1000
 # RESTART_APP XIDs that, repeated on one GPU within 24 h, point at the GPU rather than the app
-# (NVSentinel's health-events analyzer: XID 31 twice on the same GPU -> RUN_DCGMEUD)
+# (NVSentinel's health-events analyzer: XID 31 twice on the same GPU -> RUN_DCGMEUD); faults, not lines
 REPEAT_XIDS = (13, 31)
 REPEAT_COUNT = 2
+# The driver logs one fault as a burst of lines: the same GPU, code and PID, microseconds apart (XID 13's SM warp
+# exception, global exception and ESR lines; XID 31's MMU fault lines). Lines of one code and PID each within this
+# many µs of the previous are one fault (NVSentinel saw a storm of 77 nodes from one job's crash counted by lines).
+FAULT_WINDOW_USEC = 10 * 1000 * 1000
 # clocks event reasons that are the hardware's (pynvml nvmlClocksEventReason*)
 CLOCK_REASONS = {
     0x1: "gpu_idle",
@@ -66,18 +70,37 @@ def _verdict(action, row, reasons, signals, **extra):
     return out
 
 
-def _xid_signals(xids):
-    counts = {}
+def faults(xids):
+    """The faults the XID lines of one GPU make, in the log's order: ``[{code, pid, start, lines}]``. A line of the same code
+    and PID as a fault's last line, within FAULT_WINDOW_USEC of it (or both without a time), is that fault's."""
+    out, last = [], {}
     for xid in xids:
-        counts[xid["code"]] = counts.get(xid["code"], 0) + 1
+        key, usec = (xid["code"], xid.get("pid")), xid.get("usec")
+        fault = last.get(key)
+        if fault is not None and ((usec is None and fault["end"] is None)
+                                  or (usec is not None and fault["end"] is not None and 0 <= usec - fault["end"] <= FAULT_WINDOW_USEC)):
+            fault["lines"] += 1
+            fault["end"] = usec
+            continue
+        fault = {"code": key[0], "pid": key[1], "start": usec, "end": usec, "lines": 1}
+        out.append(fault)
+        last[key] = fault
+    return out
+
+
+def _xid_signals(xids):
+    """One signal per XID code; its value is the code's faults (a burst of lines is one)."""
+    counts = {}
+    for fault in faults(xids):
+        counts[fault["code"]] = counts.get(fault["code"], 0) + 1
     return [_signal("xid", "xid:%d" % code, n, "kernel_log") for code, n in sorted(counts.items())]
 
 
 def _repeats(xids):
-    """XID codes of REPEAT_XIDS seen REPEAT_COUNT times within 24 h (by their time since boot)."""
+    """XID codes of REPEAT_XIDS whose distinct faults happened REPEAT_COUNT times within 24 h (by their time since boot)."""
     found = []
     for code in REPEAT_XIDS:
-        times = sorted(x["usec"] for x in xids if x["code"] == code and x.get("usec") is not None)
+        times = sorted(f["start"] for f in faults(xids) if f["code"] == code and f["start"] is not None)
         if any(times[i + REPEAT_COUNT - 1] - times[i] <= DAY_USEC for i in range(len(times) - REPEAT_COUNT + 1)):
             found.append(code)
     return found
@@ -159,6 +182,9 @@ def decide_gpu(gpu):
 
     def done(verdict):
         verdict["signals"] = verdict["signals"] + signals
+        if gpu.get("xids_dropped"):
+            verdict["reasons"] = verdict["reasons"] + ["%d more XID lines of this GPU were logged than kept (every one that asks for "
+                                                       "an action is kept, and the newest routine ones)" % gpu["xids_dropped"]]
         return verdict
 
     if state == "unreadable":
@@ -215,8 +241,9 @@ def decide_gpu(gpu):
         return done(_verdict("investigate", 18, ["temperature %d C at or above the shutdown threshold %d C" % (temp["current"], temp["shutdown"])], []))
     repeats = _repeats(xids)
     if repeats:
-        return done(_verdict("investigate", 18, ["XID %s repeated on this GPU within 24 h: the GPU, not the app, is suspect (run a "
-                                                 "diagnostic)" % ", ".join(str(c) for c in repeats)], []))
+        return done(_verdict("investigate", 18, ["XID %s: %d faults or more on this GPU within 24 h (distinct faults, not lines): the "
+                                                 "GPU, not the app, is suspect (run a diagnostic)" % (", ".join(str(c) for c in repeats),
+                                                                                                    REPEAT_COUNT)], []))
     reasons = []
     if xids:
         reasons.append("XIDs since boot that ask for no node action now (%s)" % ", ".join(s["key"] for s in signals if s["kind"] == "xid"))

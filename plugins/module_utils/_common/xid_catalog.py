@@ -52,6 +52,9 @@ BUCKETS = {
 }
 UNKNOWN = "UNKNOWN"
 BUCKET_NAMES = tuple(sorted(BUCKETS)) + (UNKNOWN,)
+# the buckets NVIDIA asks no node action for (an application's fault, or nothing): routine on a busy fleet. The kernel
+# log keeps fewer of their lines (the newest), the same-signal breaker never counts them
+ROUTINE_BUCKETS = ("RESTART_APP", "IGNORE", "WORKFLOW_XID_45")
 CATALOG = dict((code, bucket) for bucket, codes in BUCKETS.items() for code in codes)
 
 # Short names of the codes this collection's docs and reports mention (NVIDIA's XID catalog and

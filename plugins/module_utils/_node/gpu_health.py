@@ -289,9 +289,9 @@ def read(run, driver_root=None, gpus_expected=None, log_source="auto", log_path=
         finally:
             gpu_inventory.nvml_shutdown(pynvml)
     records, source, why = kernel_log.read(log_source, run, log_path, journalctl)
-    parsed = kernel_log.parse(records, overrides, kernel_log.read_mark(facts["boot_id"], mark_path))
+    parsed = kernel_log.parse(records, overrides)
+    facts["kernel_log"]["unattributed_xids"] = kernel_log.attach(parsed, facts["gpus"], kernel_log.read_marks(facts["boot_id"], mark_path))
     facts["kernel_log"].update(source=source, reason=why, records=len(records), ignored_before_mark=parsed["ignored_before_mark"])
-    facts["kernel_log"]["unattributed_xids"] = kernel_log.attach(parsed, facts["gpus"])
     _peers(facts["gpus"])
     facts["nvswitch"] = _nvswitch()
     if facts["nvswitch"]:
@@ -335,6 +335,7 @@ ARGUMENT_SPEC = dict(
     kernel_log=dict(type="str", default="auto", choices=["auto", "journal", "kmsg", "file", "none"]),
     kernel_log_path=dict(type="path"),
     xid_overrides=dict(type="dict", default={}),
+    mark_path=dict(type="path", default=kernel_log.MARK),
 )
 
 
@@ -359,4 +360,5 @@ def read_with(params, run, get_bin_path):
     if driver_root and base is not None:
         driver_root = hostroot.local(driver_root, base)
     return read(run, driver_root=driver_root, gpus_expected=params["gpus_expected"], log_source=params["kernel_log"],
-                log_path=params["kernel_log_path"], overrides=overrides, journalctl=journalctl, systemctl=systemctl)
+                log_path=params["kernel_log_path"], overrides=overrides, journalctl=journalctl, systemctl=systemctl,
+                mark_path=params.get("mark_path") or kernel_log.MARK)

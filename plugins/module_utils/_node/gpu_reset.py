@@ -30,7 +30,7 @@ import re
 import shutil
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError, ResultError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot, nodefile, systemd
 
 DEFAULT_STOP_UNITS = ("gpuops-metrics.timer", "gpuops-metrics.service", "nvidia-dcgm.service", "dcgm-exporter.service")
@@ -138,10 +138,11 @@ def post_check(facts, uuids):
 
 class Node:
     """What the reset runs with: ``run`` (argv -> rc, out, err), the tools' paths, the lock directory, a reader of the
-    health facts (``read()``)."""
+    health facts (``read()``), and ``mark(uuids, boot_id)``, which records a verified reset (kernel_log.write_mark)."""
 
-    def __init__(self, run, read, nvidia_smi, lock_dir, which=shutil.which, clock=time.monotonic):
+    def __init__(self, run, read, nvidia_smi, lock_dir, which=shutil.which, clock=time.monotonic, mark=None):
         self.run, self.read, self.nvidia_smi, self.lock_dir, self.which, self.clock = run, read, nvidia_smi, lock_dir, which, clock
+        self.mark = mark
 
 
 def reset(node, p, check_mode):
@@ -187,7 +188,25 @@ def reset(node, p, check_mode):
                        if g.get("uuid") in uuids]
     if result["post"]:
         raise ResetFailed("the reset ran, and the GPUs are not healthy: %s; NVIDIA: power-cycle the node" % "; ".join(result["post"]), result)
+    _record(node, uuids, post.get("boot_id"), result)
     return dict(result, changed=True, msg="reset %s%s" % (", ".join(uuids), _extra(persistent, units)))
+
+
+def _record(node, uuids, boot_id, result):
+    """The reset's mark (the GPUs' XIDs logged until now were dealt with: the next health read does not count them again,
+    so a driver without NVML's recovery-action field does not reset the same GPU for the same XID line again). A mark that
+    cannot be written does not undo a good reset: the result warns, naming why."""
+    if node.mark is None:
+        return
+    if not boot_id:
+        result["warnings"] = ["the reset's mark was not written: this node's boot ID could not be read; the next health read may "
+                              "count the XIDs before the reset again"]
+        return
+    try:
+        result["marked"] = node.mark(uuids, boot_id)
+    except (OSError, GpuopsError) as exc:
+        result["warnings"] = ["the reset's mark was not written (%s); the next health read may count the XIDs before the reset "
+                              "again" % (exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)]
 
 
 def verify(node, p):

@@ -35,20 +35,29 @@ and text that is not UTF-8 is replaced, not fatal.
 
 from __future__ import annotations
 
+import collections
 import errno
 import json
 import os
 import re
+import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import xid_catalog
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot, nodefile
 
 SOURCES = ("auto", "journal", "kmsg", "file", "none")
 MAX_MESSAGE = 2048
 MAX_LINE_REPORTED = 400
+# per GPU: every XID whose bucket asks for an action is kept (the newest MAX_XIDS_OTHER of them), and the newest
+# MAX_XIDS_PER_GPU routine ones (an application's faults: xid_catalog.ROUTINE_BUCKETS); what is dropped is counted
 MAX_XIDS_PER_GPU = 200
+MAX_XIDS_OTHER = 1000
+# the most of a saved kernel log file read: its end (the newest lines)
+MAX_FILE = 64 * 1024 * 1024
+MAX_KMSG_RECORDS = 200000
 KMSG = "/dev/kmsg"
 MARK = "/var/lib/gpuops/health/last-remediation.json"
+MARK_VERSION = 2
 
 _BUS = r"(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.[0-7])?"
 _XID = re.compile(r"\A\s*NVRM: Xid \(PCI:%s(?: GPU-I:(?P<gi>[0-9]{1,3}))?(?: GPU-C:[0-9]{1,3})?\): (?P<code>[0-9]{1,4})\b,? ?(?P<rest>.*)\Z" % _BUS,
@@ -145,12 +154,13 @@ def records_from_kmsg_text(data):
     return out
 
 
-def read_kmsg(path=None, limit=200000):
-    """Records of ``/dev/kmsg`` from its oldest, without blocking; raises OSError when it cannot be opened."""
+def read_kmsg(path=None, limit=MAX_KMSG_RECORDS):
+    """Records of ``/dev/kmsg``, without blocking: all of the ring buffer, of which the newest ``limit`` are kept (the newest
+    matter most); raises OSError when it cannot be opened."""
     fd = os.open(path or KMSG, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    out = []
+    out = collections.deque(maxlen=limit)
     try:
-        for dummy in range(limit):
+        while True:
             try:
                 raw = os.read(fd, 8192)
             except OSError as exc:
@@ -166,7 +176,21 @@ def read_kmsg(path=None, limit=200000):
                 out.append(record)
     finally:
         os.close(fd)
-    return out
+    return list(out)
+
+
+def read_file(path, limit=None):
+    """``(records, reason or None)`` of a saved kernel log: its last ``limit`` (MAX_FILE) bytes where it is larger (the newest
+    lines; the first, cut, line dropped), the reason saying how much was left unread."""
+    limit = MAX_FILE if limit is None else limit
+    with open(hostroot.readable(path), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size <= limit:
+            return records_from_kmsg_text(handle.read(limit + 1)), None
+        handle.seek(size - limit)
+        data = handle.read(limit)
+    data = data.split(b"\n", 1)[1] if b"\n" in data else b""
+    return records_from_kmsg_text(data), "%s is %d bytes: only its last %d were read (the newest lines)" % (path, size, limit)
 
 
 def journal_argv(journalctl):
@@ -183,10 +207,10 @@ def read(source, run, path=None, journalctl=None):
         return [], "none", "kernel log not read (kernel_log=none)"
     if source == "file":
         try:
-            with open(hostroot.readable(path), "rb") as handle:
-                return records_from_kmsg_text(handle.read(64 * 1024 * 1024)), "file", None
+            records, why = read_file(path)
         except OSError as exc:
             return [], "none", "cannot read %s: %s" % (path, exc.strerror or exc)
+        return records, "file", why
     if source in ("auto", "journal"):
         if journalctl:
             rc, out, err = run(journal_argv(journalctl))
@@ -204,21 +228,51 @@ def read(source, run, path=None, journalctl=None):
     return [], "none", "; ".join(reasons)
 
 
-def read_mark(boot_id, path=MARK):
-    """µs since boot of the last remediation recorded on this node in this boot, or None.
+def read_marks(boot_id, path=MARK):
+    """``{GPU UUID (lower case): µs since boot}`` of the remediations recorded on this node in this boot, or {}.
 
-    ``gpu_reset`` (part 2) writes ``{"boot_id": ..., "usec": ...}`` there; XIDs up to it were dealt with
-    (NVSentinel#450: old events re-cordoned nodes after the breaker closed). A mark of another boot, or one
-    that is not what we write, is ignored."""
+    ``gpu_reset`` writes them after a verified reset (``write_mark``): ``{"version": 2, "boot_id", "gpus": {uuid: µs}}``;
+    the XIDs of a GPU logged up to its mark were dealt with (NVSentinel#450: old events re-cordoned nodes after the breaker
+    closed; here, a reset GPU's old XID 48 would reset it again, until the repeat rule called it an RMA candidate). A mark
+    of another boot, or one that is not what we write, is ignored. The first form, ``{"boot_id", "usec"}``, marks every
+    GPU (``"*"``)."""
     try:
         with open(hostroot.readable(path), "rb") as handle:
-            mark = json.loads(handle.read(4096).decode("utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(mark, dict) or mark.get("boot_id") != boot_id:
-        return None
-    usec = mark.get("usec")
-    return usec if isinstance(usec, int) and not isinstance(usec, bool) and usec >= 0 else None
+            mark = json.loads(handle.read(65536).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if not isinstance(mark, dict) or mark.get("boot_id") != boot_id or not boot_id:
+        return {}
+    if "usec" in mark:
+        return {"*": mark["usec"]} if _usec(mark["usec"]) else {}
+    gpus = mark.get("gpus")
+    if not isinstance(gpus, dict):
+        return {}
+    return dict((str(uuid).lower(), usec) for uuid, usec in gpus.items() if _usec(usec))
+
+
+def _usec(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 63
+
+
+def now_usec():
+    """µs since boot now, as the kernel log stamps its lines (journald's ``__MONOTONIC_TIMESTAMP``; ``/dev/kmsg``'s)."""
+    return int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1000000)
+
+
+def write_mark(boot_id, uuids, usec, path=MARK):
+    """Record that ``uuids`` were remediated at ``usec`` (µs since boot) in boot ``boot_id``: atomically (the old file or the
+    new one, never none), the same boot's marks of other GPUs kept, another boot's dropped. ``path`` as this process reaches
+    it (``hostroot.local``). Returns the marks written."""
+    marks = dict((u, s) for u, s in read_marks(boot_id, path).items() if u != "*")
+    for uuid in uuids:
+        marks[str(uuid).lower()] = usec
+    directory = os.path.dirname(path)
+    if directory and not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    body = json.dumps({"version": MARK_VERSION, "boot_id": boot_id, "gpus": marks}, sort_keys=True, indent=1) + "\n"
+    nodefile.write_file(path, body.encode(), 0o644)
+    return marks
 
 
 def parse(records, overrides=None, since_usec=None):
@@ -268,11 +322,18 @@ def parse(records, overrides=None, since_usec=None):
     return {"xids": xids, "bus_uuid": bus_uuid, "fallen_off": fallen, "ignored_before_mark": ignored}
 
 
-def attach(parsed, gpus):
-    """Give each GPU record (``pci_bus_id`` from NVML) its XIDs; returns the XIDs no GPU's bus ID matched.
+def attach(parsed, gpus, marks=None):
+    """Give each GPU record (``pci_bus_id`` from NVML) its XIDs; returns the XIDs no GPU's bus ID matched (the newest
+    MAX_XIDS_PER_GPU).
 
     A lost GPU (no bus ID from NVML) gets the one bus the driver named at load that no readable GPU has, when
-    exactly one such bus and one lost GPU exist; then its UUID too. Otherwise its lines stay unattributed."""
+    exactly one such bus and one lost GPU exist; then its UUID too. Otherwise its lines stay unattributed.
+
+    ``marks`` (``read_marks``): a GPU's XIDs logged up to its last remediation in this boot are not its XIDs any more
+    (counted in ``xids_before_mark``, and in ``parsed["ignored_before_mark"]``). Of the rest, every XID whose bucket asks
+    for an action is kept (the newest MAX_XIDS_OTHER), and the newest MAX_XIDS_PER_GPU routine ones: a burst of killed
+    applications' XID 45s never hides a later XID 48. What is dropped is counted (``xids_dropped``), and the decision
+    says so."""
     by_bus = {}
     for gpu in gpus:
         key = bus_key(gpu.get("pci_bus_id"))
@@ -285,7 +346,8 @@ def attach(parsed, gpus):
         lost[0]["uuid"] = lost[0].get("uuid") or parsed["bus_uuid"][spare[0]]
         lost[0]["uuid_source"] = "kernel_log"
         by_bus[spare[0]] = lost[0]
-    unattributed = []
+    marks = marks or {}
+    unattributed, found = [], {}
     for gpu in gpus:
         gpu.setdefault("xids", [])
         gpu["fallen_off_bus"] = bus_key(gpu.get("pci_bus_id")) in parsed["fallen_off"]
@@ -293,8 +355,24 @@ def attach(parsed, gpus):
         gpu = by_bus.get(xid["bus"])
         if gpu is None:
             unattributed.append(xid)
-        elif len(gpu["xids"]) < MAX_XIDS_PER_GPU:
-            gpu["xids"].append(xid)
-        else:
-            gpu["xids_dropped"] = gpu.get("xids_dropped", 0) + 1
-    return unattributed[:MAX_XIDS_PER_GPU]
+            continue
+        mark = marks.get(str(gpu.get("uuid") or "").lower(), marks.get("*"))
+        if mark is not None and xid.get("usec") is not None and xid["usec"] <= mark:
+            gpu["xids_before_mark"] = gpu.get("xids_before_mark", 0) + 1
+            parsed["ignored_before_mark"] = parsed.get("ignored_before_mark", 0) + 1
+            continue
+        found.setdefault(id(gpu), (gpu, []))[1].append(xid)
+    for gpu, xids in found.values():
+        gpu["xids"], dropped = _newest(xids)
+        if dropped:
+            gpu["xids_dropped"] = dropped
+    return unattributed[-MAX_XIDS_PER_GPU:]
+
+
+def _newest(xids):
+    """``(kept, how many dropped)``: every XID that asks for an action (the newest MAX_XIDS_OTHER) and the newest
+    MAX_XIDS_PER_GPU routine ones, in the log's order."""
+    routine = [i for i, x in enumerate(xids) if x.get("bucket") in xid_catalog.ROUTINE_BUCKETS]
+    other = [i for i, x in enumerate(xids) if x.get("bucket") not in xid_catalog.ROUTINE_BUCKETS]
+    keep = set(routine[-MAX_XIDS_PER_GPU:]) | set(other[-MAX_XIDS_OTHER:])
+    return [x for i, x in enumerate(xids) if i in keep], len(xids) - len(keep)

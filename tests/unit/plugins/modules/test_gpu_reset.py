@@ -79,6 +79,12 @@ def test_refusals_change_nothing_and_a_reset_restores_persistence_and_units(fake
     done = got["done"]
     assert done["changed"] and done["nvidia_smi_rc"] == 0 and done["reset"] == [G[0]] and done["post"] == [], done
     assert "GPU %s was successfully reset." % BUS[0] in done["stdout"]
+    # the verified reset's mark (issue 48, item 9): GPU 0, this boot; check mode and the refusals wrote none
+    mark = json.loads((tmp_path / "last-remediation.json").read_text())
+    with open("/proc/sys/kernel/random/boot_id") as handle:
+        assert (done["marked"], list(mark["gpus"]), mark["boot_id"]) == (str(tmp_path / "last-remediation.json"), [G[0].lower()],
+                                                                         handle.read().strip())
+    assert "marked" not in check and "marked" not in after_reset
     assert (done["persistence_off"], done["persistence_restored"]) == ([G[0]], [G[0]])
     units = ["gpuops-metrics.timer", "gpuops-metrics.service"]
     assert (done["units_stopped"], done["units_restarted"]) == (units, units), done

@@ -136,10 +136,28 @@ def test_a_pending_remap_asks_for_a_reset_that_never_evicts():
 
 def test_xid_31_twice_within_a_day_on_one_gpu_is_investigated_and_not_once_or_a_day_apart():
     day = hd.DAY_USEC
-    twice = gpu(recovery=0, xids=[{"code": 31, "bucket": "RESTART_APP", "usec": 10}, {"code": 31, "bucket": "RESTART_APP", "usec": 20}])
-    apart = gpu(recovery=0, xids=[{"code": 31, "bucket": "RESTART_APP", "usec": 10}, {"code": 31, "bucket": "RESTART_APP", "usec": 10 + day + 1}])
+    twice = gpu(recovery=0, xids=[{"code": 31, "bucket": "RESTART_APP", "usec": 10, "pid": 100},
+                                  {"code": 31, "bucket": "RESTART_APP", "usec": 20, "pid": 200}])
+    apart = gpu(recovery=0, xids=[{"code": 31, "bucket": "RESTART_APP", "usec": 10, "pid": 100},
+                                  {"code": 31, "bucket": "RESTART_APP", "usec": 10 + day + 1, "pid": 200}])
     assert hd.decide_gpu(twice)["action"] == "investigate"
     assert hd.decide_gpu(apart)["action"] == "observe"
+
+
+@pytest.mark.parametrize("code", [13, 31])
+def test_one_application_crash_logged_as_a_burst_of_lines_is_one_fault_and_no_node_action(code):
+    """Issue 48, item 10: the driver logs one fault as several lines of the same GPU, code and PID, microseconds apart (XID
+    13's SM warp exception, global exception and ESR). Counted by lines that was 'XID 13 repeated on this GPU within 24 h':
+    investigate, a node-scoped cordon and taint, where NVIDIA's catalog says RESTART_APP. A second crash (another process,
+    or the same one later than the window) is a second fault."""
+    burst = [{"code": code, "bucket": "RESTART_APP", "usec": 5000000 + i * 7, "pid": 4242} for i in range(3)]
+    verdict = hd.decide_gpu(gpu(recovery=0, xids=burst))
+    assert (verdict["action"], verdict["scope"]) == ("observe", None), verdict
+    assert [s["value"] for s in verdict["signals"] if s["kind"] == "xid"] == [1]  # one fault, three lines
+    other = burst + [{"code": code, "bucket": "RESTART_APP", "usec": 9000000, "pid": 777}]
+    assert hd.decide_gpu(gpu(recovery=0, xids=other))["action"] == "investigate"
+    later = burst + [{"code": code, "bucket": "RESTART_APP", "usec": 5000014 + hd.FAULT_WINDOW_USEC + 1, "pid": 4242}]
+    assert hd.decide_gpu(gpu(recovery=0, xids=later))["action"] == "investigate"
 
 
 def test_an_unknown_xid_is_a_question_for_a_person():

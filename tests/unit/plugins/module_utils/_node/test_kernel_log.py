@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -94,13 +95,30 @@ def test_hostile_lines_never_crash_or_misattribute():
 
 def test_xids_before_the_last_remediation_in_this_boot_are_not_counted(tmp_path):
     mark = tmp_path / "mark.json"
-    mark.write_text(json.dumps({"boot_id": "b1", "usec": 6000000}))
-    since = kl.read_mark("b1", str(mark))
-    result = parsed(since_usec=since)
+    mark.write_text(json.dumps({"boot_id": "b1", "usec": 6000000}))  # the first form: every GPU
+    assert kl.read_marks("b1", str(mark)) == {"*": 6000000}
+    result = parsed(since_usec=6000000)
     assert [x["code"] for x in result["xids"]] == [154, 79] and result["ignored_before_mark"] == 2
-    assert kl.read_mark("another-boot", str(mark)) is None
+    assert kl.read_marks("another-boot", str(mark)) == {}
     mark.write_text("{not json")
-    assert kl.read_mark("b1", str(mark)) is None
+    assert kl.read_marks("b1", str(mark)) == {}
+
+
+def test_a_mark_is_written_atomically_per_gpu_and_only_that_gpus_older_xids_are_dealt_with(tmp_path):
+    """Issue 48, item 9: gpu_reset writes each reset GPU's mark (``write_mark``); the next read drops that GPU's XIDs logged
+    up to it, and keeps the other GPUs' and the later ones. Another boot's marks are dropped at the next write."""
+    mark = str(tmp_path / "health" / "last-remediation.json")
+    kl.write_mark("b0", [G1], 1, mark)
+    assert kl.write_mark("b1", [GPUS[0]["uuid"]], 6000000, mark) == {GPUS[0]["uuid"].lower(): 6000000}
+    with open(mark) as handle:
+        assert json.load(handle)["version"] == 2 and oct(os.stat(mark).st_mode & 0o777) == "0o644"
+    gpus = [dict(g) for g in GPUS]
+    result = parsed()
+    kl.attach(result, gpus, kl.read_marks("b1", mark))
+    assert [x["usec"] > 6000000 for x in gpus[0]["xids"]] == [True] * len(gpus[0]["xids"])
+    assert gpus[0]["xids_before_mark"] == result["ignored_before_mark"] > 0 and "xids_before_mark" not in gpus[1]
+    kl.write_mark("b1", [G1], 7000000, mark)
+    assert kl.read_marks("b1", mark) == {GPUS[0]["uuid"].lower(): 6000000, G1.lower(): 7000000}
 
 
 def test_a_lost_gpu_gets_the_one_bus_the_driver_named_that_no_readable_gpu_has():
@@ -142,3 +160,34 @@ def test_every_bucket_is_decided_by_the_table_and_no_code_is_in_two():
         "RESTART_BM": "reboot", "RESTART_VM": "reboot",
         "CHECK_MECHANICALS": "investigate", "UPDATE_SWFW": "investigate", "CHECK_UVM": "investigate", "UNKNOWN": "investigate",
     }
+
+
+def xid_line(seq, code, usec, bus="3b"):
+    return b"3,%d,%d,-;NVRM: Xid (PCI:0000:%s:00): %d, pid=%d, name=app, text\n" % (seq, usec, bus.encode(), code, 1000 + seq)
+
+
+def test_a_flood_of_routine_xids_never_hides_a_later_xid_48_and_what_is_dropped_reaches_the_verdict():
+    """Issue 48, item 11: the parser kept the first 200 XIDs per GPU, so 200 killed applications' XID 45s hid a later XID 48
+    (the verdict observe, not reset). Now every XID that asks for an action is kept, and the newest routine ones."""
+    data = b"".join(xid_line(i, 45, 1000 + i) for i in range(250)) + xid_line(999, 48, 900000)
+    gpus = [dict(GPUS[0], state="ok", recovery_action={"value": None, "source": "unsupported"}, remapped_rows={"supported": True},
+                 retired_pages={}, ecc={}, nvlink={})]
+    kl.attach(kl.parse(kl.records_from_kmsg_text(data)), gpus)
+    codes = [x["code"] for x in gpus[0]["xids"]]
+    assert codes.count(48) == 1 and codes.count(45) == kl.MAX_XIDS_PER_GPU and gpus[0]["xids_dropped"] == 50
+    assert gpus[0]["xids"][0]["usec"] == 1050  # the newest routine lines, in the log's order
+    verdict = hd.decide_gpu(gpus[0])
+    assert (verdict["action"], verdict["row"]) == ("reset", 11), verdict
+    assert "50 more XID lines of this GPU were logged than kept" in verdict["reasons"][-1]
+
+
+def test_a_saved_log_larger_than_the_cap_is_read_from_its_end_and_says_so(tmp_path, monkeypatch):
+    """The file source read only the first 64 MiB, silently: an XID at the end of a larger log was missed. Now the last
+    MAX_FILE bytes are read (here 4 KiB, the same code), and the reason says so."""
+    path = tmp_path / "kern.log"
+    path.write_bytes(b"".join(xid_line(i, 13, 100 + i) for i in range(200)) + xid_line(500, 79, 999999))
+    monkeypatch.setattr(kl, "MAX_FILE", 4096)
+    records, source, why = kl.read("file", None, str(path))
+    found = kl.parse(records)["xids"]
+    assert source == "file" and found[-1]["code"] == 79 and len(found) < 200
+    assert why == "%s is %d bytes: only its last 4096 were read (the newest lines)" % (path, path.stat().st_size)
