@@ -69,7 +69,7 @@ def dcgm_exposition(node, gpus, xid_count=True):
     """dcgm-exporter's format (upstream README and etc/default-counters.csv): SIMULATED values.
 
     ``xid_count``: the exporter serves DCGM_EXP_XID_ERRORS_COUNT (the role's counters do; upstream's default file
-    has it commented out), as its expcollector.go does: per GPU one series per XID seen in the window (labels xid,
+    does not list it), as its expcollector.go does: per GPU one series per XID seen in the window (labels xid,
     window_size_in_ms), or one 0 without an xid label. A GPU's ``xid_window`` is {xid: count in the window}."""
     help_type = {"DCGM_FI_DEV_FB_FREE": ("gauge", "Framebuffer memory free (in MiB)."),
                  "DCGM_FI_DEV_FB_USED": ("gauge", "Framebuffer memory used (in MiB)."),
@@ -77,14 +77,16 @@ def dcgm_exposition(node, gpus, xid_count=True):
                  "DCGM_FI_DEV_GPU_UTIL": ("gauge", "GPU utilization (in %).")}
     lines = []
 
-    def labels(gpu):
-        return 'gpu="%d",UUID="%s",device="nvidia%d",modelName="Tesla V100-SXM2-16GB",Hostname="%s",container="",namespace="",pod=""' % (
-            gpu["index"], gpu["uuid"], gpu["index"], node)
+    def labels(gpu, pod=("", "", "")):
+        return 'gpu="%d",UUID="%s",device="nvidia%d",modelName="Tesla V100-SXM2-16GB",Hostname="%s",container="%s",namespace="%s",pod="%s"' % (
+            (gpu["index"], gpu["uuid"], gpu["index"], node) + tuple(pod))
 
     for metric, (kind, text) in help_type.items():
         lines += ["# HELP %s %s" % (metric, text), "# TYPE %s %s" % (metric, kind)]
         for gpu in gpus:
-            lines.append("%s{%s} %s" % (metric, labels(gpu), gpu[metric]))
+            # in Kubernetes mode one series per pod that holds the GPU (a shared GPU: several), else one without a pod
+            for pod in gpu.get("pods") or [("", "", "")]:
+                lines.append("%s{%s} %s" % (metric, labels(gpu, pod), gpu[metric]))
     if xid_count:
         lines += ["# HELP DCGM_EXP_XID_ERRORS_COUNT Count of XID Errors within user-specified time window (see xid-count-window-size param).",
                   "# TYPE DCGM_EXP_XID_ERRORS_COUNT gauge"]
@@ -166,16 +168,22 @@ def prometheus(tmp_path_factory, fake_lib_dir):
         {"index": 0, "uuid": GA, "DCGM_FI_DEV_FB_USED": 3482, "DCGM_FI_DEV_FB_FREE": 12902, "DCGM_FI_DEV_XID_ERRORS": 31, "DCGM_FI_DEV_GPU_UTIL": 3},
         {"index": 1, "uuid": GB, "DCGM_FI_DEV_FB_USED": 12288, "DCGM_FI_DEV_FB_FREE": 4096, "DCGM_FI_DEV_XID_ERRORS": 79, "DCGM_FI_DEV_GPU_UTIL": 41,
          "xid_window": {79: 1}}]))
-    # a node whose exporter runs upstream's default counters (no windowed XID count): GPUXidCountMissing, nothing else
+    # two nodes whose exporters run upstream's default counters (no windowed XID count), three GPUs, one of them shared by
+    # two pods, another held by one: GPUXidCountMissing once per exporter, naming no GPU and no pod, nothing else
     old_dcgm = Exposition(dcgm_exposition("lab-old-exporter", [
-        {"index": 0, "uuid": GOLD, "DCGM_FI_DEV_FB_USED": 0, "DCGM_FI_DEV_FB_FREE": 16384, "DCGM_FI_DEV_XID_ERRORS": 0, "DCGM_FI_DEV_GPU_UTIL": 0}],
-        xid_count=False))
+        {"index": 0, "uuid": GOLD, "DCGM_FI_DEV_FB_USED": 0, "DCGM_FI_DEV_FB_FREE": 16384, "DCGM_FI_DEV_XID_ERRORS": 0, "DCGM_FI_DEV_GPU_UTIL": 0},
+        {"index": 1, "uuid": GOLD[:-1] + "7", "DCGM_FI_DEV_FB_USED": 900, "DCGM_FI_DEV_FB_FREE": 15484, "DCGM_FI_DEV_XID_ERRORS": 0,
+         "DCGM_FI_DEV_GPU_UTIL": 7, "pods": [("app", "ml", "infer-0"), ("app", "ml", "infer-1")]}], xid_count=False))
+    old_dcgm2 = Exposition(dcgm_exposition("lab-old-exporter-2", [
+        {"index": 0, "uuid": GOLD[:-1] + "8", "DCGM_FI_DEV_FB_USED": 100, "DCGM_FI_DEV_FB_FREE": 16284, "DCGM_FI_DEV_XID_ERRORS": 0,
+         "DCGM_FI_DEV_GPU_UTIL": 1, "pods": [("train", "ml", "train-0")]}], xid_count=False))
     ksm = Exposition(ksm_exposition("lab-healthy"))
     rendered = render_role(tmp, gpu_monitoring_rule_interval="1s", gpu_monitoring_waste_for="6s", gpu_monitoring_overallocation_for="3s",
                            gpu_monitoring_xid_for="0s", gpu_monitoring_exporter_down_for="3s", gpu_monitoring_health_for="2s",
                            gpu_monitoring_scrape_static_targets=[
                                {"node": "lab-healthy", "dcgm": dcgm.address, "node_exporter": "127.0.0.1:%d" % node_exporter_port},
                                {"node": "lab-old-exporter", "dcgm": old_dcgm.address, "node_exporter": "127.0.0.1:%d" % free_port()},
+                               {"node": "lab-old-exporter-2", "dcgm": old_dcgm2.address, "node_exporter": "127.0.0.1:%d" % free_port()},
                                # a node whose exporters do not answer
                                {"node": "gpu-z", "dcgm": "127.0.0.1:%d" % free_port(), "node_exporter": "127.0.0.1:%d" % free_port()}])
     jobs = yaml.safe_load((rendered / "gpuops-scrape-configs.yml").read_text())
@@ -207,6 +215,7 @@ def prometheus(tmp_path_factory, fake_lib_dir):
         log.close()
         dcgm.close()
         old_dcgm.close()
+        old_dcgm2.close()
         ksm.close()
 
 
@@ -234,8 +243,12 @@ def test_alerts_fire_and_rules_record(prometheus):
     assert [(a["labels"]["UUID"], a["labels"]["Hostname"], a["labels"]["xid"], a["labels"]["modelName"]) for a in xids] == [
         (GB, "lab-healthy", "79", "Tesla V100-SXM2-16GB")]
     assert xids[0]["annotations"]["summary"] == "GPU 1 (%s) on lab-healthy reported XID 79 1 times in the last 300000 ms" % GB
-    missing = [a for a in alerts if a["labels"]["alertname"] == "GPUXidCountMissing"]
-    assert [(a["labels"]["Hostname"], a["labels"]["UUID"]) for a in missing] == [("lab-old-exporter", GOLD)]
+    # issue 48, item 12: one alert per exporter, no GPU or pod labels, info (before: one per GPU and pod series, 4 here)
+    missing = sorted((a for a in alerts if a["labels"]["alertname"] == "GPUXidCountMissing"), key=lambda a: a["labels"]["Hostname"])
+    assert [a["labels"] for a in missing] == [{"alertname": "GPUXidCountMissing", "Hostname": h, "severity": "info"}
+                                              for h in ("lab-old-exporter", "lab-old-exporter-2")], missing
+    assert [a["annotations"]["summary"] for a in missing] == ["dcgm-exporter on lab-old-exporter serves no windowed XID count for its 2 GPUs",
+                                                              "dcgm-exporter on lab-old-exporter-2 serves no windowed XID count for its 1 GPUs"]
     over = [a for a in alerts if a["labels"]["alertname"] == "GPUMemoryOverAllocation"][0]
     assert over["annotations"]["summary"] == "ml/app-6g-v1-0 uses 6GiB of GPU memory, more than it was allocated"
 
