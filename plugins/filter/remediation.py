@@ -7,7 +7,13 @@ plumbing, private: a leading underscore)."""
 
 from __future__ import annotations
 
+import time
+
 from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import approval
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool, as_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust
 
@@ -15,7 +21,7 @@ MODES = ("report", "quarantine", "remediate")
 ACTIONS = ("reset", "reboot", "replace", "investigate")
 
 
-def remediation_targets(plan, mode, allowed_actions):
+def remediation_targets(plan, mode, allowed_actions, approved=None, max_age=None, require=False):
     """``{"act": [{host, node, action, row}], "skipped": [{node, action, why}], "mode", "by_host": {host: its act item}}`` from
     gpu_remediation_plan's result.
 
@@ -23,6 +29,10 @@ def remediation_targets(plan, mode, allowed_actions):
     acts on none. ``quarantine`` quarantines every chosen node (and does nothing else). ``remediate`` acts on the
     nodes whose action is allowed (``allowed_actions``); ``replace`` and ``investigate`` are quarantined only, as the
     design says, whatever the mode. A chosen node whose action is not allowed is skipped, with the reason.
+
+    ``pin`` is what a person approves (``approval.pin``: the plan job hands it to the AWX job's artifacts). With ``approved``
+    (the plan job's pin, which AWX passes to the act job), only the nodes it names and whose fresh plan agrees are acted on;
+    each other one is skipped, naming the difference (``approval.hold``). ``require``: no act without an approved plan.
     """
     if mode not in MODES:
         raise AnsibleFilterError("gpu_remediation_mode: %r is not one of %s" % (mode, ", ".join(MODES)))
@@ -53,7 +63,27 @@ def remediation_targets(plan, mode, allowed_actions):
         # a failed reset goes on to a reboot (NVIDIA's next step) only where the run may reboot
         act.append({"host": row.get("host") or row["node"], "node": row["node"], "action": row["action"], "row": row, "step": step,
                     "escalate": step == "reset" and "reboot" in allowed_actions})
-    return {"act": act, "skipped": skipped, "mode": mode, "by_host": dict((t["host"], t) for t in act)}
+    now = time.time()
+    pinned = approval.pin(act, mode, now)
+    if approved in (None, "", {}):
+        if _flag("gpu_remediation_require_approval", require) and mode != "report":
+            raise AnsibleFilterError("gpu_remediation_require_approval: this run acts only on an approved plan, and "
+                                     "gpu_remediation_approved_plan is empty: run the workflow's plan job (check mode) and approve it")
+    else:
+        try:
+            limit = approval.MAX_AGE if max_age in (None, "") else as_int("gpu_remediation_approval_max_age", max_age)
+            act, refused = approval.hold(act, approved, now, limit)
+        except (approval.ApprovalError, ParameterError) as exc:
+            raise AnsibleFilterError(str(exc)) from None
+        skipped.extend(refused)
+    return {"act": act, "skipped": skipped, "mode": mode, "by_host": dict((t["host"], t) for t in act), "pin": pinned}
+
+
+def _flag(name, value):
+    try:
+        return as_bool(name, value)
+    except ParameterError as exc:
+        raise AnsibleFilterError(str(exc)) from None
 
 
 # the role's stages, in order, as it registers them (tasks/main.yml)

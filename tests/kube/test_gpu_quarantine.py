@@ -22,7 +22,7 @@ import time
 
 import fakenode
 import kubefleet
-from test_gpu_health_plan import G, OTHER, WRITES, faulty, pdb, pdb_status, replica_set, running
+from test_gpu_health_plan import G, OTHER, WRITES, faulty, healthy, pdb, pdb_status, replica_set, running
 
 PLAN_TASK = "Plan (read-only unless the breaker trips with gpuops_gpu_health_record, or is reset)"
 REMEDIATION = "gpuops.fleet/gpu-remediation"
@@ -517,3 +517,45 @@ def test_an_old_driver_node_reset_for_an_xid_48_line_is_not_reset_again_for_the_
     row = dict((r["node"], r) for r in run.localhost(PLAN_TASK)["nodes"])[name]
     assert row["action"] == "none" and writes(run) == [], (row, writes(run))  # the same line: dealt with, nothing done
     assert [e["node"] for e in ledger(f)["entries"]].count(name) == 1
+
+
+APPROVE_TASK = "What this run would act on, for a person to approve (the job's artifacts, gpuops_approved_plan)"
+CHOOSE_TASK = "Choose the nodes to act on"
+
+
+def test_the_act_job_acts_only_on_the_approved_plan_where_the_fresh_plan_still_agrees(fleet, fake_lib_dir):
+    """Issue 48, item 3, as the AWX workflow runs it: the plan job (check mode) hands its pin to the job's artifacts
+    (set_stats gpuops_approved_plan); AWX passes it to the act job as an extra variable, and the act template requires it.
+    Between the approval and the act, the fault moves to another GPU: the act job refuses the node, naming the difference,
+    and touches nothing (before, it reset whatever the fresh plan said). A tampered pin fails the run before any node is
+    touched; no pin fails it too. With the fault where it was approved, the act job acts: GPU 0's pod alone evicted."""
+    f, name, dummy, uids, extra = remediation_fleet(fleet, fake_lib_dir, [{"name": "a", "gpus": G}])
+    remediate = dict(extra, gpu_remediation_mode="remediate", gpu_remediation_require_approval=True)
+    rc, run = f.play(remediate, "--check", playbook="gpu_remediation.yml")
+    assert rc == 0, run.failure()
+    assert writes(run) == []
+    pin = run.localhost(APPROVE_TASK)["ansible_stats"]["data"]["gpuops_approved_plan"]
+    assert [(n["node"], n["gpus"], [e["pod"].split("/")[1] for e in n["evictions"]]) for n in pin["nodes"]] == [
+        (name, [G[0]], [running(f, "on-gpu0")[0].metadata.name])]
+
+    healthy(f, name)
+    faulty(f, name, "recovery|1|1")  # after the approval, GPU 1 asks for the reset, not GPU 0
+    rc, run = f.play(dict(remediate, gpuops_approved_plan=pin), playbook="gpu_remediation.yml")
+    assert rc == 0, run.failure()
+    assert writes(run) == [], writes(run)
+    skipped = run.localhost(CHOOSE_TASK)["ansible_facts"]["gpu_remediation_targets"]["skipped"]
+    assert [s["node"] for s in skipped] == [name] and 'gpus ["%s"], approved ["%s"]' % (G[1], G[0]) in skipped[0]["why"], skipped
+
+    healthy(f, name)
+    faulty(f, name, "recovery|0|1")
+    forged = json.loads(json.dumps(pin))
+    forged["nodes"][0]["evictions"].append({"pod": "%s/on-gpu1" % f.namespace, "uid": uids["on-gpu1"]})
+    for bad, says in ((forged, "its digest does not match its content"), (None, "this run acts only on an approved plan")):
+        rc, run = f.play(dict(remediate, gpuops_approved_plan=bad), playbook="gpu_remediation.yml")
+        assert rc != 0 and says in run.failure(), run.failure()
+        assert writes(run) == []
+
+    rc, run = f.play(dict(remediate, gpuops_approved_plan=pin), playbook="gpu_remediation.yml")
+    assert rc == 0, run.failure()
+    assert [e.split("-")[0:2] for e in evictions(run)] == [["on", "gpu0"]] and node_state(f, name) == (False, None, False, [])
+    assert [running(f, app)[0].metadata.uid for app in ("on-gpu1", "on-gpu2")] == [uids["on-gpu1"], uids["on-gpu2"]]
