@@ -85,10 +85,34 @@ def _checked(approved, now, max_age):
         raise ApprovalError("gpu_remediation_approved_plan: planned %d s in the future; nothing is acted on (is a clock wrong?)" % -age)
     nodes = {}
     for i, node in enumerate(approved["nodes"]):
-        if not isinstance(node, dict) or not isinstance(node.get("host"), str):
-            raise ApprovalError("gpu_remediation_approved_plan: nodes[%d] is not a node of the plan; nothing is acted on" % i)
+        problem = _node_problem(node)
+        if problem:
+            raise ApprovalError("gpu_remediation_approved_plan: nodes[%d] is not a node of the plan (%s); nothing is acted on" % (i, problem))
         nodes[node["host"]] = node
     return nodes
+
+
+def _texts(value):
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _node_problem(node):
+    """Why ``node`` is not one ``pin`` writes (the field named), or None."""
+    if not isinstance(node, dict):
+        return "a %s, not a mapping" % type(node).__name__
+    for key in ("host", "node", "action", "step"):
+        if not isinstance(node.get(key), str):
+            return "%s is %r" % (key, node.get(key))
+    for key in ("gpus", "targets"):
+        if not _texts(node.get(key)):
+            return "%s is %r" % (key, node.get(key))
+    if not isinstance(node.get("escalate"), bool):
+        return "escalate is %r" % (node.get("escalate"),)
+    evictions = node.get("evictions")
+    if not isinstance(evictions, list) or not all(isinstance(e, dict) and isinstance(e.get("pod"), str)
+                                                  and (e.get("uid") is None or isinstance(e.get("uid"), str)) for e in evictions):
+        return "evictions is %r" % (evictions,)
+    return None
 
 
 def hold(targets, approved, now, max_age=MAX_AGE):
