@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A hostile node, for the tests: an interpreter wrapper (``ansible_python_interpreter``) that runs the real interpreter on

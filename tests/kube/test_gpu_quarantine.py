@@ -473,8 +473,8 @@ def test_a_node_whose_device_plugin_does_not_come_back_stays_quarantined_without
     image crashes on node a (the simulated kubelet's plugin_crash, for that image only); the pod before the reset runs the
     old one. After the reset the node stays quarantined, its ledger entry open, with a needs_human report naming the pod."""
     broken = "registry.example/k8s-device-plugin:broken"
-    f, name, dummy, dummy2, extra = remediation_fleet(fleet, fake_lib_dir, [{"name": "a", "gpus": G, "faults": ["plugin_crash"],
-                                                                           "fault_images": [broken]}])
+    nodes = [{"name": "a", "gpus": G, "faults": ["plugin_crash"], "fault_images": [broken]}]
+    f, name, dummy, dummy2, extra = remediation_fleet(fleet, fake_lib_dir, nodes)
     ds = f.cluster.apps.read_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
     ds.spec.template.spec.containers[0].image = broken  # OnDelete: the running pod keeps its image until the pause removes it
     f.cluster.apps.replace_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace, ds)

@@ -77,7 +77,6 @@ def test_a_hostile_node_touches_no_other_node_planned_or_mid_remediation(fleet, 
         dict((n, u) for n, u in plugin.items() if n != name)
 
 
-
 REJECT = "gpuops.test/reject-gpu-pods"
 
 

@@ -73,7 +73,7 @@ _ENTRY = {
     "node": (False, lambda v: isinstance(v, str) and 0 < len(v) <= 253),
     "gpus": (True, lambda v: _texts(v, MAX_GPUS)),
     "action": (True, lambda v: isinstance(v, str) and len(v) <= 32),
-    "keys": (True, lambda v: _texts(v)),
+    "keys": (True, _texts),
     "driver_version": (True, lambda v: isinstance(v, str) and len(v) <= 256),
     "at": (False, _finite),
     "closed_at": (True, _finite),
@@ -86,7 +86,7 @@ _BREAKER = {
     "reason": lambda v: isinstance(v, str),
     "tripped_reason": lambda v: isinstance(v, str),
     "reset_reason": lambda v: isinstance(v, str),
-    "keys": lambda v: _texts(v),
+    "keys": _texts,
     "at": _finite,
     "reset_at": _finite,
 }

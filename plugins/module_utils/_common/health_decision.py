@@ -241,9 +241,9 @@ def decide_gpu(gpu):
         return done(_verdict("investigate", 18, ["temperature %d C at or above the shutdown threshold %d C" % (temp["current"], temp["shutdown"])], []))
     repeats = _repeats(xids)
     if repeats:
+        codes = ", ".join(str(c) for c in repeats)
         return done(_verdict("investigate", 18, ["XID %s: %d faults or more on this GPU within 24 h (distinct faults, not lines): the "
-                                                 "GPU, not the app, is suspect (run a diagnostic)" % (", ".join(str(c) for c in repeats),
-                                                                                                    REPEAT_COUNT)], []))
+                                                 "GPU, not the app, is suspect (run a diagnostic)" % (codes, REPEAT_COUNT)], []))
     reasons = []
     if xids:
         reasons.append("XIDs since boot that ask for no node action now (%s)" % ", ".join(s["key"] for s in signals if s["kind"] == "xid"))

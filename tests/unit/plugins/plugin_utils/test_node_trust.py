@@ -151,8 +151,8 @@ def test_a_hostile_node_reaches_no_controller_step_and_its_connection_makes_no_r
         {"name": "a controller module for the node", "gpuops.fleet.gpu_quarantine": {"state": "released", "node": "{{ gpuops_node_name }}"},
          "delegate_to": "localhost", "ignore_errors": True, "register": "controller"},
         {"name": "the result", "ansible.builtin.debug": {"msg": "CONTROLLER={{ controller.msg }}"}},
-        {"name": "the node over the API", "ansible.builtin.command": "true", "vars": {"ansible_connection": "gpuops.fleet.k8s_node",
-                                                                                        "ansible_python_interpreter": sys.executable}},
+        {"name": "the node over the API", "ansible.builtin.command": "true",
+         "vars": {"ansible_connection": "gpuops.fleet.k8s_node", "ansible_python_interpreter": sys.executable}},
     ]}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"), PATH="%s:%s" % (fake_bin, os.environ["PATH"]), ANSIBLE_DEPRECATION_WARNINGS="0")
