@@ -10,6 +10,7 @@ import copy
 import math
 
 import pytest
+from hostile_values import mutations, replaced
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_facts
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
@@ -54,16 +55,6 @@ def test_the_rich_read_is_planned_as_it_stands():
     assert (found["bad"]["action"], found["bad"]["batch"], found["good"]["batch"]) == ("reset", 1, 1), found
 
 
-def _set(facts, path, value):
-    target = facts
-    for key in path[:-1]:
-        target = target[key]
-    if value is DELETE:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
-
-
 # the issue's shapes: (where, the wrong value, the field the reason must name)
 SHAPES = [
     (("health", "gpus", 0, "verdict", "signals", 0, "key"), ["xid:48"], "gpus[0].verdict.signals[0].key"),
@@ -86,28 +77,11 @@ SHAPES = [
 @pytest.mark.parametrize("path,value,field", SHAPES, ids=[s[2] for s in SHAPES])
 def test_each_shape_the_review_found_makes_that_node_unknown_naming_the_field_and_the_others_are_planned(path, value, field):
     facts, entries = rich_node()
-    both = {"health": facts, "entries": entries}
-    _set(both, path, value)
+    both = replaced({"health": facts, "entries": entries}, path, value)
     found = rows(fleet_plan(both["health"], both["entries"]))
     assert found["bad"]["state"] == "unknown" and found["bad"]["action"] == "none" and found["bad"]["batch"] is None, found["bad"]
     assert field in found["bad"]["reasons"][0], found["bad"]["reasons"]
     assert (found["good"]["action"], found["good"]["batch"]) == ("reset", 1)
-
-
-DELETE = object()  # the key removed
-HOSTILE = [DELETE, None, 0, -1, 2 ** 80, 1.5, float("nan"), float("inf"), True, "", "x" * 70000, "{{ lookup('pipe', 'id') }}", [], [None], [1],
-           [{}], {}, {"a": [1]}]
-
-
-def _paths(value, path=()):
-    """Every path into ``value``, leaves and containers alike."""
-    yield path
-    if isinstance(value, dict):
-        for key in value:
-            yield from _paths(value[key], path + (key,))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _paths(item, path + (i,))
 
 
 def test_every_field_replaced_by_each_hostile_value_never_raises_and_never_stops_the_other_node():
@@ -116,21 +90,18 @@ def test_every_field_replaced_by_each_hostile_value_never_raises_and_never_stops
     facts, entries = rich_node()
     base = {"health": facts, "entries": entries}
     tried = unknown = 0
-    for path in list(_paths(base))[1:]:
-        for value in HOSTILE:
-            both = copy.deepcopy(base)
-            _set(both, path, value if value is DELETE else copy.deepcopy(value))
-            tried += 1
-            found = rows(fleet_plan(both.get("health"), both.get("entries")))
-            assert (found["good"]["action"], found["good"]["batch"]) == ("reset", 1), (path, value)
-            bad = found["bad"]
-            if bad["state"] == "unknown":
-                unknown += 1
-                assert bad["batch"] is None and bad["evictions"] == [] and bad["reasons"], (path, value, bad)
-            else:
-                assert bad["action"] in ("none", "observe", "reset", "investigate", "reboot", "replace"), (path, value, bad)
-            for eviction in bad["evictions"]:
-                assert eviction["uid"] in (uid(1), uid(2)), (path, value, eviction)  # only this node's pods, ever
+    for path, value, both in mutations(base):
+        tried += 1
+        found = rows(fleet_plan(both.get("health"), both.get("entries")))
+        assert (found["good"]["action"], found["good"]["batch"]) == ("reset", 1), (path, value)
+        bad = found["bad"]
+        if bad["state"] == "unknown":
+            unknown += 1
+            assert bad["batch"] is None and bad["evictions"] == [] and bad["reasons"], (path, value, bad)
+        else:
+            assert bad["action"] in ("none", "observe", "reset", "investigate", "reboot", "replace"), (path, value, bad)
+        for eviction in bad["evictions"]:
+            assert eviction["uid"] in (uid(1), uid(2)), (path, value, eviction)  # only this node's pods, ever
     assert tried > 2000 and unknown > tried // 4, (tried, unknown)
     print("adversarial pass over the plan's edge: %d inputs, %d nodes unknown, 0 exceptions" % (tried, unknown))
 

@@ -1,0 +1,43 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Hostile inputs for the adversarial passes (issue 48): a document with each of its fields replaced by each of a set of
+values of the wrong type or size, or deleted."""
+
+from __future__ import annotations
+
+import copy
+
+DELETE = object()  # the key removed
+VALUES = [DELETE, None, 0, -1, 2 ** 70, 1.5, float("nan"), float("inf"), True, "", "x" * 70000, "{{ lookup('pipe', 'id') }}",
+          "\u2028", [], [None], [1], [{}], {}, {"a": [1]}]
+
+
+def paths(value, path=()):
+    """Every path into ``value`` (a tuple of keys and indexes), the root's included, containers and leaves alike."""
+    yield path
+    if isinstance(value, dict):
+        for key in value:
+            yield from paths(value[key], path + (key,))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from paths(item, path + (i,))
+
+
+def replaced(doc, path, value):
+    """A copy of ``doc`` with the field at ``path`` set to ``value`` (DELETE removes it)."""
+    doc = copy.deepcopy(doc)
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    if value is DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = copy.deepcopy(value)
+    return doc
+
+
+def mutations(doc, values=VALUES):
+    """``(path, value, the mutated copy)`` for every field of ``doc`` (not the root) and every value."""
+    for path in list(paths(doc))[1:]:
+        for value in values:
+            yield path, value, replaced(doc, path, value)
