@@ -6,7 +6,6 @@ health read and checkpoint replaced by each of a set of hostile values (the coun
 
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
