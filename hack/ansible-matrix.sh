@@ -86,14 +86,15 @@ one() {
   python=$(ensure_venv "$major")
   core=$("$python" -c 'from ansible.release import __version__; print(__version__)')
   pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-  echo "matrix: ansible $major (ansible-core $core, Python $pyver): module tests through ansible-playbook, then the lab"
+  echo "matrix: ansible $major (ansible-core $core, Python $pyver): module tests through ansible-playbook, the trust rule (facts a node returns), then the lab"
   start=$SECONDS
   # each line its own pytest temp dir and no shared cache: the lines run side by side
   local select=()
   if [ "$major" != "${majors[0]}" ] && [ "$major" != "${majors[${#majors[@]} - 1]}" ]; then
     select=(--deselect tests/lab/test_lab.py::test_a_failed_batch_stops_the_run_before_the_next_batch --deselect tests/lab/test_fleet_lab.py)
   fi
-  if "$python" -m pytest -p no:randomly -p no:cacheprovider -q --basetemp="$tmp/ansible-$major" "${select[@]}" tests/unit/plugins/modules tests/unit/plugins/connection/test_k8s_node_argv.py tests/lab; then
+  if "$python" -m pytest -p no:randomly -p no:cacheprovider -q --basetemp="$tmp/ansible-$major" "${select[@]}" tests/unit/plugins/modules tests/unit/plugins/connection/test_k8s_node_argv.py \
+      tests/unit/plugins/plugin_utils/test_node_trust.py tests/lab; then
     echo "ansible-core $core (Python $pyver): passed ($((SECONDS - start)) s)" > "$tmp/result-$major"
   else
     echo "ansible-core $core (Python $pyver): FAILED ($((SECONDS - start)) s)" > "$tmp/result-$major"
