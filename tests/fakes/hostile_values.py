@@ -36,8 +36,8 @@ def replaced(doc, path, value):
     return doc
 
 
-def mutations(doc, values=VALUES):
-    """``(path, value, the mutated copy)`` for every field of ``doc`` (not the root) and every value."""
+def mutations(doc, values=None):
+    """``(path, value, the mutated copy)`` for every field of ``doc`` (not the root) and every value (VALUES by default)."""
     for path in list(paths(doc))[1:]:
-        for value in values:
+        for value in VALUES if values is None else values:
             yield path, value, replaced(doc, path, value)
