@@ -451,9 +451,9 @@ class Connection(KubectlConnection):
     def _trusted(self):
         """Refuse a host whose facts name a variable this connection or the controller acts on (plugin_utils/_node_trust.py),
         before any request: its gpuops_node_name or ansible_kubectl_* may be what its node returned."""
-        names = _node_trust.refused(self.get_option("host_facts"))
-        if names:
-            raise AnsibleConnectionFailure(_node_trust.reason(self._play_context.remote_addr, names))
+        why = _node_trust.refusal(self._play_context.remote_addr, self.get_option("host_facts"))
+        if why:
+            raise AnsibleConnectionFailure(why)
 
     def _identity(self):
         """(node, namespace, idle, deadline, run, pod name), the options checked."""

@@ -23,9 +23,9 @@ def trusted_hosts(hosts, hostvars):
         raise AnsibleFilterError("_trusted_hosts: expects a list of inventory host names, got %s" % type(hosts).__name__)
     kept = []
     for host in hosts:
-        names = _node_trust.refused(_node_trust.host_facts(hostvars, host))
-        if names:
-            display.warning(_node_trust.reason(host, names))
+        why = _node_trust.refusal(host, _node_trust.host_facts(hostvars, host))
+        if why:
+            display.warning(why)
             continue
         kept.append(host)
     return kept

@@ -14,7 +14,6 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import approval
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool, as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
-
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust
 
 MODES = ("report", "quarantine", "remediate")
@@ -126,9 +125,9 @@ def remediation_report(target, results, failure=None, host_facts=None):
     """
     if not isinstance(target, dict) or "row" not in target:
         raise AnsibleFilterError("_remediation_report: expects gpu_remediation_target (a row of _remediation_targets' act)")
-    names = _node_trust.refused(host_facts)
-    if names:  # the report's directory and the role's settings may be what the node returned: nothing is written
-        raise AnsibleFilterError("_remediation_report: %s" % _node_trust.reason(target.get("host"), names))
+    why = _node_trust.refusal(target.get("host"), host_facts)
+    if why:  # the report's directory and the role's settings may be what the node returned: nothing is written
+        raise AnsibleFilterError("_remediation_report: %s" % why)
     results = dict((k, v) for k, v in (results or {}).items() if k in STAGES)
     row = target["row"]
     if _ran(results.get("release")) and not results["release"].get("failed"):

@@ -40,12 +40,12 @@ def host_variables(hostvars, hosts, names):
         raise ValueError("not a declared host variable (HOST_VARIABLES): %s" % ", ".join(unknown))
     rows = []
     for host in hosts or ():
-        facts = _node_trust.host_facts(hostvars, host)
-        names_refused = _node_trust.refused(facts)
-        if names_refused:
-            rows.append((host, {"untrusted": _node_trust.reason(host, names_refused), "gpus": {}, "health": {}}))
-            continue
         found = hostvars.get(host) or {}
+        facts = _node_trust.facts_of(found)
+        why = _node_trust.refusal(host, facts)
+        if why:
+            rows.append((host, {"untrusted": why, "gpus": {}, "health": {}}))
+            continue
         values = dict((name, found.get(name)) for name in names if name in found)
         values["gpus"] = facts.get("gpuops_gpus") or {}
         values["health"] = facts.get("gpuops_gpu_health") or {}

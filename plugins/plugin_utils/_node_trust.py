@@ -14,14 +14,12 @@ controller does, or send the connection's credentials to a server it chooses.
 
 The rule: under the collection's variable namespaces (``CONTROLLER_PREFIXES``, ``CONTROLLER_NAMES``), a node may return
 only the collection's own node facts (``NODE_FACTS``). A host whose facts name any other such variable is refused by every
-controller-side step of the collection (``refused``), naming those facts; the other hosts go on. The facts are read from
+controller-side step of the collection (``refused``, ``refusal``), naming those facts; the other hosts go on. The facts are read from
 the host's ``ansible_facts``, where ansible-core keeps every fact a module returned (without its ``ansible_`` prefix: so
 ``kubectl_`` stands for ``ansible_kubectl_``), and never from the merged variables, whose value may be the fact's.
 """
 
 from __future__ import annotations
-
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 
 # the facts the collection's node modules set (gpu_uuid_facts, kubelet_checkpoint: gpuops_gpus; gpu_health_info and
 # kubelet_checkpoint's health option: gpuops_gpu_health): data about the node itself
@@ -34,10 +32,6 @@ CONTROLLER_PREFIXES = ("gpuops_", "checkpoint_guard_", "device_plugin_", "driver
 CONTROLLER_NAMES = ("pipelining",)
 # the longest list of names a refusal quotes
 _QUOTED = 8
-
-
-class NodeTrustError(GpuopsError):
-    """A host's facts name a variable the controller acts on: that host is refused."""
 
 
 def refused(facts):
@@ -62,11 +56,16 @@ def reason(host, names):
             "them (its modules' output, or a fact cache), then clear its facts (meta: clear_facts) or its fact cache" % (host, shown))
 
 
-def check(host, facts):
-    """Raise NodeTrustError where ``facts`` (the host's ``ansible_facts``) name a controller variable."""
+def refusal(host, facts):
+    """The refusal's sentence where ``facts`` (``host``'s ``ansible_facts``) name a controller variable, else None."""
     names = refused(facts)
-    if names:
-        raise NodeTrustError(reason(host, names))
+    return reason(host, names) if names else None
+
+
+def facts_of(variables):
+    """One host's ``ansible_facts`` from its variables (``hostvars[host]``), {} where it has none."""
+    facts = variables.get("ansible_facts") if hasattr(variables, "get") else None
+    return facts if hasattr(facts, "keys") else {}
 
 
 def host_facts(hostvars, host):
@@ -76,5 +75,4 @@ def host_facts(hostvars, host):
     except Exception:  # pylint: disable=broad-exception-caught
         # HostVars raises for a host the inventory does not know
         found = None
-    facts = (found or {}).get("ansible_facts") if hasattr(found or {}, "get") else None
-    return facts if hasattr(facts, "keys") else {}
+    return facts_of(found)

@@ -275,9 +275,10 @@ def write_mark(boot_id, uuids, usec, path=MARK):
     return marks
 
 
-def parse(records, overrides=None, since_usec=None):
-    """What the driver said: ``{xids, bus_uuid, fallen_off, ignored_before_mark}``; XIDs keyed by their bus (bus_key)."""
-    xids, bus_uuid, fallen, ignored = [], {}, set(), 0
+def parse(records, overrides=None):
+    """What the driver said: ``{xids, bus_uuid, fallen_off, ignored_before_mark}``; XIDs keyed by their bus (bus_key).
+    ``ignored_before_mark`` starts at 0: ``attach`` counts there the XIDs a GPU's remediation mark leaves out."""
+    xids, bus_uuid, fallen = [], {}, set()
     for message, usec in records:
         if "NVRM:" not in message[:64]:
             continue
@@ -291,9 +292,6 @@ def parse(records, overrides=None, since_usec=None):
             continue
         match = _XID.match(message)
         if not match:
-            continue
-        if since_usec is not None and usec is not None and usec <= since_usec:
-            ignored += 1
             continue
         code = int(match.group("code"))
         rest = match.group("rest")
@@ -319,7 +317,7 @@ def parse(records, overrides=None, since_usec=None):
         if code == 79:
             fallen.add(xid["bus"])
         xids.append(xid)
-    return {"xids": xids, "bus_uuid": bus_uuid, "fallen_off": fallen, "ignored_before_mark": ignored}
+    return {"xids": xids, "bus_uuid": bus_uuid, "fallen_off": fallen, "ignored_before_mark": 0}
 
 
 def attach(parsed, gpus, marks=None):

@@ -97,8 +97,9 @@ def test_xids_before_the_last_remediation_in_this_boot_are_not_counted(tmp_path)
     mark = tmp_path / "mark.json"
     mark.write_text(json.dumps({"boot_id": "b1", "usec": 6000000}))  # the first form: every GPU
     assert kl.read_marks("b1", str(mark)) == {"*": 6000000}
-    result = parsed(since_usec=6000000)
-    assert [x["code"] for x in result["xids"]] == [154, 79] and result["ignored_before_mark"] == 2
+    result, gpus = parsed(), [dict(g) for g in GPUS]
+    kl.attach(result, gpus, kl.read_marks("b1", str(mark)))
+    assert [x["code"] for g in gpus for x in g["xids"]] == [154, 79] and result["ignored_before_mark"] == 2
     assert kl.read_marks("another-boot", str(mark)) == {}
     mark.write_text("{not json")
     assert kl.read_marks("b1", str(mark)) == {}
