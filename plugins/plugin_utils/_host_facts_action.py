@@ -13,7 +13,7 @@ whose facts a node may not have returned is left out, with the reason."""
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
-from ansible.utils.vars import merge_hash
+from ansible.plugins.action.normal import ActionModule as NormalAction
 
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust
 
@@ -53,13 +53,9 @@ def host_variables(hostvars, hosts, names):
     return rows
 
 
-class ControllerAction(ActionBase):
-    """Runs ``MODULE`` (ansible-core's ``normal`` action, as it runs a module) unless the task's host returned facts named as
-    controller variables: then nothing runs and the task fails, naming them."""
-
-    MODULE = None
-    _supports_check_mode = True
-    _supports_async = True
+class ControllerAction(NormalAction):
+    """ansible-core's ``normal`` action (how it runs any module), unless the task's host returned facts named as controller
+    variables: then nothing runs and the task fails, naming them."""
 
     def refusal(self, result, task_vars):
         """``result`` failed with the reason where the task's host is refused; else None."""
@@ -72,20 +68,13 @@ class ControllerAction(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         task_vars = task_vars or {}
-        result = super().run(tmp, task_vars)
-        del tmp  # tmp no longer has any effect
-        if self.refusal(result, task_vars):
-            return result
-        wrap_async = self._task.async_val and not self._connection.has_native_async
-        result = merge_hash(result, self._execute_module(module_name=self.MODULE, task_vars=task_vars, wrap_async=wrap_async))
-        if not wrap_async:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
-        return result
+        return self.refusal({}, task_vars) or super().run(tmp, task_vars)
 
 
 class HostFactsAction(ControllerAction):
     """Runs ``MODULE`` with its arguments completed by ``fill`` and its result finished by ``finish``."""
 
+    MODULE = None
     _requires_connection = False
     _supports_async = False
 
