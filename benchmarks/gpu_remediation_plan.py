@@ -22,9 +22,9 @@ import tracemalloc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "build", "collections"))
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_plan  # noqa: E402  pylint: disable=wrong-import-position
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as remediation_ledger
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as remediation_plan
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as health_decision
 
 XIDS = (119, 120, 62, 95, 109, 46, 140, 143, 155, 156)
 

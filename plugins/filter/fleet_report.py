@@ -17,7 +17,7 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_facts
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_facts
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import collection_root

@@ -11,7 +11,7 @@ import time
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import approval
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import approval
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool, as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust

@@ -184,7 +184,8 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, gpu_health, hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import gpu_health
 
 
 def main():

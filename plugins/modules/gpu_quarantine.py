@@ -246,7 +246,7 @@ msg:
   type: str
 """
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import quarantine
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import ApiException
 

@@ -215,8 +215,8 @@ ledger_invalid:
 
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_plan as rp
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import ApiException
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError

@@ -167,7 +167,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, gpu_health, gpu_reset, hostroot, kernel_log
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import gpu_health, gpu_reset, kernel_log
 
 
 def _work(module):

@@ -518,7 +518,7 @@ def _health(module):
     """The GPUs' health with gpu_health_info's options (``health``), as that module reads it (a GpuopsError goes to the
     module's one edge); bad options fail the module by name."""
     # imported here: the plan's runs without a health read do not compile the health code
-    from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_health
+    from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import gpu_health
 
     options = dict(module.params["health"])
     options.setdefault("driver_root", module.params["driver_root"])

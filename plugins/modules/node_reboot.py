@@ -105,7 +105,7 @@ msg:
   type: str
 """
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_reboot
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_reboot
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 
 try:

@@ -16,7 +16,7 @@ import json
 import math
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_share import tabwrite
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.tabwrite import tabwrite
 
 GIB = float(1024 ** 3)
 # name -> PromQL (the recording rules of roles/gpu_monitoring/templates/rules.yml.j2)

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.tabwrite import tabwrite
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import whole_quantity as whole
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.gpushare import (
@@ -76,10 +78,6 @@ def uses(pod, resource):
         if whole((res.get("limits") or {}).get(resource)) or whole((res.get("requests") or {}).get(resource)):
             return True
     return False
-
-
-def active(pod):
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
 def node_ip(node):
@@ -166,53 +164,6 @@ def allocation(nodes, pods, label="cgpu", node_names=None):
     total = sum(n["total_gib"] for n in out_nodes)
     return {"nodes": out_nodes, "cluster": {"allocated_gib": used, "total_gib": total, "percent": pct(used, total)},
             "unscheduled": unscheduled}
-
-
-# -- the table, as kubectl inspect cgpu lays it out ---------------------------------------------
-
-def tabwrite(text, padding=2):
-    """Go's text/tabwriter (minwidth 0, tabwidth 0, padding 2, padchar ' ', no flags) over ``text``.
-
-    A cell is text ending in a tab; a line's last, unterminated, cell is not part of a column. A
-    column block is a run of consecutive lines that have a cell in that column; its width is its
-    widest cell plus ``padding``. Trailing spaces are then stripped from each line (Go keeps them;
-    the field report's outputs, which these tables are compared with, do not show them).
-    """
-    lines = [line.split("\t") for line in text.split("\n")]
-    widths = [[None] * (len(cells) - 1) for cells in lines]
-
-    def format_block(start, end, column):
-        # lines start..end-1 all have a terminated cell in ``column``
-        width = max(len(lines[i][column]) for i in range(start, end)) + padding
-        for i in range(start, end):
-            widths[i][column] = width
-        # nested columns: sub-blocks of these lines having a cell in column + 1
-        i = start
-        while i < end:
-            if len(lines[i]) - 1 > column + 1:
-                j = i
-                while j < end and len(lines[j]) - 1 > column + 1:
-                    j += 1
-                format_block(i, j, column + 1)
-                i = j
-            else:
-                i += 1
-
-    i = 0
-    while i < len(lines):
-        if len(lines[i]) > 1:
-            j = i
-            while j < len(lines) and len(lines[j]) > 1:
-                j += 1
-            format_block(i, j, 0)
-            i = j
-        else:
-            i += 1
-    out = []
-    for cells, cell_widths in zip(lines, widths):
-        parts = [cell.ljust(width) for cell, width in zip(cells[:-1], cell_widths)]
-        out.append(("".join(parts) + cells[-1]).rstrip())
-    return "\n".join(out)
 
 
 def _extra_columns(report):

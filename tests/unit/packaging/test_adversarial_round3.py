@@ -14,11 +14,11 @@ import random
 import pytest
 from hostile_values import VALUES, mutations
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import approval, quarantine
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_plan as rp
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import kernel_log as kl
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import approval, quarantine
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import kernel_log as kl
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _pod_stream as pod_stream
 
 NOW = 1800000000

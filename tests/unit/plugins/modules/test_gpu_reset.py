@@ -16,7 +16,7 @@ from pathlib import Path
 import fakenode
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_reset
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import gpu_reset
 
 G = ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-11111111-2222-3333-4444-555555555555",
      "GPU-22222222-2222-3333-4444-555555555555", "GPU-33333333-2222-3333-4444-555555555555"]

@@ -155,11 +155,6 @@ def test_pod_gib_sums_containers_not_init_containers():
     assert gs.pod_gib(p) == 5
 
 
-def test_tabwrite_matches_go_column_blocks():
-    # a line without a tab ends the block: the columns below it are sized on their own
-    assert gs.tabwrite("a\tbb\t\nccc\td\t\n--\nx\ty\n") == "a    bb\nccc  d\n--\nx  y\n"
-
-
 # -- AllocResp and the cross-check --------------------------------------------------------------
 
 def _pb_string(number, text):

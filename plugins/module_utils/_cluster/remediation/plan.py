@@ -35,11 +35,13 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain, node_facts
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_share import active, tabwrite
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import xid_catalog
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_facts
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.tabwrite import tabwrite
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import xid_catalog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms import classify

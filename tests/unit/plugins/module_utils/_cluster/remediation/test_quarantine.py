@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import quarantine as q
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine as q
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"

@@ -15,9 +15,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import quarantine as q
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_plan as rp
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine as q
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 
 G = ["GPU-%08x-2222-3333-4444-555555555555" % i for i in range(8)]
 NOW = 1800000000

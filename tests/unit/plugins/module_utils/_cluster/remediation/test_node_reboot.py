@@ -11,7 +11,7 @@ import types
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch as kw
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_reboot as nr
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_reboot as nr
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 OLD, NEW = "5b0e6f0a-0000-4000-8000-000000000001", "5b0e6f0a-0000-4000-8000-000000000002"

@@ -11,11 +11,11 @@ import math
 import pytest
 from hostile_values import mutations, replaced
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_facts
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_plan as rp
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_facts
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 
-from test_remediation_plan import G, NOW, api_node, entry, gpu, health, pod, uid
+from test_plan import G, NOW, api_node, entry, gpu, health, pod, uid
 
 SETTINGS = {"max_nodes_per_run": 2, "batch": 2, "breaker_percent": 100}
 XID = {"code": 48, "bucket": "WORKFLOW_XID_48", "usec": 5000000, "pid": 42, "bus": "0000:07:00", "line": "NVRM: Xid (PCI:0000:07:00): 48"}

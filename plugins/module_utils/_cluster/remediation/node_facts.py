@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 
 MAX_TEXT = 4096

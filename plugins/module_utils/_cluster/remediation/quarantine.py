@@ -39,11 +39,13 @@ import json
 import re
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain, node_reboot
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_reboot
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation_plan import QUARANTINE_ANNOTATION as REMEDIATION
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_ANNOTATION as REMEDIATION
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
 
@@ -136,7 +138,7 @@ def _taint_value(gpus, scope):
 
 
 def _active(pod):
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed") and not _meta(pod).get("deletionTimestamp")
+    return active(pod) and not _meta(pod).get("deletionTimestamp")
 
 
 def _targets(p, pods):

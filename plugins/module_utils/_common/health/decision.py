@@ -21,7 +21,7 @@ row-remap failure when remap counts are unsupported (XID 64).
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import xid_catalog
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import xid_catalog
 
 ACTIONS = ("none", "observe", "reset", "investigate", "reboot", "replace")
 # how a node's verdict is picked from its GPUs' and its own: the most severe; investigate outranks reset

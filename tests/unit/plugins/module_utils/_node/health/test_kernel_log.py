@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import xid_catalog
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import xid_catalog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import kernel_log as kl
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import kernel_log as kl
 
 G0 = "GPU-6278628a-0ac1-641a-0b97-75ef410be003"
 G1 = "GPU-11111111-2222-3333-4444-555555555555"

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_ledger as ledgers
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import remediation_plan as rp
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 G = ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-11111111-2222-3333-4444-555555555555",

@@ -42,7 +42,7 @@ import os
 import re
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import xid_catalog
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import xid_catalog
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot, nodefile
 
 SOURCES = ("auto", "journal", "kmsg", "file", "none")

@@ -12,8 +12,8 @@ import itertools
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision as hd
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import xid_catalog
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import xid_catalog
 
 XIDS = (None, 13, 31, 43, 45, 48, 63, 64, 74, 79, 94, 95, 109, 119, 120, 154)
 RECOVERY = (None, 0, 1, 2, 3, 4, 5, 6, 7)  # None: field 230 not supported by the driver

@@ -14,7 +14,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.filter.remediation import remediation_targets
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import approval
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import approval
 
 G = ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-11111111-2222-3333-4444-555555555555"]
 NOW = 1800000000

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common import health_decision, xid_catalog
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as health_decision, xid_catalog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError, ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, gpu_metrics, hostroot, kernel_log
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, gpu_metrics, hostroot
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import kernel_log
 
 FIELDS = {
     3: ("ecc", "volatile_sbe"),
