@@ -208,17 +208,7 @@ def _work(module):
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            gpus=dict(type="list", elements="str", required=True),
-            include_peers=dict(type="bool", default=False),
-            allow_mig=dict(type="bool", default=False),
-            stop_units=dict(type="list", elements="str", default=list(gpu_reset.DEFAULT_STOP_UNITS)),
-            rescue_seconds=dict(type="int", default=300),
-            driver_root=dict(type="path"),
-            lock_dir=dict(type="path", default="/run/gpuops"),
-            mark_path=dict(type="path", default=kernel_log.MARK),
-            verify_only=dict(type="bool", default=False),
-        ),
+        argument_spec=gpu_reset.SETTINGS.argument_spec(),
         supports_check_mode=True,
     )
     module.exit_json(**hostroot.to_host(edge.run(module, lambda: _work(module))))

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import ENV_NAME, UNIT_NAME, UNIT_PATH, as_bool, as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings as settings_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard.config import BOOL_FIELDS, CONFIG_FIELDS, INT_FIELDS, OPTIONAL_PATHS, validate
 
@@ -95,7 +96,7 @@ def role_settings(raw):
             if row["choices"] and value not in row["choices"]:
                 raise ParameterError(prefix + row["name"], "%r is not one of %s" % (value, ", ".join(row["choices"])))
             role_only[row["name"]] = value
-    module_args = options_table.module_args(dict(config, **role_only))
+    module_args = module_args_of(dict(config, **role_only))
     unit = {"environment": environment_lines(raw.get("environment"), prefix + "environment")}
     for key in ("config_path", "bin", "python", "lib_dir"):
         unit[key] = _unit_path(prefix + key, raw.get(key))
@@ -110,3 +111,16 @@ def role_settings(raw):
     if unit["timeout_seconds"] <= 0:
         raise ParameterError(prefix + "timeout_seconds", "must be a positive number of seconds")
     return {"config": config, "unit": unit, "module_args": module_args}
+
+
+def role_defaults():
+    """``{checkpoint_guard_<name>: default}`` the role's defaults must hold (the role's own where it differs): the rows of
+    the checkpoint repair's table (``_node/options.py``) marked ``role``."""
+    return dict(("checkpoint_guard_" + r["name"], settings_table.copy(r["role_default"] if r["role_default"] is not None else r["default"]))
+                for r in options_table.TABLE if r["role"])
+
+
+def module_args_of(settings):
+    """kubelet_checkpoint's arguments from the role's checked settings (``role_settings``' ``config`` plus the role-only
+    rows), so the role passes every setting of the table and nothing else."""
+    return dict((r["name"], settings_table.copy(settings[r["name"]])) for r in options_table.TABLE if r["role"])

@@ -15,7 +15,8 @@ its module and its action plugin alike:
 * the boot guard's ``gpuops.json`` keys (``guard_config.CONFIG_FIELDS``: the rows marked ``guard``);
 * the ``checkpoint_guard`` role: its ``checkpoint_guard_<name>`` variables (a test proves its
   defaults and argument specs agree with this table, or differ where ``role_default`` says so),
-  and the module arguments its repair step passes (``module_args``, from the checked settings);
+  and the module arguments its repair step passes (the controller's ``plugin_utils/_guard_settings.py``
+  derives both from the rows marked ``role``: node code keeps no controller-only helper);
 * every check of one value (``check``): ``reconcile.validate_options`` (the module and the guard),
   the guard's ``gpuops.json`` (``guard/config.py``) and the module's kubelet settings call it; only
   checks across settings (a backup directory inside the checkpoint's) stay with their callers.
@@ -30,6 +31,7 @@ import os
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_ids as ids
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import BACKENDS
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import UNIT_NAME, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
@@ -79,10 +81,6 @@ def _unit_name_or_empty(value):
     return "%r is not a unit name; use the kubelet's unit, e.g. kubelet.service (an empty string leaves kubelet alone)" % (value,)
 
 
-def _bool(value):
-    return None if isinstance(value, bool) else "must be true or false"
-
-
 def _resource_names(value):
     if isinstance(value, (list, tuple)) and all(isinstance(r, str) and "/" in r and not set("*?[") & set(r) for r in value):
         return None
@@ -98,8 +96,8 @@ def _resource_patterns(value):
 
 
 def _row(name, kind, default, choices=None, elements=None, aliases=None, reconcile=True, guard=True, role=True, role_default=None, check=None):
-    return {"name": name, "type": kind, "default": default, "choices": choices, "elements": elements, "aliases": aliases,
-            "reconcile": reconcile, "guard": guard, "role": role, "role_default": role_default, "check": check}
+    return settings.row(name, kind, default, choices, elements, aliases, check, reconcile=reconcile, guard=guard, role=role,
+                        role_default=role_default)
 
 
 # reconcile: a setting of the reconcile run (reconcile.Options); guard: a key of gpuops.json;
@@ -120,30 +118,12 @@ TABLE = (
     _row("lock_dir", "path", nodefile.DEFAULT_LOCK_DIR, check=_absolute_path),
     _row("lock_timeout", "int", nodefile.DEFAULT_LOCK_TIMEOUT, check=_positive_int),
     _row("kubelet_unit", "str", "kubelet.service", reconcile=False, check=_unit_name_or_empty),
-    _row("restart_kubelet", "bool", True, reconcile=False, check=_bool),
+    _row("restart_kubelet", "bool", True, reconcile=False, check=settings.boolean),
     _row("kubelet_rescue_seconds", "int", DEFAULT_RESCUE_SECONDS, reconcile=False, check=_rescue_seconds),
 )
-ROWS = dict((row["name"], row) for row in TABLE)
-
-
-def problem(name, value):
-    """Why ``value`` is refused for the row ``name`` (its choices, then its check), or None."""
-    row = ROWS[name]
-    if row["choices"] and value not in row["choices"]:
-        return "%r is not one of %s" % (value, ", ".join(row["choices"]))
-    return row["check"](value) if row["check"] else None
-
-
-def check(name, value):
-    """``value`` for the row ``name``, or ParameterError naming the setting and why."""
-    reason = problem(name, value)
-    if reason:
-        raise ParameterError(name, reason)
-    return value
-
-
-def _copy(value):
-    return list(value) if isinstance(value, (list, tuple)) else value
+SETTINGS = settings.Table(*TABLE)  # the generic half: checks, defaults, argument specs (_common/settings.py)
+ROWS = SETTINGS.by_name
+problem, check = SETTINGS.problem, SETTINGS.check
 
 
 def reconcile_defaults():
@@ -153,35 +133,10 @@ def reconcile_defaults():
 
 def guard_defaults():
     """``{key: default}`` of the rows that are keys of the guard's gpuops.json."""
-    return dict((r["name"], _copy(r["default"])) for r in TABLE if r["guard"])
+    return dict((r["name"], settings.copy(r["default"])) for r in TABLE if r["guard"])
 
 
-def argument_spec(*names):
-    """Ansible argument specs of the named rows (all rows when none is named)."""
-    spec = {}
-    for row in (ROWS[n] for n in names) if names else TABLE:
-        entry = {"type": row["type"], "default": _copy(row["default"])}
-        for key in ("choices", "aliases"):
-            if row[key]:
-                entry[key] = list(row[key])
-        if row["elements"]:
-            entry["elements"] = row["elements"]
-        spec[row["name"]] = entry
-    return spec
-
-
-def role_defaults():
-    """``{checkpoint_guard_<name>: default}`` the role's defaults must hold (the role's own where it differs)."""
-    return dict(("checkpoint_guard_" + r["name"], _copy(r["role_default"] if r["role_default"] is not None else r["default"]))
-                for r in TABLE if r["role"])
-
-
-def module_args(settings):
-    """kubelet_checkpoint's arguments from the role's checked settings (``guard_config.role_settings``' ``config``
-    plus the role-only rows), so the role passes every setting of the table and nothing else."""
-    return dict((r["name"], _copy(settings[r["name"]])) for r in TABLE if r["role"])
-
-
+argument_spec = SETTINGS.argument_spec
 CHECKPOINT_ARGS = argument_spec("checkpoint_path", "max_bytes")
 
 BACKEND_ARGS = dict(

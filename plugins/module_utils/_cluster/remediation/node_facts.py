@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions, decision
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
 MAX_TEXT = 4096
 MAX_ITEMS = 100000
@@ -138,7 +138,7 @@ def _verdict(value, path, node=False):
     missing = [key for key in needed if key not in verdict]
     if missing:
         raise FactsError(path, "a verdict without %s" % ", ".join(missing))
-    _choice(verdict.get("action"), "%s.action" % path, hd.ACTIONS, optional=False)
+    _choice(verdict.get("action"), "%s.action" % path, actions.NAMES, optional=False)
     _choice(verdict.get("scope"), "%s.scope" % path, SCOPES)
     _choice(verdict.get("state"), "%s.state" % path, STATES, optional=not node)
     row = verdict.get("row")
@@ -214,6 +214,10 @@ def check_health(health):
     for i, gpu in enumerate(_items(health.get("gpus"), "health.gpus", MAX_GPUS)):
         _gpu(gpu, "health.gpus[%d]" % i)
     _verdict(health.get("verdict"), "health.verdict", node=True)
+    try:  # the thresholds the node decided with: the controller decides again with them, so they are checked as the node checks them
+        decision.thresholds_of({"thresholds": _mapping(health.get("thresholds"), "health.thresholds")})
+    except ParameterError as exc:
+        raise FactsError("health.%s: %s" % (exc.field, exc.reason)) from None
     return health
 
 

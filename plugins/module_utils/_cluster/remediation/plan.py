@@ -40,52 +40,54 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.tabwrite import tabwrite
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions, decision
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import xid_catalog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms import classify
 
 QUARANTINE_ANNOTATION = "gpuops.fleet/gpu-remediation"
-ACTING = ("reset", "reboot", "replace", "investigate")
-DEFAULTS = {
-    "max_nodes_per_run": 1,
-    "batch": 1,
-    "breaker_percent": 10,
-    "breaker_min_nodes": 1,
-    "breaker_max_nodes": None,
-    "same_signal_nodes": 3,
-    "same_signal_percent": 5,
-    "breaker_window": 3600,
-    "repeat_gpu": 3,
-    "repeat_node": 5,
-    "drain_force": False,
-    "drain_delete_emptydir_data": False,
-}
 _DAY = 24 * 3600
 
 
+def _percent(value):
+    return None if settings.whole(0, 100)(value) is None else "is a percentage: 0 to 100, got %r" % (value,)
+
+
+def _count(low):
+    def check(value):
+        return None if settings.whole(low)(value) is None else "must be %d or more, got %r" % (low, value)
+    return check
+
+
+# the plan's settings: gpu_remediation_plan's options (its argument spec) and their checks (_common/settings.py)
+SETTINGS = settings.Table(
+    settings.row("max_nodes_per_run", "int", 1, check=_count(0)),
+    settings.row("batch", "int", 1, check=_count(1)),
+    settings.row("breaker_percent", "int", 10, check=_percent),
+    settings.row("breaker_min_nodes", "int", 1, check=_count(0)),
+    settings.row("breaker_max_nodes", "int", None, check=_count(0)),
+    settings.row("same_signal_nodes", "int", 3, check=_count(1)),
+    settings.row("same_signal_percent", "int", 5, check=_percent),
+    settings.row("breaker_window", "int", 3600, check=_count(0)),
+    settings.row("repeat_gpu", "int", 3, check=_count(0)),
+    settings.row("repeat_node", "int", 5, check=_count(0)),
+    settings.row("drain_force", "bool", False),
+    settings.row("drain_delete_emptydir_data", "bool", False),
+)
+DEFAULTS = SETTINGS.defaults()
+
+
+def _coerce(entry, value):
+    """An AWX survey's string as the row's type: a number (``as_int``), or a flag."""
+    return bool(value) if entry["type"] == "bool" else as_int(entry["name"], value)
+
+
 def check_settings(raw):
-    """The plan's settings from the user's (numbers may arrive as strings: AWX surveys); a negative or
-    non-numeric threshold is a ParameterError naming it."""
-    out = dict(DEFAULTS)
-    for key, value in (raw or {}).items():
-        if key not in DEFAULTS:
-            raise ParameterError(key, "is not a setting of the plan (known: %s)" % ", ".join(sorted(DEFAULTS)))
-        if value is None:
-            continue
-        if key.startswith("drain_"):
-            out[key] = bool(value)
-            continue
-        number = as_int(key, value)
-        if number < 0:
-            raise ParameterError(key, "must be 0 or more, got %d" % number)
-        if key in ("batch", "same_signal_nodes") and number < 1:
-            raise ParameterError(key, "must be 1 or more, got %d" % number)
-        if key.endswith("_percent") and number > 100:
-            raise ParameterError(key, "is a percentage: 0 to 100, got %d" % number)
-        out[key] = number
-    return out
+    """The plan's settings from the user's (numbers may arrive as strings: AWX surveys); a negative or non-numeric threshold
+    is a ParameterError naming it."""
+    return SETTINGS.check_all(raw, coerce=_coerce)
 
 
 def _meta(obj):
@@ -187,14 +189,14 @@ def _xid_wall(health, xid):
 def _redecide(health, since):
     """The node's verdict with the XIDs logged before ``since`` (a breaker reset, epoch seconds) left out."""
     if not since or not health.get("available"):
-        return health.get("verdict") or hd.decide_node(health)
+        return health.get("verdict") or decision.decide_node(health)
     for gpu in health.get("gpus") or ():
         kept = [x for x in gpu.get("xids") or () if (_xid_wall(health, x) or since) >= since]
         if len(kept) != len(gpu.get("xids") or ()):
             gpu["xids_before_reset"] = len(gpu.get("xids") or ()) - len(kept)
             gpu["xids"] = kept
-            gpu["verdict"] = hd.decide_gpu(gpu)
-    return hd.decide_node(health)
+            gpu["verdict"] = decision.decide_gpu(gpu, health.get("thresholds"))
+    return decision.decide_node(health)
 
 
 def _keys(verdict, health):
@@ -218,7 +220,7 @@ def _keys(verdict, health):
 
 
 def _node_row(item):
-    return {"node": item["node"], "host": item.get("host"), "state": None, "action": "none", "scope": None, "row": None, "gpus": [],
+    return {"node": item["node"], "host": item.get("host"), "state": None, "action": actions.NONE, "scope": None, "row": None, "gpus": [],
             "reasons": [], "signals": [], "keys": [], "driver_version": None, "evictions": [], "blockers": [], "batch": None,
             "deferred_reason": None}
 
@@ -269,32 +271,31 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now):
         row.update(state=verdict["state"], action=verdict["action"], scope=verdict["scope"], row=verdict["row"],
                    gpus=list(verdict["gpus"]), reasons=list(verdict["reasons"]), signals=verdict["signals"],
                    driver_version=(health.get("driver_version") or "")[:ledgers.MAX_DRIVER] or None)
-        if row["action"] not in ACTING:
-            _plugin_unhealthy(row, nodes_by_name.get(item["node"]))
-            continue
-        row["keys"] = _keys(verdict, health)
-        _repeat(row, ledger, now, settings)
-        _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid, pdbs, settings)
+        for rule in PLAN_RULES:
+            rule(row, item=item, api_node=nodes_by_name.get(item["node"]), ledger=ledger, now=now, settings=settings)
+        if row["action"] in actions.ACTING:
+            row["keys"] = _keys(verdict, health)
+            _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings)
     result = _breakers(rows, ledger, settings, now, len(items), nodes_by_name)
     result["nodes"] = rows
     result["settings"] = settings
     result["table"] = table(rows)
-    result["summary"] = dict((a, sum(1 for r in rows if r["action"] == a)) for a in hd.ACTIONS)
+    result["summary"] = dict((a, sum(1 for r in rows if r["action"] == a)) for a in actions.NAMES)
     result["summary"]["planned"] = sum(1 for r in rows if r["batch"] is not None)
     result["summary"]["deferred"] = sum(1 for r in rows if r["deferred_reason"])
     result["summary"]["unknown"] = sum(1 for r in rows if r["state"] == "unknown")
     return result
 
 
-def _plugin_unhealthy(row, node):
-    """Row 17: the device plugin withholds GPUs (the Node's allocatable below its capacity for an ``nvidia.com/``
+def _plugin_unhealthy(row, api_node=None, **dummy):
+    """Row 17 (a plan rule: it needs the API's Node): the device plugin withholds GPUs (the Node's allocatable below its capacity for an ``nvidia.com/``
     resource) while NVML finds nothing that decides an action. Reported as ``observe``, never planned: NVML is the
     judge of a GPU, and the plugin never marks a device Healthy again by itself (k8s-device-plugin#1014), so the
     remedy is the plugin pod's restart, not a drain (gpu-health.md B4 row 17; acting on it, after 15 minutes, is
     remediation's part)."""
-    if row["state"] == "unknown" or not node:
+    if row["action"] in actions.ACTING or row["state"] == "unknown" or not api_node:
         return
-    status = node.get("status") or {}
+    status = api_node.get("status") or {}
     capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
     short = []
     for resource in sorted(capacity):
@@ -303,7 +304,7 @@ def _plugin_unhealthy(row, node):
             if have is not None and free is not None and free < have:
                 short.append("%s %d of %d allocatable" % (resource, free, have))
     if short:
-        row.update(action="observe", scope=None, row=17, plugin_unhealthy=short,
+        row.update(action=actions.OBSERVE, scope=actions.scope_of(actions.OBSERVE), row=17, plugin_unhealthy=short,
                    reasons=row["reasons"] + ["the device plugin reports unhealthy devices (%s) and NVML finds no signal that asks "
                                              "for an action: restart the device-plugin pod (k8s-device-plugin#1014); if they stay "
                                              "unhealthy, investigate" % "; ".join(short)])
@@ -315,7 +316,11 @@ def _quantity(value):
     return int(text) if text.isdigit() else None
 
 
-def _repeat(row, ledger, now, settings):
+def _repeat(row, ledger=None, now=None, settings=None, **dummy):
+    """Row ``repeat`` (a plan rule: it needs the ledger): the same GPU remediated ``repeat_gpu`` times in 24 h, or the node
+    ``repeat_node`` times in 7 days, is ``replace``, never another automatic action."""
+    if row["action"] not in actions.ACTING:
+        return
     entries = ledger.get("entries") or []
     node_count = sum(1 for e in entries if e.get("node") == row["node"] and now - (e.get("at") or 0) <= 7 * _DAY)
     gpu_counts = dict((g, sum(1 for e in entries if g in (e.get("gpus") or ()) and now - (e.get("at") or 0) <= _DAY)) for g in row["gpus"])
@@ -324,65 +329,22 @@ def _repeat(row, ledger, now, settings):
         why = ("GPU %s remediated %d times in 24 h" % (worst[0], gpu_counts[worst[0]])) if worst else \
             ("node remediated %d times in 7 days" % node_count)
         why = "repeat offender: %s: an RMA candidate, no further automatic action" % why
-        row.update(action="replace", scope=hd.scope_of("replace"), row="repeat", reasons=row["reasons"] + [why])
+        row.update(action=actions.REPLACE, scope=actions.scope_of(actions.REPLACE), row="repeat", reasons=row["reasons"] + [why])
 
 
-def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid, pdbs, settings):
-    gpus = health.get("gpus") or []
-    holders, unmapped = pod_gpu_map(item.get("entries"), gpus)
+# the plan's rules, in the decision's row space, after the node's verdict: what the API and the ledger add
+PLAN_RULES = (_plugin_unhealthy, _repeat)
+
+
+def _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings):
+    """The row's evictions and blockers, by what its action evicts (the actions table): a GPU's pods, the node's, or none."""
+    holders, unmapped = pod_gpu_map(item.get("entries"), health.get("gpus") or [])
     row["unmapped_device_ids"] = unmapped
-    if row["action"] == "reset":
-        targets = list(row["gpus"])
-        by_uuid = dict((g.get("uuid"), g) for g in gpus)
-        if any((g.get("verdict") or {}).get("peers") for g in gpus if g.get("uuid") in targets):
-            for uuid in list(targets):
-                for peer in ((by_uuid.get(uuid) or {}).get("nvlink") or {}).get("peers") or ():
-                    if peer not in targets:
-                        targets.append(peer)
-        row["targets"] = targets
-        uids = []
-        for uuid in targets:
-            for uid in sorted(holders.get(uuid) or {}):
-                if uid not in uids:
-                    uids.append(uid)
-            # NVML's processes on the target: every one must be a pod the checkpoint gives this GPU
-            for proc in (by_uuid.get(uuid) or {}).get("processes") or ():
-                if proc.get("pod_uid") is None:
-                    row["blockers"].append({"kind": "host_process", "gpu": uuid, "detail": "process %s (not a pod's) uses %s: a reset would "
-                                            "kill it" % (proc.get("pid"), uuid)})
-                elif proc["pod_uid"] not in (holders.get(uuid) or {}):
-                    pod = pods_by_uid.get(proc["pod_uid"])
-                    name = "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name")) if pod else proc["pod_uid"]
-                    row["blockers"].append({"kind": "outside_accounting", "gpu": uuid, "pod": name,
-                                            "detail": "pod %s uses %s outside kubelet's accounting (its process %s is on the GPU; the "
-                                                      "checkpoint gives it no such device)" % (name, uuid, proc.get("pid"))})
-        opportunistic = any((g.get("verdict") or {}).get("opportunistic") for g in gpus if g.get("uuid") in row["gpus"])
-        if opportunistic:
-            row["opportunistic"] = True
-            if uids:
-                row["deferred_reason"] = "gpu_busy"
-                row["reasons"].append("the pending remap waits for a reset while the GPU holds no pods; it holds %d" % len(uids))
-            return
-        for uid in uids:
-            pod = pods_by_uid.get(uid)
-            if pod is None or not active(pod):
-                continue
-            on = [u for u in targets if uid in (holders.get(u) or {})]
-            where = (pod.get("spec") or {}).get("nodeName")
-            if where != row["node"]:
-                # a node's checkpoint is data about that node alone: a pod that runs elsewhere is never evicted for it
-                name = "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))
-                row["blockers"].append({"kind": "foreign_pod", "pod": name, "detail": "this node's checkpoint gives %s to pod %s (UID %s), which "
-                                        "runs on %s, not on this node: its checkpoint is not trusted" % (", ".join(on), name, uid, where or "no node")})
-                continue
-            row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), pdbs, settings))
-    elif row["action"] == "reboot":
-        for pod in pods or ():
-            if (pod.get("spec") or {}).get("nodeName") != row["node"] or not active(pod):
-                continue
-            if drain.left_by_drain(pod):
-                continue  # kubectl drain leaves them; the reboot restarts them
-            row["evictions"].append(_eviction(pod, "on the node to reboot", pdbs, settings))
+    evicts = actions.evicts(row["action"])
+    if evicts == "gpu":
+        _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings)
+    elif evicts == "node":
+        _node_evictions(row, pods, pdbs, settings)
     for ev in row["evictions"]:
         if not ev["evict"]:
             row["blockers"].append({"kind": "not_evictable", "pod": ev["pod"], "detail": ev["note"]})
@@ -391,6 +353,68 @@ def _map_and_evict(row, item, health, verdict, nodes_by_name, pods, pods_by_uid,
                                     "detail": "PodDisruptionBudget %s allows no disruption now (disruptionsAllowed 0)" % ev["pdb"]})
     if any(b["kind"] in ("outside_accounting", "host_process", "foreign_pod") for b in row["blockers"]):
         row["deferred_reason"] = "blocked"
+
+
+def _name(pod):
+    return "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))
+
+
+def _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings):
+    """A GPU-scoped action: the target GPUs (with the NVLink peers that go with them: ``decision.nvlink_peers``), their pods
+    from kubelet's checkpoint, cross-checked with NVML's processes. A pending remap (row 16) waits for a GPU with no pods."""
+    gpus = health.get("gpus") or []
+    by_uuid = dict((g.get("uuid"), g) for g in gpus)
+    verdicts = [(g.get("verdict") or {}) for g in gpus if g.get("uuid") in row["gpus"]]
+    peers, dummy = decision.nvlink_peers(health, row["gpus"], drain_peers=any(v.get("peers") for v in verdicts))
+    targets = row["targets"] = list(row["gpus"]) + [p for p in peers if p not in row["gpus"]]
+    uids = []
+    for uuid in targets:
+        uids.extend(uid for uid in sorted(holders.get(uuid) or {}) if uid not in uids)
+        row["blockers"].extend(_process_blockers(uuid, by_uuid.get(uuid) or {}, holders.get(uuid) or {}, pods_by_uid))
+    if any(v.get("opportunistic") for v in verdicts):
+        row["opportunistic"] = True
+        if uids:
+            row["deferred_reason"] = "gpu_busy"
+            row["reasons"].append("the pending remap waits for a reset while the GPU holds no pods; it holds %d" % len(uids))
+        return
+    for uid in uids:
+        pod = pods_by_uid.get(uid)
+        if pod is None or not active(pod):
+            continue
+        on = [u for u in targets if uid in (holders.get(u) or {})]
+        where = (pod.get("spec") or {}).get("nodeName")
+        if where != row["node"]:
+            # a node's checkpoint is data about that node alone: a pod that runs elsewhere is never evicted for it
+            row["blockers"].append({"kind": "foreign_pod", "pod": _name(pod), "detail": "this node's checkpoint gives %s to pod %s (UID %s), "
+                                    "which runs on %s, not on this node: its checkpoint is not trusted" % (", ".join(on), _name(pod), uid, where or "no node")})
+            continue
+        row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), pdbs, settings))
+
+
+def _process_blockers(uuid, gpu, holders, pods_by_uid):
+    """NVML's processes on a target GPU: every one must be a pod the checkpoint gives this GPU."""
+    out = []
+    for proc in gpu.get("processes") or ():
+        if proc.get("pod_uid") is None:
+            out.append({"kind": "host_process", "gpu": uuid, "detail": "process %s (not a pod's) uses %s: a reset would kill it"
+                        % (proc.get("pid"), uuid)})
+        elif proc["pod_uid"] not in holders:
+            pod = pods_by_uid.get(proc["pod_uid"])
+            name = _name(pod) if pod else proc["pod_uid"]
+            out.append({"kind": "outside_accounting", "gpu": uuid, "pod": name,
+                        "detail": "pod %s uses %s outside kubelet's accounting (its process %s is on the GPU; the checkpoint gives it "
+                                  "no such device)" % (name, uuid, proc.get("pid"))})
+    return out
+
+
+def _node_evictions(row, pods, pdbs, settings):
+    """A node-scoped action: every pod of the node but those kubectl drain leaves (DaemonSet and mirror pods)."""
+    for pod in pods or ():
+        if (pod.get("spec") or {}).get("nodeName") != row["node"] or not active(pod):
+            continue
+        if drain.left_by_drain(pod):
+            continue  # kubectl drain leaves them; the reboot restarts them
+        row["evictions"].append(_eviction(pod, "on the node to %s" % row["action"], pdbs, settings))
 
 
 def _threshold(settings, scope):
@@ -417,7 +441,7 @@ def _in_flight(nodes_by_name, ledger, now):
 
 def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
     breaker = dict(ledger.get("breaker") or {"state": "closed"})
-    candidates = [r for r in rows if r["action"] in ACTING]
+    candidates = [r for r in rows if r["action"] in actions.ACTING]
     # same signal: this run's candidates and the ledger's window, per (key, driver)
     groups = {}
     for row in candidates:
@@ -453,7 +477,7 @@ def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
     room = max(0, min(settings["max_nodes_per_run"], cap - len(in_flight - set(r["node"] for r in candidates))))
     result["capacity"] = {"cap": cap, "in_flight": sorted(n for n in in_flight if n), "room": room,
                           "stale_open_entries": sorted(n for n in stale if n)}
-    order = sorted((r for r in candidates if not r["deferred_reason"]), key=lambda r: (-hd.ACTIONS.index(r["action"]), r["node"]))
+    order = sorted((r for r in candidates if not r["deferred_reason"]), key=lambda r: (-actions.severity(r["action"]), r["node"]))
     for i, row in enumerate(order):
         if i < room:
             row["batch"] = i // settings["batch"] + 1

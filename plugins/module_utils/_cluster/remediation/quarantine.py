@@ -45,13 +45,13 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_ANNOTATION as REMEDIATION
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
 
 CORDON_MARK = "gpuops.fleet/cordoned-for-gpu-health"
 TAINT_KEY = "gpuops.fleet/gpu-unhealthy"
-ACTIONS = ("reset", "reboot", "replace", "investigate")
+ACTIONS = actions.ACTING
 RESULTS = ("recovered", "rebooted", "replaced", "needs_human", "rma_candidate", "cancelled")
 # the plan's blockers that no waiting ends; a PDB's is waited on (drain_timeout)
 HARD_BLOCKERS = ("not_evictable", "outside_accounting", "host_process", "foreign_pod")
@@ -87,8 +87,9 @@ def check_params(p):
             raise ParameterError("pause_timeout", "%d must be a positive number of seconds" % p["pause_timeout"])
         return p
     if p.get("action") not in ACTIONS:
-        raise ParameterError("action", "%r is not an action that quarantines (%s); none and observe change nothing" % (p.get("action"), ", ".join(ACTIONS)))
-    scope = hd.scope_of(p["action"])
+        raise ParameterError("action", "%r is not an action that quarantines (%s); %s change nothing" % (
+            p.get("action"), ", ".join(ACTIONS), " and ".join(a for a in actions.NAMES if a not in ACTIONS)))
+    scope = actions.scope_of(p["action"])
     if p.get("scope") not in (None, scope):
         raise ParameterError("scope", "%r does not go with action %s (its scope is %s)" % (p["scope"], p["action"], scope))
     p["scope"] = scope
@@ -261,12 +262,13 @@ def _set_step(client, api, name, record):
 def _escalation(current, p):
     """The action a reset quarantine is widened from (``reset``), where ``escalate`` asks to widen it to a reboot of the same
     GPUs (the reset failed); else None."""
-    if not (p.get("escalate") and current and p["action"] == "reboot"):
+    widened = [a for a in actions.AUTOMATED if actions.TABLE[a]["escalates_to"] == p["action"]]
+    if not (p.get("escalate") and current and widened):
         return None
-    if current.get("action") not in ("reset", "reboot") or sorted(current.get("gpus") or []) != sorted(p["gpus"]):
+    if current.get("action") not in widened + [p["action"]] or sorted(current.get("gpus") or []) != sorted(p["gpus"]):
         raise QuarantineError("node %s: escalate widens a reset of the same GPUs to a reboot; it is in a %s of %s: nothing was changed"
                               % (p["node"], current.get("action"), ", ".join(current.get("gpus") or []) or "the node"))
-    return current.get("escalated_from") or ("reset" if current.get("action") == "reset" else None)
+    return current.get("escalated_from") or (current["action"] if current.get("action") in widened else None)
 
 
 def _ledger_open(api, p, now, api_exception, escalation=None):

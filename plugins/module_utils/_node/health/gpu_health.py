@@ -22,7 +22,7 @@ Per GPU, through unmodified ``pynvml`` (names as nvidia-ml-py 13.615 spells them
 Per node: the boot ID, the driver version, the GPUs NVML counts against the GPUs expected, whether it is an
 NVSwitch system and, there, the ``nvidia-fabricmanager`` unit's state.
 
-The verdicts come from ``_common.health_decision`` (pure). NVML that does not initialise gives
+The verdicts come from ``_common/health/decision.py``'s rules (pure), with the ``thresholds`` option. NVML that does not initialise gives
 ``available: false`` and the node ``unknown``, never a verdict.
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as health_decision, xid_catalog
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision, xid_catalog
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, gpu_metrics, hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import kernel_log
@@ -197,7 +197,7 @@ def _read_gpu(pynvml, index, root):
         reasons = reader.call("nvmlDeviceGetCurrentClocksEventReasons", handle)
         if reasons is None:
             reasons = reader.call("nvmlDeviceGetCurrentClocksThrottleReasons", handle)
-        gpu["clocks_event_reasons"] = health_decision.clock_reason_names(reasons or 0)
+        gpu["clocks_event_reasons"] = decision.clock_reason_names(reasons or 0)
         gpu["nvlink"] = _nvlink(reader, handle)
         gpu["processes"] = _processes(pynvml, handle, root, reader)
     except _Lost:
@@ -266,9 +266,10 @@ def _fabric_manager(run, systemctl):
 
 
 def read(run, driver_root=None, gpus_expected=None, log_source="auto", log_path=None, overrides=None,
-         journalctl=None, systemctl=None, mark_path=kernel_log.MARK):
-    """The node's health facts (see the module's RETURN); never raises for a node whose NVML cannot be read."""
-    facts = {"available": False, "reason": None, "backend": "nvml", "driver_version": None, "boot_id": _boot_id(), "boot_time": _boot_time(),
+         journalctl=None, systemctl=None, mark_path=kernel_log.MARK, thresholds=None):
+    """The node's health facts (see the module's RETURN); never raises for a node whose NVML cannot be read. ``thresholds``
+    (the decision's, checked: ``decision.thresholds_of``) are decided with and kept in the facts."""
+    facts = {"thresholds": decision.thresholds_of({"thresholds": thresholds}), "available": False, "reason": None, "backend": "nvml", "driver_version": None, "boot_id": _boot_id(), "boot_time": _boot_time(),
              "gpus_seen": None, "gpus_expected": gpus_expected, "nvswitch": False, "fabric_manager": None,
              "gpus": [], "kernel_log": {"source": None, "reason": None, "records": 0, "ignored_before_mark": 0,
                                         "unattributed_xids": []}}
@@ -299,8 +300,8 @@ def read(run, driver_root=None, gpus_expected=None, log_source="auto", log_path=
         facts["fabric_manager"] = _fabric_manager(run, systemctl)
     for gpu in facts["gpus"]:
         _xid154(gpu)
-        gpu["verdict"] = health_decision.decide_gpu(gpu)
-    facts["verdict"] = health_decision.decide_node(facts)
+        gpu["verdict"] = decision.decide_gpu(gpu, facts["thresholds"])
+    facts["verdict"] = decision.decide_node(facts)
     return facts
 
 
@@ -337,6 +338,7 @@ ARGUMENT_SPEC = dict(
     kernel_log_path=dict(type="path"),
     xid_overrides=dict(type="dict", default={}),
     mark_path=dict(type="path", default=kernel_log.MARK),
+    thresholds=dict(type="dict", default={}),
 )
 
 
@@ -349,6 +351,7 @@ def read_with(params, run, get_bin_path):
     if params["kernel_log"] == "file" and not params["kernel_log_path"]:
         raise ParameterError("kernel_log_path", "is required with kernel_log=file: give the path of the saved kernel log")
     overrides = xid_catalog.check_overrides("xid_overrides", params["xid_overrides"])
+    thresholds = decision.thresholds_of({"thresholds": params.get("thresholds") or {}})
     base = hostroot.root()
     if base is None:
         journalctl = get_bin_path("journalctl")
@@ -362,4 +365,4 @@ def read_with(params, run, get_bin_path):
         driver_root = hostroot.local(driver_root, base)
     return read(run, driver_root=driver_root, gpus_expected=params["gpus_expected"], log_source=params["kernel_log"],
                 log_path=params["kernel_log_path"], overrides=overrides, journalctl=journalctl, systemctl=systemctl,
-                mark_path=params.get("mark_path") or kernel_log.MARK)
+                mark_path=params.get("mark_path") or kernel_log.MARK, thresholds=thresholds)

@@ -26,19 +26,51 @@ remap, no volatile double-bit ECC errors, no lost or reset-required GPU.
 
 from __future__ import annotations
 
-import re
 import shutil
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError, ResultError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, UNIT_NAME
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ResultError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot, nodefile, systemd
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import kernel_log
 
 DEFAULT_STOP_UNITS = ("gpuops-metrics.timer", "gpuops-metrics.service", "nvidia-dcgm.service", "dcgm-exporter.service")
-UNIT = re.compile(r"\A[A-Za-z0-9:_.@-]{1,200}\.(?:service|timer|socket)\Z")
-GPU_ID = re.compile(r"\AGPU-[0-9A-Fa-f-]{1,90}\Z")
+STOP_UNIT_TYPES = (".service", ".timer", ".socket")
 LOCK_FILE = "gpu-reset.lock"
 PERSISTENCE_RESCUE = "gpu-reset-persistence"
-AMPERE = 7  # NVML's architecture number
+
+
+def _gpu_uuid(value):
+    if isinstance(value, str) and GPU_ID.match(value) and value.startswith("GPU-"):
+        return None
+    return "%r is not a GPU UUID (GPU-...); a MIG device is reset with its GPU" % (value,)
+
+
+def _stop_unit(value):
+    if isinstance(value, str) and UNIT_NAME.match(value) and value.endswith(STOP_UNIT_TYPES):
+        return None
+    return "%r is not a unit name (letters, digits, :_.@- and .service, .timer or .socket)" % (value,)
+
+
+def _some(value):
+    return None if value else "give the UUIDs of the GPUs to reset"
+
+
+# gpu_reset's options: the module's argument spec and every check of a value come from this table (_common/settings.py)
+SETTINGS = settings.Table(
+    settings.row("gpus", "list", None, elements="str", required=True, check=_some, each=_gpu_uuid),
+    settings.row("include_peers", "bool", False),
+    settings.row("allow_mig", "bool", False),
+    settings.row("stop_units", "list", list(DEFAULT_STOP_UNITS), elements="str", each=_stop_unit),
+    settings.row("rescue_seconds", "int", 300, check=settings.whole(10, 3600, "whole number of seconds")),
+    settings.row("driver_root", "path", None),
+    settings.row("lock_dir", "path", "/run/gpuops"),
+    settings.row("mark_path", "path", kernel_log.MARK),
+    settings.row("verify_only", "bool", False),
+)
+ARGUMENT_SPEC = SETTINGS.argument_spec()
 
 
 class ResetRefused(ResultError):
@@ -50,17 +82,9 @@ class ResetFailed(ResultError):
 
 
 def check_params(p):
-    gpus = p.get("gpus") or []
-    if not gpus:
-        raise ParameterError("gpus", "give the UUIDs of the GPUs to reset")
-    for i, uuid in enumerate(gpus):
-        if not isinstance(uuid, str) or not GPU_ID.match(uuid):
-            raise ParameterError("gpus[%d]" % i, "%r is not a GPU UUID (GPU-...); a MIG device is reset with its GPU" % (uuid,))
-    for i, unit in enumerate(p.get("stop_units") or ()):
-        if not isinstance(unit, str) or not UNIT.match(unit):
-            raise ParameterError("stop_units[%d]" % i, "%r is not a unit name (letters, digits, :_.@- and .service, .timer or .socket)" % (unit,))
-    if not 10 <= p["rescue_seconds"] <= 3600:
-        raise ParameterError("rescue_seconds", "%d is not between 10 and 3600 seconds" % p["rescue_seconds"])
+    """The module's parameters, each checked by its row of SETTINGS (ParameterError names the option, or its element)."""
+    for name in ("gpus", "stop_units", "rescue_seconds"):
+        SETTINGS.check(name, p.get(name))
     return p
 
 
@@ -82,18 +106,16 @@ def reset_set(facts, targets, include_peers=False, allow_mig=False):
         elif uuid not in chosen:
             chosen.append(uuid)
     fabric = facts.get("fabric_manager")
-    for uuid in list(chosen):
-        gpu = by_uuid[uuid]
-        peers = [p for p in gpu["nvlink"].get("peers") or () if p not in chosen]
-        old = any((by_uuid[u].get("architecture") or 0) < AMPERE for u in chosen + peers if u in by_uuid)
-        if peers and (old or fabric != "active"):
-            if include_peers:
-                chosen.extend(p for p in peers if p not in chosen)
-                added.extend(p for p in peers if p not in added)
-            else:
-                why = "a GPU before Ampere" if old else "Fabric Manager is %s" % (fabric or "not running")
+    peers, why = decision.nvlink_peers(facts, chosen)
+    if peers and include_peers:
+        chosen.extend(p for p in peers if p not in chosen)
+        added.extend(peers)
+    elif peers:
+        for uuid in list(chosen):
+            own = [p for p in by_uuid[uuid]["nvlink"].get("peers") or () if p in peers]
+            if own:
                 refusals.append("%s has NVLink peers %s that nvidia-smi must reset in the same command (%s): set include_peers to reset "
-                                "them too, after their pods are drained" % (uuid, ", ".join(peers), why))
+                                "them too, after their pods are drained" % (uuid, ", ".join(own), why))
     for uuid in chosen:
         gpu = by_uuid.get(uuid)
         if gpu is None:
@@ -106,14 +128,15 @@ def reset_set(facts, targets, include_peers=False, allow_mig=False):
             refusals.append("%s is in use by %s: drain it first (gpu_quarantine)" % (uuid, _who(process)))
         if gpu.get("mig_devices") and not allow_mig:
             refusals.append("%s has MIG instances %s: a reset would destroy them; set allow_mig" % (uuid, ", ".join(gpu["mig_devices"])))
-        if facts.get("nvswitch") and gpu.get("architecture") == AMPERE and fabric != "active":
+        if facts.get("nvswitch") and gpu.get("architecture") == decision.AMPERE and fabric != "active":
             refusals.append("%s: an Ampere NVSwitch system needs Fabric Manager for a reset, and it is %s" % (uuid, fabric or "not running"))
     order = [g["uuid"] for g in facts.get("gpus") or () if g.get("uuid") in chosen]
     return order, added, refusals
 
 
 def post_check(facts, uuids):
-    """The reasons the reset GPUs are not healthy now (empty: healthy)."""
+    """The reasons the reset GPUs are not healthy now (empty: healthy): the same UUIDs, and for each no rule of the health
+    decision at the reset's severity or above (``decision.healthy_again``), decided with the node's thresholds."""
     if not facts.get("available"):
         return ["NVML could not be read after the reset (%s)" % facts.get("reason")]
     by_uuid = dict((g["uuid"], g) for g in facts.get("gpus") or () if g.get("uuid"))
@@ -123,16 +146,7 @@ def post_check(facts, uuids):
         if gpu is None:
             bad.append("%s is gone after the reset (a GPU fell off the bus, or its UUID changed)" % uuid)
             continue
-        if gpu["state"] != "ok":
-            bad.append("%s is %s after the reset" % (uuid, gpu["state"]))
-        if gpu["recovery_action"].get("value"):
-            bad.append("%s still asks for recovery action %s" % (uuid, gpu["recovery_action"].get("name")))
-        if gpu["remapped_rows"].get("supported") and gpu["remapped_rows"].get("pending"):
-            bad.append("%s still has a row remap pending" % uuid)
-        if gpu["remapped_rows"].get("supported") and gpu["remapped_rows"].get("failure"):
-            bad.append("%s: row remapping failed (an RMA criterion)" % uuid)
-        if gpu["ecc"].get("volatile_dbe"):
-            bad.append("%s has %d double-bit ECC errors since the reset" % (uuid, gpu["ecc"]["volatile_dbe"]))
+        bad.extend("%s: %s" % (uuid, why) for why in decision.healthy_again(gpu, facts.get("thresholds")))
     return bad
 
 

@@ -127,7 +127,8 @@ def test_controller_plugins_never_import_node_code(kind):
 
 
 def test_each_common_leaf_is_used_on_the_node():
-    """A ``_common`` file that no node code imports is controller code shipped to every node for nothing."""
+    """A ``_common`` file that no node code imports (itself, or through a ``_common`` file it imports) is controller code
+    shipped to every node for nothing."""
     node_side = list(_files("_node")) + [p for p in _plugin_files("modules") if any(_our_package(n) == "_node" for n in imported(p))]
     used = set()
     for path in node_side:
@@ -135,9 +136,20 @@ def test_each_common_leaf_is_used_on_the_node():
             if _our_package(name) == "_common":
                 used.add(name[len(OURS + ".module_utils._common."):])
     # a leaf by its dotted path below _common (``health.decision``); ``from _common.health import decision`` names it so
-    leaves = set(os.path.relpath(p, os.path.join(UTILS, "_common"))[:-3].replace(os.sep, ".") for p in _files("_common"))
-    leaves = set(leaf for leaf in leaves if not leaf.endswith("__init__"))
-    assert sorted(leaf for leaf in leaves if not any(u == leaf or u.startswith(leaf + ".") for u in used)) == []
+    paths = dict((os.path.relpath(p, os.path.join(UTILS, "_common"))[:-3].replace(os.sep, "."), p) for p in _files("_common"))
+    leaves = set(leaf for leaf in paths if not leaf.endswith("__init__"))
+
+    def of(name):
+        return next((leaf for leaf in leaves if name == leaf or name.startswith(leaf + ".")), None)
+
+    reached, todo = set(), [of(u) for u in used if of(u)]
+    while todo:
+        leaf = todo.pop()
+        if leaf not in reached:
+            reached.add(leaf)
+            todo.extend(of(n[len(OURS + ".module_utils._common."):]) for n in imported(paths[leaf])
+                        if _our_package(n) == "_common" and of(n[len(OURS + ".module_utils._common."):]))
+    assert sorted(leaves - reached) == []
 
 
 def test_module_utils_start_no_process_and_the_guard_entry_point_is_node_code():

@@ -73,7 +73,7 @@ def test_refusals_change_nothing_and_a_reset_restores_persistence_and_units(fake
     # it, and never changes anything (no nvidia-smi run)
     before_reset = got["verify_before"]
     assert before_reset["failed"] and not before_reset["changed"] and before_reset["nvidia_smi_rc"] is None
-    assert "%s still asks for recovery action" % G[0] in before_reset["msg"] and "row remap pending" in before_reset["msg"]
+    assert "%s: recovery action GPU_RESET (nvml_field)" % G[0] in before_reset["msg"] and "a row remap is pending" in before_reset["msg"]
     after_reset = got["verify_after"]
     assert not after_reset.get("failed") and not after_reset["changed"] and after_reset["post"] == [] and after_reset["reset"] == []
     done = got["done"]
@@ -152,10 +152,21 @@ def test_an_unreadable_node_is_never_reset_and_an_ampere_nvswitch_needs_fabric_m
 
 
 def test_the_post_check_names_what_is_still_wrong():
-    after = facts(recovery_action={"value": 2, "name": "NODE_REBOOT"}, remapped_rows={"supported": True, "pending": True}, ecc={"volatile_dbe": 1})
-    assert gpu_reset.post_check(after, [G[0]]) == [
-        "%s still asks for recovery action NODE_REBOOT" % G[0], "%s still has a row remap pending" % G[0],
-        "%s has 1 double-bit ECC errors since the reset" % G[0]]
+    # "healthy again" is the decision's own rules: every one at the reset's severity or above that fires, with its row
+    after = facts(recovery_action={"value": 2, "name": "NODE_REBOOT", "source": "nvml_field"}, remapped_rows={"supported": True, "pending": True},
+                  ecc={"volatile_dbe": 1})
+    lines = gpu_reset.post_check(after, [G[0]])
+    assert [line.split(" (row ")[-1] for line in lines] == ["4)", "16)"], lines
+    assert lines[0].startswith("%s: recovery action NODE_REBOOT (nvml_field): NVIDIA says reboot" % G[0])
+    assert lines[1].startswith("%s: a row remap is pending" % G[0])
+    # NVML says the recovery action: double-bit ECC errors with NONE are a signal (row 18's observe), not unhealthy; where this
+    # driver cannot say it, they are row 11's reset, so the GPU is not healthy
+    assert gpu_reset.post_check(facts(recovery_action={"value": 0, "source": "nvml_field"}, ecc={"volatile_dbe": 1}), [G[0]]) == []
+    unsupported = gpu_reset.post_check(facts(recovery_action={"value": None, "source": "unsupported"}, ecc={"volatile_dbe": 1}), [G[0]])
+    assert len(unsupported) == 1 and unsupported[0].endswith("(row 11)") and "1 uncorrectable (double-bit) ECC errors" in unsupported[0]
+    for state, row in (("lost", 2), ("reset_required", 5), ("unreadable", 1)):
+        assert gpu_reset.post_check(facts(state=state), [G[0]])[0].endswith("(row %d)" % row), state
+    assert gpu_reset.post_check(facts(), [G[0]]) == []
     assert gpu_reset.post_check(facts(), [G[1]]) == ["%s is gone after the reset (a GPU fell off the bus, or its UUID changed)" % G[1]]
 
 

@@ -12,6 +12,7 @@ import yaml
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import config as guard_config
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_settings
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_settings import role_settings
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options, reconcile
 from ansible_collections.gpuops.fleet.plugins.modules import kubelet_checkpoint
@@ -54,10 +55,10 @@ def test_the_role_defaults_and_argument_specs_agree_with_the_table():
     specs = _yaml("meta", "argument_specs.yml")["argument_specs"]
     spec = specs["main"]["options"]
     # the repair entry point declares every repair setting, exactly as the main one does
-    assert set(options.role_defaults()) <= set(specs["repair"]["options"])
+    assert set(_guard_settings.role_defaults()) <= set(specs["repair"]["options"])
     for variable in specs["repair"]["options"]:
         assert specs["repair"]["options"][variable] == spec[variable], variable
-    for variable, default in options.role_defaults().items():
+    for variable, default in _guard_settings.role_defaults().items():
         row = options.ROWS[variable[len("checkpoint_guard_"):]]
         assert defaults[variable] == default, variable
         assert spec[variable]["default"] == default, variable

@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: a table of settings, the one place a setting is declared.
+
+A row is a setting's name, Ansible type, default, choices, elements, aliases and check (the one rule its value must meet,
+wherever it comes from: a module option, a role variable, a file's key, a value a node reports). Everything else derives
+from the table, as community.crypto's ``get_privatekey_argument_spec()`` serves its module and its action plugin alike:
+a module's argument spec (``argument_spec``), the defaults (``defaults``), and every check of a value (``problem``,
+``check``, ``check_all``). The checkpoint repair's table (``_node/options.py``), the remediation plan's
+(``_cluster/remediation/plan.py``), the GPU reset's (``_node/health/gpu_reset.py``) and the health decision's thresholds
+(``_common/health/decision.py``) are tables of this kind.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+
+def row(name, kind, default, choices=None, elements=None, aliases=None, check=None, **extra):
+    """A setting: ``extra`` holds what one table adds (where the setting also goes: ``guard``, ``role``...)."""
+    out = {"name": name, "type": kind, "default": default, "choices": choices, "elements": elements, "aliases": aliases, "check": check}
+    out.update(extra)
+    return out
+
+
+def copy(value):
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+# checks a row may name: each takes the value and returns None, or why it is refused (the field is the row's name)
+def whole(low=None, high=None, what="whole number"):
+    """A check: a whole number (not a bool) from ``low`` to ``high`` (None: no bound)."""
+    def _check(value):
+        if is_int(value) and (low is None or value >= low) and (high is None or value <= high):
+            return None
+        bounds = ("from %d to %d" % (low, high) if high is not None else "of %d or more" % low) if low is not None else ""
+        return "%r must be a %s %s" % (value, what, bounds) if bounds else "%r must be a %s" % (value, what)
+    return _check
+
+
+def boolean(value):
+    return None if isinstance(value, bool) else "must be true or false"
+
+
+class Table:
+    """Rows of settings (``row``), checked and turned into argument specs by name."""
+
+    def __init__(self, *rows):
+        self.rows = tuple(rows)
+        self.by_name = dict((r["name"], r) for r in rows)
+
+    def names(self):
+        return tuple(r["name"] for r in self.rows)
+
+    def problem(self, name, value):
+        """Why ``value`` is refused for the setting ``name`` (its choices, then its check), or None."""
+        found = self.refusal(name, value)
+        return found and (found[1] if found[0] == name else "%s: %s" % (found[0], found[1]))
+
+    def refusal(self, name, value):
+        """``(field, why)`` where ``value`` is refused for the setting ``name``, or None. A row's ``each`` checks a list's
+        elements one by one; the field then names the element (``gpus[1]``)."""
+        entry = self.by_name[name]
+        if entry["choices"] and value not in entry["choices"]:
+            return name, "%r is not one of %s" % (value, ", ".join(map(str, entry["choices"])))
+        reason = entry["check"](value) if entry["check"] else None
+        if reason:
+            return name, reason
+        for i, item in enumerate(value if entry.get("each") and isinstance(value, (list, tuple)) else ()):
+            reason = entry["each"](item)
+            if reason:
+                return "%s[%d]" % (name, i), reason
+        return None
+
+    def check(self, name, value):
+        """``value`` for the setting ``name``, or ParameterError naming it (or its element) and why."""
+        found = self.refusal(name, value)
+        if found:
+            raise ParameterError(*found)
+        return value
+
+    def defaults(self, *names):
+        return dict((r["name"], copy(r["default"])) for r in self._rows(names))
+
+    def check_all(self, raw, coerce=None, where=None):
+        """Every setting from ``raw`` (unset or None: the default), checked; an unknown key is refused, naming the known
+        ones. ``coerce(row, value)`` turns a value that may arrive as a string (an AWX survey) into the row's type first;
+        ``where`` prefixes the field named in an error (``thresholds.``)."""
+        out = self.defaults()
+        for key, value in (raw or {}).items():
+            if key not in self.by_name:
+                raise ParameterError((where or "") + str(key), "is not a setting here (known: %s)" % ", ".join(sorted(self.by_name)))
+            if value is None:
+                continue
+            value = coerce(self.by_name[key], value) if coerce else value
+            found = self.refusal(key, value)
+            if found:
+                raise ParameterError((where or "") + found[0], found[1])
+            out[key] = value
+        return out
+
+    def argument_spec(self, *names):
+        """Ansible argument specs of the named rows (all rows when none is named)."""
+        spec = {}
+        for entry in self._rows(names):
+            arg = {"type": entry["type"]}
+            if entry.get("required"):
+                arg["required"] = True
+            elif entry["default"] is not None:
+                arg["default"] = copy(entry["default"])
+            for key in ("choices", "aliases"):
+                if entry[key]:
+                    arg[key] = list(entry[key])
+            if entry["elements"]:
+                arg["elements"] = entry["elements"]
+            spec[entry["name"]] = arg
+        return spec
+
+    def _rows(self, names):
+        return [self.by_name[n] for n in names] if names else list(self.rows)

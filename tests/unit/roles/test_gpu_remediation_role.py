@@ -1,0 +1,143 @@
+# -*- coding: utf-8 -*-
+"""The gpu_remediation role and the actions table (module_utils/_common/health/actions.py) hold together, as
+test_options.py holds the checkpoint_guard role to its settings table: the argument spec's choices, the role's blocks (one
+flag per automated action), the stages it registers and the report reads, and no action spelled anywhere but the table.
+Adding a step: its row in the table, its block in the role (``when: gpu_remediation_target.runs_<name>``, registering its
+stages) and its code; each test below fails where one of them is missing."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+import yaml
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import outcome
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROLE = os.path.join(ROOT, "roles", "gpu_remediation")
+
+
+def _read(*parts):
+    with open(os.path.join(ROLE, *parts)) as handle:
+        return handle.read()
+
+
+def _tasks(tasks):
+    for task in tasks or ():
+        yield task
+        for key in ("block", "rescue", "always"):
+            yield from _tasks(task.get(key))
+
+
+def test_the_allowed_actions_choices_are_the_tables_automated_actions():
+    spec = yaml.safe_load(_read("meta", "argument_specs.yml"))
+    option = spec["argument_specs"]["select"]["options"]["gpu_remediation_allowed_actions"]
+    assert option["choices"] == list(actions.AUTOMATED)
+    assert set(option["default"]) <= set(actions.AUTOMATED)
+
+
+def test_each_stage_is_registered_once_and_every_registered_result_is_a_stage():
+    registered = [t["register"] for t in _tasks(yaml.safe_load(_read("tasks", "main.yml"))) if "register" in t]
+    assert sorted(registered) == sorted(outcome.STAGE_VARS)
+    assert len(set(registered)) == len(registered)
+    # the report reads them in the table's order
+    assert list(actions.STAGES)[0] == "quarantine" and list(actions.STAGES)[-2:] == ["recovery", "release"]
+
+
+def test_the_role_reads_only_flags_the_targets_give_and_runs_a_block_for_each_automated_action():
+    text = _read("tasks", "main.yml")
+    used = set(re.findall(r"gpu_remediation_target\.(\w+)", text))
+    plan = {"nodes": [{"node": "n%d" % i, "host": "h%d" % i, "action": a, "batch": 1, "gpus": []} for i, a in enumerate(actions.ACTING)]}
+    given = set()
+    for target in outcome.targets(plan, "remediate", list(actions.AUTOMATED), now=0)["act"]:
+        given |= set(target)
+    assert used - given == set()
+    assert set("runs_" + a for a in actions.AUTOMATED) <= used
+    # each automated action's block is the one its flag opens; its stages are registered inside it
+    blocks = dict((t["when"], t) for t in _tasks(yaml.safe_load(text)) if "block" in t and isinstance(t.get("when"), str))
+    for name in actions.AUTOMATED:
+        block = next(b for when, b in blocks.items() if "gpu_remediation_target.runs_" + name in when)
+        inside = set(t.get("register") for t in _tasks(block["block"]))
+        assert set("gpu_remediation_" + s for s in actions.TABLE[name]["stages"]) <= inside, name
+
+
+def _yaml_strings(node):
+    if isinstance(node, str):
+        yield node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _yaml_strings(key)
+            yield from _yaml_strings(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _yaml_strings(value)
+
+
+def _quoted_in_jinja(text):
+    return re.findall(r"""['"]([a-z_]+)['"]""", text)
+
+
+# the health code: every file of its three rooms and the plugins that serve it
+HEALTH = [os.path.join(ROOT, "plugins", "module_utils", room) for room in ("_common/health", "_node/health", "_cluster/remediation")] + [
+    os.path.join(ROOT, "plugins", kind, name) for kind, name in (
+        ("filter", "remediation.py"), ("action", "gpu_remediation_plan.py"), ("action", "gpu_quarantine.py"))]
+
+
+def _health_files():
+    for path in HEALTH:
+        if os.path.isdir(path):
+            for name in sorted(os.listdir(path)):
+                if name.endswith(".py"):
+                    yield os.path.join(path, name)
+        else:
+            yield path
+
+
+def _code_strings(path):
+    """The string constants of a file that may spell an action: not docstrings, not a dict's keys (a result's field names,
+    such as gpu_reset's ``reset``), not a method's arguments (``decode(..., "replace")``). ``none``, a word of many
+    vocabularies (NVIDIA_VISIBLE_DEVICES, the kernel log's source), counts where it is the value of an ``action``."""
+    with open(path, "rb") as handle:
+        tree = ast.parse(handle.read(), path)
+    skip, actions_none = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                skip.add(id(first.value))
+        if isinstance(node, ast.Dict):
+            skip.update(id(k) for k in node.keys if k is not None)
+            actions_none.extend(v for k, v in zip(node.keys, node.values) if isinstance(k, ast.Constant) and k.value == "action")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            skip.update(id(a) for a in node.args)
+        if isinstance(node, ast.keyword) and node.arg == "action":
+            actions_none.append(node.value)
+    out = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip
+           and n.value != actions.NONE]
+    return out + [n.value for n in actions_none if isinstance(n, ast.Constant) and n.value == actions.NONE]
+
+
+def test_no_action_is_spelled_outside_the_table():
+    home = os.path.join(ROOT, "plugins", "module_utils", "_common", "health", "actions.py")
+    spelled = []
+    for path in _health_files():
+        if path != home:
+            spelled.extend((os.path.relpath(path, ROOT), s) for s in _code_strings(path) if s in actions.NAMES)
+    # the defaults hold the allowed actions' default, which the argument spec's test holds to the table
+    assert set(yaml.safe_load(_read("defaults", "main.yml"))["gpu_remediation_allowed_actions"]) <= set(actions.AUTOMATED)
+    for part in (("tasks", "main.yml"), ("tasks", "select.yml")):
+        data = yaml.safe_load(_read(*part))
+        for value in _yaml_strings(data):
+            spelled.extend(("roles/gpu_remediation/" + "/".join(part), s) for s in [value] + _quoted_in_jinja(value) if s in actions.NAMES)
+    assert spelled == [], "\n".join("%s: %r" % x for x in spelled)
+
+
+def test_the_check_finds_a_spelled_action(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('"""reset is fine in a docstring"""\nSTEP = "reset"\nROW = {"reset": 1, "action": "none"}\nb"x".decode("utf-8", "replace")\n'
+                   'OTHER = ("all", "none")\n')
+    assert sorted(_code_strings(str(bad))) == ["all", "none", "reset"]
+    assert _quoted_in_jinja("gpu_remediation_target.step == 'reboot'") == ["reboot"]
