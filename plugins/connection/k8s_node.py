@@ -273,6 +273,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections import namedtuple
 
 from ansible import constants as C
 from ansible.errors import AnsibleConnectionFailure, AnsibleError, AnsibleFileNotFound
@@ -388,6 +389,10 @@ def origin_alive(found, proc="/proc"):
     return pid_alive(found[2]) and process_start(found[2], proc) == found[3]
 
 
+# who this run's node pod is: the node, its namespace, the pod's idle and deadline seconds, the run's ID and the pod's name
+Identity = namedtuple("Identity", "node namespace idle deadline run name")
+
+
 class Connection(KubectlConnection):
     """kubernetes.core's kubectl connection, into the run's node pod on the node, chrooted to the host."""
 
@@ -456,7 +461,7 @@ class Connection(KubectlConnection):
             raise AnsibleConnectionFailure(why)
 
     def _identity(self):
-        """(node, namespace, idle, deadline, run, pod name), the options checked."""
+        """The node pod's ``Identity`` (node, namespace, idle, deadline, run, pod name), the options checked."""
         self._trusted()
         node = self.get_option("gpuops_node_name") or self._play_context.remote_addr
         namespace = self.get_option("kubectl_namespace")
@@ -470,14 +475,15 @@ class Connection(KubectlConnection):
         # the run: a random token drawn once per ansible-playbook run, so every task of the run finds the same pod and
         # no other run (another controller of the same short name, another container whose ansible-playbook is PID 1) does
         run = node_pod.run_id(os.uname()[1], run_token())
-        return node, namespace, idle, deadline, run, node_pod.pod_name(node, run)
+        return Identity(node, namespace, idle, deadline, run, node_pod.pod_name(node, run))
 
     def remove_node_pod(self, check_mode=False):
         """Delete this run's node pod (gpuops.fleet.node_pods); a result dict.
 
         ``changed`` is false: the pod was this run's own transport, made by this run, so the cluster is left as the run
         found it; ``deleted`` says whether there was one to delete."""
-        node, namespace, dummy, dummy2, dummy3, name = self._identity()
+        who = self._identity()
+        node, namespace, name = who.node, who.namespace, who.name
         if check_mode:
             exists = self._own_pod(node, namespace, name) is not None
         else:  # the delete says whether there was one (no read first: a request saved)
@@ -490,7 +496,8 @@ class Connection(KubectlConnection):
         return dict(pod=name, namespace=namespace, changed=False, deleted=exists and not check_mode, msg=msg)
 
     def _ensure_node_pod(self):
-        node, namespace, idle, deadline, run, name = self._identity()
+        who = self._identity()
+        node, namespace, idle, deadline, run, name = who
         pid = run_pid()
         if not pid_alive(pid):
             # a worker left behind by a killed run: it starts nothing, so the run's pod stays for the next run to delete

@@ -65,6 +65,19 @@ options:
     type: path
     default: /var/lib/gpuops/health/last-remediation.json
     version_added: 0.4.0
+  thresholds:
+    description:
+      - The health decision's thresholds; each key that is not given keeps its default. They are returned in the facts
+        (RV(ansible_facts.gpuops_gpu_health.thresholds)), and the remediation plan decides again with the node's own.
+      - V(repeat_xids) (default V([13, 31])), V(repeat_count) (2 or more, default V(2)) and V(repeat_window) (seconds, 60
+        to 30 days, default V(86400)) - the XID codes whose distinct faults, repeated that many times on one GPU within
+        that window, point at the GPU rather than the application (V(investigate)).
+      - V(fault_window_usec) (default V(10000000)) - lines of one GPU, XID and PID within this many microseconds of the
+        previous are one fault (the driver logs one crash as several lines).
+      - An unknown key or a value out of range fails the module, naming it (for example C(thresholds.repeat_count)).
+    type: dict
+    default: {}
+    version_added: 0.4.0
   xid_overrides:
     description:
       - "A catalog bucket per XID code that replaces NVIDIA's, for example V({109: IGNORE})."
@@ -141,6 +154,11 @@ ansible_facts:
           description: O(gpus_expected).
           type: int
           returned: always
+        thresholds:
+          description: The decision's thresholds the verdicts were decided with (O(thresholds), the defaults filled in).
+          type: dict
+          returned: always
+          version_added: 0.4.0
         nvswitch:
           description: Whether this is an NVSwitch system.
           type: bool

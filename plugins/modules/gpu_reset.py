@@ -23,8 +23,10 @@ description:
   - Whatever happens, persistence mode and the stopped units are restored. Before anything stops, transient systemd
     timers are armed (one per unit, one for persistence mode) that restore them O(rescue_seconds) later if this module
     dies, after its lock; they are disarmed once restored.
-  - Then reads NVML again. The same UUIDs must be there, with no recovery action, no pending row remap, no volatile
-    double-bit ECC errors, and none lost or requiring a reset. A failed reset or post-check fails the task (the
+  - Then reads NVML again. The same UUIDs must be there, and for each no rule of the GPU health decision at the reset's
+    severity or above may fire - no recovery action, no pending or failed row remap, no double-bit ECC errors where the
+    driver cannot say the recovery action, and none lost, unreadable or requiring a reset (the decision's own rules, so
+    the post-check and M(gpuops.fleet.gpu_health_info) never disagree). A failed reset or post-check fails the task (the
     playbook escalates to a reboot, as NVIDIA advises).
   - Check mode reports what would be stopped and reset; nothing runs.
 author:
@@ -176,16 +178,12 @@ def _work(module):
     base = hostroot.root()
     run = module.run_command
     driver_root = p["driver_root"] or None
-    if base is None:
-        systemctl = module.get_bin_path("systemctl")
-        smi = (os.path.join(driver_root, "usr/bin/nvidia-smi") if driver_root and os.path.exists(os.path.join(driver_root, "usr/bin/nvidia-smi"))
-               else module.get_bin_path("nvidia-smi"))
-    else:
-        systemctl = hostroot.which("systemctl", base=base)
-        smi = hostroot.which("nvidia-smi", base=base)
-        run = hostroot.runner(run, base)
-        if driver_root:
-            driver_root = hostroot.local(driver_root, base)
+    found, run = hostroot.tools(("systemctl", "nvidia-smi"), module.get_bin_path, run, base)
+    systemctl, smi = found["systemctl"], found["nvidia-smi"]
+    if base is None and driver_root and os.path.exists(os.path.join(driver_root, "usr/bin/nvidia-smi")):
+        smi = os.path.join(driver_root, "usr/bin/nvidia-smi")  # the driver's own, before PATH's
+    elif base is not None and driver_root:
+        driver_root = hostroot.local(driver_root, base)
     if not smi and not p["verify_only"]:
         raise gpu_reset.ResetRefused("nvidia-smi was not found on this node (PATH, or driver_root's usr/bin): not reset, nothing was changed")
 

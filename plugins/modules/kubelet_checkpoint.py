@@ -474,10 +474,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, argument_spec as table_argument_spec
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import BACKEND_ARGS, OPTION_DEFAULTS, PATH_OPTIONS, validate_options
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.options import argument_spec as table_argument_spec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import edge, hostroot, install
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.gpu_inventory import gather_on_node
-from ansible_collections.gpuops.fleet.plugins.module_utils._node.reconcile import OPTION_DEFAULTS, PATH_OPTIONS, validate_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.repair import Kubelet, repair
 
 
@@ -499,33 +499,58 @@ def _kubelet(module):
                    which=hostroot.which)
 
 
-def _guard(module):
-    """The boot guard's install, read-only (install.would_change), or None when ``guard`` was not given."""
-    options = module.params["guard"]
-    if options is None:
-        return None
-    validated = ArgumentSpecValidator(install.ARGUMENT_SPEC).validate(options)
-    if validated.error_messages:  # the install would refuse these options too: it runs and says so
-        return {"needed": True, "error": "guard: %s" % "; ".join(validated.error_messages)}
+def _guard_spec():
+    return install.ARGUMENT_SPEC
 
+
+def _guard(module, options):
+    """The boot guard's install, read-only (install.would_change)."""
     def run(argv, env):
         return module.run_command(argv, environ_update=env or {})
 
-    return install.would_change(validated.validated_parameters, run)
+    return install.would_change(options, run)
 
 
-def _health(module):
-    """The GPUs' health with gpu_health_info's options (``health``), as that module reads it (a GpuopsError goes to the
-    module's one edge); bad options fail the module by name."""
+def _health_spec():
     # imported here: the plan's runs without a health read do not compile the health code
     from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import gpu_health
 
-    options = dict(module.params["health"])
-    options.setdefault("driver_root", module.params["driver_root"])
-    validated = ArgumentSpecValidator(gpu_health.ARGUMENT_SPEC).validate(options)
-    if validated.error_messages:
-        module.fail_json(msg="health: %s" % "; ".join(validated.error_messages))
-    return gpu_health.read_with(validated.validated_parameters, module.run_command, module.get_bin_path)
+    return gpu_health.ARGUMENT_SPEC
+
+
+def _health(module, options):
+    """The GPUs' health, as gpu_health_info reads it (a GpuopsError goes to the module's one edge)."""
+    from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import gpu_health
+
+    return gpu_health.read_with(options, module.run_command, module.get_bin_path)
+
+
+# The reads that ride on the repair's round trip, one row each: {option: (its argument spec, what the module's own options
+# give it, the reader, where the value goes, what bad options do)}. Bad options of the health read fail the module by name
+# (gpu_health_info would); the guard's install would refuse them too, so they are reported as an install that is needed.
+# The next read is a row here, and its option in the argument spec and DOCUMENTATION.
+READS = {
+    "health": (_health_spec, lambda params: {"driver_root": params["driver_root"]}, _health, ("ansible_facts", "gpuops_gpu_health"), "fail"),
+    "guard": (_guard_spec, lambda params: {}, _guard, ("guard",), "report"),
+}
+
+
+def _read_along(module):
+    """``{option: value}`` of each read of READS whose option was given, in the table's order."""
+    out = {}
+    for option, (spec, inherited, reader, dummy, on_bad) in READS.items():
+        if module.params[option] is None:
+            continue
+        options = dict(inherited(module.params), **module.params[option])
+        validated = ArgumentSpecValidator(spec()).validate(options)
+        if validated.error_messages:
+            msg = "%s: %s" % (option, "; ".join(validated.error_messages))
+            if on_bad == "fail":
+                module.fail_json(msg=msg)
+            out[option] = {"needed": True, "error": msg}
+            continue
+        out[option] = reader(module, validated.validated_parameters)
+    return out
 
 
 def main():
@@ -555,8 +580,7 @@ def main():
             context["gpus"] = gather_on_node(module.run_command, params["backend"], driver_root=params["driver_root"], get_bin_path=module.get_bin_path)
             context["ansible_facts"] = {"gpuops_gpus": context["gpus"]}
         done = repair(context["gpus"], options, _kubelet(module), check_mode=module.check_mode, diff=module._diff)
-        if params["health"] is not None:  # and the GPUs' health, as gpu_health_info reads it, in the same call
-            context["health"] = _health(module)
+        context["reads"] = _read_along(module)  # the health, the guard's install: in the same call (READS)
         return done
 
     result = edge.run(module, work, context)
@@ -566,11 +590,10 @@ def main():
     # the report names host paths, whichever side of the host the module ran on
     done = hostroot.to_host(dict(result, gpus=facts, ansible_facts=gathered))
     done["checkpoint_path"] = params["checkpoint_path"]  # as given (beside the host, its links were followed to reach it)
-    guard = _guard(module)  # the same round trip reads whether the boot guard's install would change anything
-    if guard is not None:
-        done["guard"] = hostroot.to_host(guard)
-    if "health" in context:
-        done["ansible_facts"] = dict(done["ansible_facts"], gpuops_gpu_health=hostroot.to_host(context["health"]))
+    done["ansible_facts"] = dict(done["ansible_facts"])
+    for option, value in context.get("reads", {}).items():
+        where = READS[option][3]
+        (done[where[0]] if len(where) > 1 else done)[where[-1]] = hostroot.to_host(value)
     module.exit_json(host_root=hostroot.root(), **done)
 
 

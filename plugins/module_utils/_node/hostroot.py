@@ -194,6 +194,16 @@ def argv(command, base=None):
     return [sys.executable, "-c", _CHROOT, base] + [str(a) for a in command]
 
 
+def tools(names, get_bin_path, run=None, base=None):
+    """``(paths, run)``: ``{name: path or None}`` of the host's tools ``names`` and ``run`` made to run on the host. On the
+    host itself, the module's ``get_bin_path`` finds them and ``run`` is unchanged; beside the host (a node pod), ``which``
+    finds their host paths under its root and ``runner`` runs them there."""
+    base = root() if base is None else base
+    if not base:
+        return dict((name, get_bin_path(name)) for name in names), run
+    return dict((name, which(name, base=base)) for name in names), (runner(run, base) if run is not None else None)
+
+
 def runner(run, base=None):
     """``run(argv, **kw)`` (e.g. ``AnsibleModule.run_command``) made to run its argv on the host."""
     base = root() if base is None else base

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import errno
 import hashlib
 import json
 import os
@@ -209,12 +208,7 @@ class Manifest:
 def _link(entry, check_mode, before_change):
     """Make ``path`` a symlink to ``target`` when it is not one already; the row, or None."""
     path, target = entry["path"], entry["target"]
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        if exc.errno != errno.ENOENT:
-            raise NodeFileError("checking", path, exc) from exc
-        st = None
+    st = nodefile.lstat_or_none(path)
     if st is not None:
         if not stat.S_ISLNK(st.st_mode):
             raise InstallError("%s exists and is not a symlink: move it away (the install makes it a link to %s)" % (path, target))
@@ -230,11 +224,8 @@ def _directory(entry, check_mode, manifest):
     """Create a missing directory with its mode; fix the mode only of one the guard created (the manifest's), or of an
     empty one that is not sticky; any other existing directory (``/var/lib``, ``/var/tmp``) keeps its mode."""
     path, mode = entry["path"], int(entry["mode"], 8)
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        if exc.errno != errno.ENOENT:
-            raise NodeFileError("checking", path, exc) from exc
+    st = nodefile.lstat_or_none(path)
+    if st is None:
         if not check_mode:
             try:
                 os.makedirs(path, mode)

@@ -144,11 +144,22 @@ def _apply_owner(fd, st):
             raise
 
 
-def _unlink_quietly(path):
+def unlink_quietly(path):
+    """Remove ``path`` where it is; a file already gone (or one that cannot be removed) is left as it is."""
     try:
         os.unlink(path)
     except OSError:
         pass
+
+
+def lstat_or_none(path):
+    """``os.lstat(path)``, or None where nothing is there; any other error is a NodeFileError naming the path."""
+    try:
+        return os.lstat(path)
+    except OSError as exc:
+        if exc.errno != errno.ENOENT:
+            raise NodeFileError("checking", path, exc) from exc
+        return None
 
 
 def _temp_name(directory, base, tag):
@@ -176,14 +187,9 @@ def write_file(path, data, mode):
     must not be a symlink or a directory. For the guard's own files, not for kubelet's checkpoint
     (which ``replace`` handles with a backup and a claim).
     """
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        if exc.errno != errno.ENOENT:
-            raise NodeFileError("checking", path, exc) from exc
-    else:
-        if not stat.S_ISREG(st.st_mode):
-            raise UnsafeFileError("%s is not a regular file (a symlink or a directory): remove it or change the path" % path)
+    st = lstat_or_none(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise UnsafeFileError("%s is not a regular file (a symlink or a directory): remove it or change the path" % path)
     _swap_in(path, "file", lambda temp: _write_new(temp, data, mode=mode), "writing")
 
 
@@ -211,7 +217,7 @@ def _swap_in(path, tag, make, verb):
         os.rename(temp, path)
         _fsync_dir(directory)
     except OSError as exc:
-        _unlink_quietly(temp)
+        unlink_quietly(temp)
         raise NodeFileError(verb, path, exc) from exc
 
 
@@ -318,10 +324,10 @@ def write_backup(original, backup_dir, now=None):
         os.rename(tmp, target)
         _fsync_dir(backup_dir)
     except OSError as exc:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise NodeFileError("writing backup", target, exc) from exc
     except BaseException:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise
     return target
 
@@ -454,7 +460,7 @@ def _holds(path, original):
 
 def _drop_backup(backup):
     """A backup of bytes that were not changed after all (kubelet wrote first) is not kept."""
-    _unlink_quietly(backup)
+    unlink_quietly(backup)
 
 
 def _claim_link(original, backup):
@@ -476,7 +482,7 @@ def _claim_link(original, backup):
             raise NodeFileError("linking", path, exc) from exc
         return None, None  # no hard links here: compare the path itself, then rename over it
     if not _holds(claim, original):
-        _unlink_quietly(claim)
+        unlink_quietly(claim)
         _drop_backup(backup)
         raise ChangedWhileWorkingError("%s changed while we worked (kubelet wrote it): left as kubelet wrote it, nothing lost; run again" % path)
     return claim, os.lstat(claim)
@@ -562,9 +568,9 @@ def replace(original, data, backup_dir, now=None):
         except OSError as exc:
             raise NodeFileError("swapping the new checkpoint into place at", path, exc) from exc
     finally:
-        _unlink_quietly(new)
+        unlink_quietly(new)
         if claim is not None:
-            _unlink_quietly(claim)
+            unlink_quietly(claim)
     return backup
 
 

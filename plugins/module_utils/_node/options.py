@@ -11,13 +11,13 @@ its module and its action plugin alike:
 
 * the modules' argument specs (``argument_spec``; ``CHECKPOINT_ARGS`` and ``BACKEND_ARGS`` pair
   with the doc fragments ``gpuops.fleet.checkpoint`` and ``gpuops.fleet.attributes.gpu_backend``);
-* ``reconcile.OPTION_DEFAULTS`` (what ``validate_options`` fills in);
+* ``OPTION_DEFAULTS`` (what ``validate_options`` fills in) and ``Options``, a reconcile run's checked settings;
 * the boot guard's ``gpuops.json`` keys (``guard_config.CONFIG_FIELDS``: the rows marked ``guard``);
 * the ``checkpoint_guard`` role: its ``checkpoint_guard_<name>`` variables (a test proves its
   defaults and argument specs agree with this table, or differ where ``role_default`` says so),
   and the module arguments its repair step passes (the controller's ``plugin_utils/_guard_settings.py``
   derives both from the rows marked ``role``: node code keeps no controller-only helper);
-* every check of one value (``check``): ``reconcile.validate_options`` (the module and the guard),
+* every check of one value (``check``): ``validate_options`` (the module and the guard),
   the guard's ``gpuops.json`` (``guard/config.py``) and the module's kubelet settings call it; only
   checks across settings (a backup directory inside the checkpoint's) stay with their callers.
 
@@ -127,7 +127,7 @@ problem, check = SETTINGS.problem, SETTINGS.check
 
 
 def reconcile_defaults():
-    """``{setting: default}`` of a reconcile run (reconcile.OPTION_DEFAULTS; lists as tuples: shared, never changed)."""
+    """``{setting: default}`` of a reconcile run (OPTION_DEFAULTS; lists as tuples: shared, never changed)."""
     return dict((r["name"], tuple(r["default"]) if r["type"] == "list" else r["default"]) for r in TABLE if r["reconcile"])
 
 
@@ -137,6 +137,54 @@ def guard_defaults():
 
 
 argument_spec = SETTINGS.argument_spec
+
+# Every setting of a reconcile run, with its default (module options and guard keys alike).
+OPTION_DEFAULTS = reconcile_defaults()
+
+
+class Options:
+    """The validated settings of one reconcile run, shared by the module and the guard.
+
+    Built once by validate_options(); the field names are the module's options and
+    the guard's configuration keys alike, so an error names the field the user wrote.
+    """
+
+    __slots__ = tuple(sorted(OPTION_DEFAULTS)) + ("patterns",)
+
+    def __init__(self, **values):
+        for name, value in values.items():
+            setattr(self, name, value)
+
+
+def _inside(child, parent):
+    child, parent = os.path.realpath(child), os.path.realpath(parent)
+    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+# the settings that are paths on the node (hostroot.localize maps them where the module runs beside the host)
+PATH_OPTIONS = ("checkpoint_path", "backup_dir", "lock_dir")
+
+
+def validate_options(**values):
+    """Check every setting once; returns an Options. Unknown or bad settings raise ParameterError."""
+    unknown = sorted(set(values) - set(OPTION_DEFAULTS))
+    if unknown:
+        raise ParameterError(unknown[0], "unknown setting; known settings: %s" % ", ".join(sorted(OPTION_DEFAULTS)))
+    merged = dict(OPTION_DEFAULTS)
+    merged.update(values)
+    # each value by its row's check (the table's order), then what only the settings together can say
+    for row in TABLE:
+        if row["name"] in merged:
+            check(row["name"], merged[row["name"]])
+    if _inside(merged["backup_dir"], os.path.dirname(merged["checkpoint_path"])):
+        raise ParameterError(
+            "backup_dir",
+            "must not be inside the checkpoint's directory %s: kubelet may delete files there; use e.g. %s"
+            % (os.path.dirname(merged["checkpoint_path"]), DEFAULT_BACKUP_DIR),
+        )
+    options = Options(**merged)
+    options.patterns = ids.validate_resource_patterns(merged["resources"])
+    return options
 CHECKPOINT_ARGS = argument_spec("checkpoint_path", "max_bytes")
 
 BACKEND_ARGS = dict(

@@ -20,11 +20,10 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.gpushare impo
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import shared_memory
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, ParameterError, UnsafeFileError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, UnsafeFileError
 
-# the settings' names, types, defaults and checks are options.TABLE's (one owner for the module, the guard and the role)
-# Every setting of a reconcile run, with its default (module options and guard keys alike).
-OPTION_DEFAULTS = options_table.reconcile_defaults()
+# the settings' names, types, defaults and checks, and their validation (validate_options, Options), are options.py's (one
+# owner for the module, the guard and the role)
 
 STATE_MISSING = "missing"
 STATE_CORRUPT = "corrupt"
@@ -232,51 +231,6 @@ def render(cp):
     if cp.boot_id:
         doc["boot_id"] = cp.boot_id
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
-
-
-class Options:
-    """The validated settings of one reconcile run, shared by the module and the guard.
-
-    Built once by validate_options(); the field names are the module's options and
-    the guard's configuration keys alike, so an error names the field the user wrote.
-    """
-
-    __slots__ = tuple(sorted(OPTION_DEFAULTS)) + ("patterns",)
-
-    def __init__(self, **values):
-        for name, value in values.items():
-            setattr(self, name, value)
-
-
-def _inside(child, parent):
-    child, parent = os.path.realpath(child), os.path.realpath(parent)
-    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
-
-
-# the settings that are paths on the node (hostroot.localize maps them where the module runs beside the host)
-PATH_OPTIONS = ("checkpoint_path", "backup_dir", "lock_dir")
-
-
-def validate_options(**values):
-    """Check every setting once; returns an Options. Unknown or bad settings raise ParameterError."""
-    unknown = sorted(set(values) - set(OPTION_DEFAULTS))
-    if unknown:
-        raise ParameterError(unknown[0], "unknown setting; known settings: %s" % ", ".join(sorted(OPTION_DEFAULTS)))
-    merged = dict(OPTION_DEFAULTS)
-    merged.update(values)
-    # each value by its row's check (the table's order), then what only the settings together can say
-    for row in options_table.TABLE:
-        if row["name"] in merged:
-            options_table.check(row["name"], merged[row["name"]])
-    if _inside(merged["backup_dir"], os.path.dirname(merged["checkpoint_path"])):
-        raise ParameterError(
-            "backup_dir",
-            "must not be inside the checkpoint's directory %s: kubelet may delete files there; use e.g. %s"
-            % (os.path.dirname(merged["checkpoint_path"]), options_table.DEFAULT_BACKUP_DIR),
-        )
-    options = Options(**merged)
-    options.patterns = ids.validate_resource_patterns(merged["resources"])
-    return options
 
 
 def _base_result(path):

@@ -187,13 +187,6 @@ def _write_mark(path, unit):
         raise KubeletControlError("writing %s failed (%s): kubelet was not stopped and the checkpoint was left alone" % (path, exc)) from exc
 
 
-def _clear_mark(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def _after_killed_run(kubelet, info, mark, notify):
     """A run killed while kubelet was stopped left its mark: start kubelet if it is down, disarm the rescue."""
     info["left_stopped_by_killed_run"] = True
@@ -207,7 +200,7 @@ def _after_killed_run(kubelet, info, mark, notify):
             )
         info["started"] = True
     systemd.disarm_rescue(kubelet.unit, kubelet.run)
-    _clear_mark(mark)
+    nodefile.unlink_quietly(mark)
     return info["started"]
 
 
@@ -254,7 +247,7 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
     lock = hostroot.host(nodefile.lock_path(options.lock_dir, options.checkpoint_path))
     ok, err = systemd.arm_rescue(unit, kubelet.rescue_seconds, lock, kubelet.run, kubelet.which)
     if not ok:
-        _clear_mark(mark)
+        nodefile.unlink_quietly(mark)
         _untouched(plan, info)
         raise KubeletControlError(
             "arming the rescue timer that starts %s again if this run dies failed (%s): kubelet was not stopped and the "
@@ -314,7 +307,7 @@ def _repair_locked(facts, options, kubelet, diff, now, notify):
 
 def _disarm(kubelet, mark):
     systemd.disarm_rescue(kubelet.unit, kubelet.run)
-    _clear_mark(mark)
+    nodefile.unlink_quietly(mark)
 
 
 def _start_if_down(kubelet):

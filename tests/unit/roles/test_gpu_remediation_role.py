@@ -61,7 +61,16 @@ def test_the_role_reads_only_flags_the_targets_give_and_runs_a_block_for_each_au
     for name in actions.AUTOMATED:
         block = next(b for when, b in blocks.items() if "gpu_remediation_target.runs_" + name in when)
         inside = set(t.get("register") for t in _tasks(block["block"]))
-        assert set("gpu_remediation_" + s for s in actions.TABLE[name]["stages"]) <= inside, name
+        stage_vars = dict(zip(outcome.STAGES, outcome.STAGE_VARS))
+        assert set(stage_vars[s] for s in actions.TABLE[name]["stages"]) <= inside, name
+
+
+def test_no_stage_is_registered_over_a_role_variable():
+    # a result registered as gpu_remediation_verify would hide the role's switch of the verification pod
+    defaults = yaml.safe_load(_read("defaults", "main.yml"))
+    spec = yaml.safe_load(_read("meta", "argument_specs.yml"))["argument_specs"]
+    variables = set(defaults) | set(v for entry in spec.values() for v in entry.get("options") or {})
+    assert set(outcome.STAGE_VARS) & variables == set()
 
 
 def _yaml_strings(node):
@@ -141,3 +150,16 @@ def test_the_check_finds_a_spelled_action(tmp_path):
                    'OTHER = ("all", "none")\n')
     assert sorted(_code_strings(str(bad))) == ["all", "none", "reset"]
     assert _quoted_in_jinja("gpu_remediation_target.step == 'reboot'") == ["reboot"]
+
+
+def test_no_function_of_the_health_code_reaches_60_lines():
+    # the decision as rules, the plan and the quarantine in named steps: a function a reviewer reads at once
+    modules = [os.path.join(ROOT, "plugins", "modules", n + ".py") for n in ("gpu_health_info", "gpu_reset", "gpu_quarantine",
+                                                                            "gpu_remediation_plan", "node_reboot")]
+    long = []
+    for path in list(_health_files()) + modules:
+        with open(path, "rb") as handle:
+            tree = ast.parse(handle.read(), path)
+        long.extend((os.path.relpath(path, ROOT), n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
+                    if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 >= 60)
+    assert long == []

@@ -18,8 +18,10 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import
 
 MODES = ("report", "quarantine", "remediate")
 STAGES = actions.STAGES
-# the variables the role registers each stage's result in (roles/gpu_remediation/tasks/main.yml; a test holds them together)
-STAGE_VARS = tuple("gpu_remediation_" + s for s in STAGES)
+# the variables the role registers each stage's result in (roles/gpu_remediation/tasks/main.yml; a test holds them together):
+# gpu_remediation_<stage>, but the post-check's, as gpu_remediation_verify is the role's switch of the verification pod
+REGISTERED_AS = {"verify": "post_check"}
+STAGE_VARS = tuple("gpu_remediation_" + REGISTERED_AS.get(s, s) for s in STAGES)
 RMA_NEXT = ("replace the GPU: open an RMA with NVIDIA, attaching nvidia-bug-report.sh's log from this node and this report "
             "(the GPUs' UUIDs, the XIDs and recovery action the plan saw); the node stays quarantined until it is released")
 

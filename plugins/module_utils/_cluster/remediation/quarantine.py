@@ -184,12 +184,8 @@ def _patch_node(api, node, spec=None, annotations=None, labels=None):
     return api.patch_node(_meta(node)["name"], body)
 
 
-def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.monotonic):
-    """The module's result for ``state: quarantined`` (see the module docstring)."""
-    now = int(now if now is not None else time.time())
-    node = client.sanitize_for_serialization(api.read_node(p["node"]))
-    current = annotation(node)
-    escalation = _escalation(current, p)
+def _refuse_early(p, current, escalation):
+    """The refusals before anything is read of the pods: another remediation in progress, a hard blocker."""
     if current and not escalation and (sorted(current.get("gpus") or []) != sorted(p["gpus"]) or current.get("action") != p["action"]):
         raise QuarantineError("node %s is already in a remediation (%s of %s, step %s, since %s): finish it or release it first; "
                               "nothing was changed" % (p["node"], current.get("action"), ", ".join(current.get("gpus") or []) or "the node",
@@ -198,6 +194,15 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     if hard:
         raise QuarantineError("node %s: the plan names blockers no drain ends: %s; nothing was changed"
                               % (p["node"], "; ".join(b.get("detail") or b.get("kind") for b in hard)))
+
+
+def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.monotonic):
+    """The module's result for ``state: quarantined`` (see the module docstring)."""
+    now = int(now if now is not None else time.time())
+    node = client.sanitize_for_serialization(api.read_node(p["node"]))
+    current = annotation(node)
+    escalation = _escalation(current, p)
+    _refuse_early(p, current, escalation)
     pods = [client.sanitize_for_serialization(x) for x in api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % p["node"]).items]
     to_evict, gone, skipped, refusals = _targets(p, pods)
     if refusals:
@@ -223,6 +228,13 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
                   boot_id=(current or {}).get("boot_id") or boot_id)
     if escalation:
         record["escalated_from"] = escalation
+    _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation)
+    _drain(client, api, p, record, to_evict, clock() + p["drain_timeout"], api_exception, result)
+    return dict(result, changed=True, step="drained", msg=_msg(result, ""))
+
+
+def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation):
+    """The ledger's entry, then one patch of the node: the cordon, our taint and annotation (the record)."""
     patch_spec = dict(unschedulable=True) if need_cordon else {}
     if taints is not None:
         patch_spec["taints"] = taints
@@ -232,11 +244,14 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     # the ledger first: where it cannot be written (full, refused, another run's write), the node is left as it was
     opened = _ledger_open(api, p, now, api_exception, escalation)
     try:
-        node = client.sanitize_for_serialization(_patch_node(api, node, patch_spec, marks))
+        _patch_node(api, node, patch_spec, marks)
     except api_exception as exc:
         raise QuarantineError("node %s could not be marked (%s %s): the node was not changed; %s" % (
             p["node"], getattr(exc, "status", ""), getattr(exc, "reason", "") or "", _ledger_take_back(api, p, opened, api_exception))) from None
-    deadline = clock() + p["drain_timeout"]
+
+
+def _drain(client, api, p, record, to_evict, deadline, api_exception, result):
+    """The evictions by kubectl drain's rules, then the wait for the pods to go; the step recorded either way."""
     try:
         for item in to_evict:
             namespace, name = item["pod"].split("/", 1)
@@ -251,7 +266,6 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
                               dict(result, changed=True, step="drain_blocked")) from exc
     record["step"] = "drained"
     _set_step(client, api, p["node"], record)
-    return dict(result, changed=True, step="drained", msg=_msg(result, ""))
 
 
 def _set_step(client, api, name, record):

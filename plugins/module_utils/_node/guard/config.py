@@ -16,7 +16,6 @@ import json
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory as inventory
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rec
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
@@ -37,9 +36,9 @@ GUARD_DEFAULTS = {
     "late_wait_seconds": 600,
 }
 # the repair's settings that are gpuops.json keys, checked by validate_options
-RECONCILE_KEYS = tuple(sorted(k for k in options_table.guard_defaults() if k in rec.OPTION_DEFAULTS))
+RECONCILE_KEYS = tuple(sorted(k for k in options_table.guard_defaults() if k in options_table.OPTION_DEFAULTS))
 # the kubelet settings the guard shares with the module and the role, checked by _check_field
-KUBELET_KEYS = tuple(sorted(k for k in options_table.guard_defaults() if k not in rec.OPTION_DEFAULTS))
+KUBELET_KEYS = tuple(sorted(k for k in options_table.guard_defaults() if k not in options_table.OPTION_DEFAULTS))
 CONFIG_FIELDS = options_table.guard_defaults()
 CONFIG_FIELDS.update(GUARD_DEFAULTS)
 
@@ -85,7 +84,7 @@ def _no_duplicates(source):
 
 
 def validate(doc, source):
-    """A full configuration (defaults filled in) from a dict of settings, plus ``options`` (rec.Options)."""
+    """A full configuration (defaults filled in) from a dict of settings, plus ``options`` (options.Options)."""
     if not isinstance(doc, dict):
         raise ParameterError(source, "must hold a JSON object of settings")
     unknown = sorted(set(doc) - set(CONFIG_FIELDS))
@@ -101,7 +100,7 @@ def validate(doc, source):
     if not isinstance(config["resources"], list) or not all(isinstance(v, str) for v in config["resources"]):
         raise ParameterError("%s: resources" % source, 'must be a list of resource names or patterns, e.g. ["nvidia.com/gpu"]')
     try:
-        config["options"] = rec.validate_options(unknown_inventory="skip", **dict((k, config[k]) for k in RECONCILE_KEYS))
+        config["options"] = options_table.validate_options(unknown_inventory="skip", **dict((k, config[k]) for k in RECONCILE_KEYS))
     except ParameterError as exc:
         raise ParameterError("%s: %s" % (source, exc.field), exc.reason) from exc
     return config

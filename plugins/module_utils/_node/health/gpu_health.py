@@ -353,13 +353,8 @@ def read_with(params, run, get_bin_path):
     overrides = xid_catalog.check_overrides("xid_overrides", params["xid_overrides"])
     thresholds = decision.thresholds_of({"thresholds": params.get("thresholds") or {}})
     base = hostroot.root()
-    if base is None:
-        journalctl = get_bin_path("journalctl")
-        systemctl = get_bin_path("systemctl")
-    else:
-        journalctl = hostroot.which("journalctl", base=base)
-        systemctl = hostroot.which("systemctl", base=base)
-        run = hostroot.runner(run, base)
+    found, run = hostroot.tools(("journalctl", "systemctl"), get_bin_path, run, base)
+    journalctl, systemctl = found["journalctl"], found["systemctl"]
     driver_root = params["driver_root"] or None
     if driver_root and base is not None:
         driver_root = hostroot.local(driver_root, base)

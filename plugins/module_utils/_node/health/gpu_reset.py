@@ -20,8 +20,9 @@ Then NVML's clients are let go: this process shuts NVML down (the health read do
 daemon's attachment refuses the reset: NVSentinel#1690), and the reset runs. Whatever happens, persistence
 mode and the units come back, and a rescue armed before anything stopped (transient timers, as kubelet's
 rescue) brings them back if this process dies: one timer per unit, one for persistence mode, each waiting
-for this run's lock first. The post-check reads NVML again: the same UUIDs, no recovery action, no pending
-remap, no volatile double-bit ECC errors, no lost or reset-required GPU.
+for this run's lock first. The post-check reads NVML again: the same UUIDs, and for each no rule of the health
+decision at the reset's severity or above (``decision.healthy_again``: no recovery action, no pending or failed remap, no
+lost, unreadable or reset-required GPU, no double-bit ECC error where the driver cannot say the recovery action, ...).
 """
 
 from __future__ import annotations
@@ -236,7 +237,8 @@ def verify(node, p):
     result["seconds"] = round(node.clock() - started, 3)
     if result["post"]:
         raise ResetFailed("the GPUs are not healthy: %s" % "; ".join(result["post"]), result)
-    return dict(result, msg="%s healthy: the same UUIDs, no recovery action, no pending remap, no volatile double-bit ECC error" % ", ".join(uuids))
+    return dict(result, msg="%s healthy: the same UUIDs, and no rule of the health decision at the reset's severity or above fires"
+                % ", ".join(uuids))
 
 
 def _extra(persistent, units):

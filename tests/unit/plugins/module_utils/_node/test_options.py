@@ -14,7 +14,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import config as guard_config
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_settings
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_settings import role_settings
-from ansible_collections.gpuops.fleet.plugins.module_utils._node import options, reconcile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options
 from ansible_collections.gpuops.fleet.plugins.modules import kubelet_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))))
@@ -42,7 +42,7 @@ def test_the_module_argspec_is_the_table_plus_its_own_options():
 
 def test_the_reconcile_defaults_and_the_guard_keys_derive_from_the_table():
     derived = dict((r["name"], tuple(r["default"]) if r["type"] == "list" else r["default"]) for r in options.TABLE if r["reconcile"])
-    assert derived == reconcile.OPTION_DEFAULTS
+    assert derived == options.OPTION_DEFAULTS
     guard_rows = set(r["name"] for r in options.TABLE if r["guard"])
     assert guard_rows <= set(guard_config.CONFIG_FIELDS)
     assert set(guard_config.CONFIG_FIELDS) - guard_rows == set(guard_config.GUARD_DEFAULTS)
@@ -146,7 +146,7 @@ def test_every_row_owns_its_check_and_each_entry_point_gives_its_answer():
         assert options.check(name, options.ROWS[name]["default"]) == row["default"]
         if row["reconcile"]:
             with pytest.raises(ParameterError, match=r"^%s: .*%s" % (name, re.escape(reason))):
-                reconcile.validate_options(**{name: value})
+                options.validate_options(**{name: value})
         if row["guard"]:
             with pytest.raises(ParameterError, match=r"^gpuops\.json: %s: .*%s" % (name, re.escape(reason))):
                 guard_config.validate({name: value}, "gpuops.json")

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import device_ids as ids
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rc
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ChangedWhileWorkingError, InventoryError, ParameterError, UnsafeFileError
 
@@ -106,7 +107,7 @@ STALE_CP = checkpoint(
 def options(sysroot, **kw):
     settings = {"checkpoint_path": sysroot["path"], "backup_dir": sysroot["backup_dir"], "lock_dir": sysroot["lock_dir"]}
     settings.update(kw)
-    return rc.validate_options(**settings)
+    return options_table.validate_options(**settings)
 
 
 def run(sysroot, facts=None, check_mode=False, diff=False, **kw):

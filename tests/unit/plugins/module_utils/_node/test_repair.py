@@ -22,6 +22,7 @@ import pytest
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.guard import main as guard
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rc
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import repair
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, KubeletControlError, KubeletRunningError, NodeFileError
@@ -102,7 +103,7 @@ def node(tmp_path):
     plugins = tmp_path / "var/lib/kubelet/device-plugins"
     plugins.mkdir(parents=True)
     path = plugins / "kubelet_internal_checkpoint"
-    options = rc.validate_options(checkpoint_path=str(path), backup_dir=str(tmp_path / "backups"), lock_dir=str(tmp_path / "run"))
+    options = options_table.validate_options(checkpoint_path=str(path), backup_dir=str(tmp_path / "backups"), lock_dir=str(tmp_path / "run"))
 
     def make(cp=MIXED, state="active", fail=(), restart=True):
         path.write_bytes(codec.encode(cp)[0])
@@ -441,8 +442,8 @@ def test_beside_the_host_kubelet_is_the_host_s_and_the_rescue_names_host_paths(t
     root = str(tmp_path / "host")
     (tmp_path / "host/var/lib/kubelet/device-plugins").mkdir(parents=True)
     monkeypatch.setenv(hostroot.ENV, root)
-    options = rc.validate_options(checkpoint_path="/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
-    hostroot.localize(options, rc.PATH_OPTIONS)
+    options = options_table.validate_options(checkpoint_path="/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
+    hostroot.localize(options, options_table.PATH_OPTIONS)
     assert options.checkpoint_path == root + "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint"
     assert options.lock_dir == root + nodefile.DEFAULT_LOCK_DIR and options.backup_dir.startswith(root + "/")
     with open(options.checkpoint_path, "wb") as handle:
