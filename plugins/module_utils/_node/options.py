@@ -185,6 +185,8 @@ def validate_options(**values):
     options = Options(**merged)
     options.patterns = ids.validate_resource_patterns(merged["resources"])
     return options
+
+
 CHECKPOINT_ARGS = argument_spec("checkpoint_path", "max_bytes")
 
 BACKEND_ARGS = dict(

@@ -154,8 +154,8 @@ def test_the_check_finds_a_spelled_action(tmp_path):
 
 def test_no_function_of_the_health_code_reaches_60_lines():
     # the decision as rules, the plan and the quarantine in named steps: a function a reviewer reads at once
-    modules = [os.path.join(ROOT, "plugins", "modules", n + ".py") for n in ("gpu_health_info", "gpu_reset", "gpu_quarantine",
-                                                                            "gpu_remediation_plan", "node_reboot")]
+    names = ("gpu_health_info", "gpu_reset", "gpu_quarantine", "gpu_remediation_plan", "node_reboot")
+    modules = [os.path.join(ROOT, "plugins", "modules", n + ".py") for n in names]
     long = []
     for path in list(_health_files()) + modules:
         with open(path, "rb") as handle:

@@ -269,7 +269,8 @@ def read(run, driver_root=None, gpus_expected=None, log_source="auto", log_path=
          journalctl=None, systemctl=None, mark_path=kernel_log.MARK, thresholds=None):
     """The node's health facts (see the module's RETURN); never raises for a node whose NVML cannot be read. ``thresholds``
     (the decision's, checked: ``decision.thresholds_of``) are decided with and kept in the facts."""
-    facts = {"thresholds": decision.thresholds_of({"thresholds": thresholds}), "available": False, "reason": None, "backend": "nvml", "driver_version": None, "boot_id": _boot_id(), "boot_time": _boot_time(),
+    facts = {"thresholds": decision.thresholds_of({"thresholds": thresholds}),
+             "available": False, "reason": None, "backend": "nvml", "driver_version": None, "boot_id": _boot_id(), "boot_time": _boot_time(),
              "gpus_seen": None, "gpus_expected": gpus_expected, "nvswitch": False, "fabric_manager": None,
              "gpus": [], "kernel_log": {"source": None, "reason": None, "records": 0, "ignored_before_mark": 0,
                                         "unattributed_xids": []}}

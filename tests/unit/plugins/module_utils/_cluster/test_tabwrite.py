@@ -12,7 +12,6 @@ def test_tabwrite_matches_go_column_blocks():
     assert tabwrite("a\tbb\t\nccc\td\t\n--\nx\ty\n") == "a    bb\nccc  d\n--\nx  y\n"
 
 
-
 def test_a_pod_is_active_until_its_phase_is_terminal():
     assert active({"status": {"phase": "Running"}}) and active({}) and active({"status": {"phase": "Pending"}})
     assert not active({"status": {"phase": "Succeeded"}}) and not active({"status": {"phase": "Failed"}})

@@ -24,6 +24,7 @@ import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import checkpoint as codec
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import nodefile
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import options as options_table
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import reconcile as rc
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import (
     GpuopsError,
@@ -59,7 +60,7 @@ def node(tmp_path):
 def run(node, strategy="remove", **kw):
     settings = {"checkpoint_path": node["path"], "backup_dir": node["backup_dir"], "lock_dir": node["lock_dir"], "strategy": strategy}
     settings.update(kw)
-    return rc.reconcile(FACTS, rc.validate_options(**settings))
+    return rc.reconcile(FACTS, options_table.validate_options(**settings))
 
 
 def checkpoint_bytes(node):
@@ -163,7 +164,7 @@ def test_dangling_backup_dir_symlink_is_refused(node):
         run(node)
     assert checkpoint_bytes(node) == node["data"]
     with pytest.raises(UnsafeFileError, match="dangling symlink"):
-        rc.reconcile(FACTS, rc.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"]), check_mode=True)
+        rc.reconcile(FACTS, options_table.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"]), check_mode=True)
 
 
 @pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
@@ -259,7 +260,7 @@ def test_a_checkpoint_of_max_bytes_is_read_and_judged_one_byte_more_is_refused(n
     assert len(data) == limit
     with open(node["path"], "wb") as handle:
         handle.write(data)
-    result = rc.reconcile(FACTS, rc.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"]), check_mode=True)
+    result = rc.reconcile(FACTS, options_table.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"]), check_mode=True)
     assert result["status"] == "up_to_date" and result["checksum_valid"]
     with open(node["path"], "ab") as handle:
         handle.write(b" ")
@@ -282,7 +283,7 @@ def test_a_claim_left_by_a_killed_removal_is_put_back_and_the_removal_redone(nod
     claim = _leftover(node, "claim", node["data"])
     os.unlink(node["path"])
     settings = {"checkpoint_path": node["path"], "backup_dir": node["backup_dir"], "lock_dir": node["lock_dir"], "strategy": "remove"}
-    planned = rc.reconcile(FACTS, rc.validate_options(**settings), check_mode=True)
+    planned = rc.reconcile(FACTS, options_table.validate_options(**settings), check_mode=True)
     assert [s["action"] for s in planned["recovered"]] == ["restored"] and planned["action"] == "removed"
     assert not os.path.exists(node["path"]) and os.path.exists(claim), "check mode put nothing back"
     result = run(node, "remove")
