@@ -27,19 +27,24 @@ def rich_node():
     gpus = [gpu(0, recovery=1, xids=[dict(XID)], processes=[{"pid": 42, "pod_uid": uid(1), "container": "app", "used_mib": 100}],
                 nvlink={"links": [{"link": 0, "active": True}], "peers": [G[1]]}, temperature={"current": 40, "shutdown": 90},
                 clocks_event_reasons=["gpu_idle"]),
-            gpu(1, ecc={"volatile_dbe": 0})]
+            gpu(1, ecc={"volatile_dbe": 0}, retired_pages={"supported": True, "sbe": 2, "dbe": 0, "pending": False})]
     facts = health(gpus, driver="535.1")
     entries = [entry(uid(1), [G[0]]), entry(uid(2), [G[1] + "-_-1"], "aliyun.com/gpu-mem", envs={"NVIDIA_VISIBLE_DEVICES": G[1]})]
     return facts, entries
 
 
-def fleet_plan(bad_health, bad_entries):
-    """The plan of the node ``bad`` (given facts) beside ``good`` (a GPU asking for a reset, another driver)."""
+def fleet_plan(bad_health, bad_entries, ledger=None):
+    """The plan of the node ``bad`` (given facts) beside ``good`` (a GPU asking for a reset, another driver). With a ledger
+    whose breaker was reset, the controller decides each node again with the rules (``_redecide``)."""
     good_health = health([gpu(0, recovery=1)], driver="580.1")
     items = [{"host": "bad", "node": "bad", "health": bad_health, "entries": bad_entries},
              {"host": "good", "node": "good", "health": good_health, "entries": [entry(uid(9), [G[0]])]}]
     pods = [pod(1, node="bad"), pod(2, node="bad"), pod(9, node="good")]
-    return rp.plan(items, [api_node("bad"), api_node("good")], pods, [], ledgers.empty(), SETTINGS, NOW)
+    return rp.plan(items, [api_node("bad"), api_node("good")], pods, [], ledger or ledgers.empty(), SETTINGS, NOW)
+
+
+# a breaker reset an hour ago: the plan decides every node again on the controller, so every rule meets the hostile facts
+REDECIDED = ledgers.reset(ledgers.empty(), "test", NOW - 3600)
 
 
 def rows(result):
@@ -89,9 +94,9 @@ def test_every_field_replaced_by_each_hostile_value_never_raises_and_never_stops
     facts, entries = rich_node()
     base = {"health": facts, "entries": entries}
     tried = unknown = 0
-    for path, value, both in mutations(base):
+    for (path, value, both), ledger in ((m, ledger) for m in mutations(base) for ledger in (None, REDECIDED)):
         tried += 1
-        found = rows(fleet_plan(both.get("health"), both.get("entries")))
+        found = rows(fleet_plan(both.get("health"), both.get("entries"), ledger))
         assert (found["good"]["action"], found["good"]["batch"]) == ("reset", 1), (path, value)
         bad = found["bad"]
         if bad["state"] == "unknown":
