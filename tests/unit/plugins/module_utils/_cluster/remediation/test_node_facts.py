@@ -26,7 +26,7 @@ def rich_node():
     gives each GPU a pod (one through gpushare's NVIDIA_VISIBLE_DEVICES)."""
     gpus = [gpu(0, recovery=1, xids=[dict(XID)], processes=[{"pid": 42, "pod_uid": uid(1), "container": "app", "used_mib": 100}],
                 nvlink={"links": [{"link": 0, "active": True}], "peers": [G[1]]}, temperature={"current": 40, "shutdown": 90},
-                clocks_event_reasons=["gpu_idle"]),
+                clocks_event_reasons=["gpu_idle"], retired_pages={"supported": True, "sbe": 1, "dbe": 0, "pending": False}),
             gpu(1, ecc={"volatile_dbe": 0}, retired_pages={"supported": True, "sbe": 2, "dbe": 0, "pending": False})]
     facts = health(gpus, driver="535.1")
     entries = [entry(uid(1), [G[0]]), entry(uid(2), [G[1] + "-_-1"], "aliyun.com/gpu-mem", envs={"NVIDIA_VISIBLE_DEVICES": G[1]})]
@@ -43,8 +43,9 @@ def fleet_plan(bad_health, bad_entries, ledger=None):
     return rp.plan(items, [api_node("bad"), api_node("good")], pods, [], ledger or ledgers.empty(), SETTINGS, NOW)
 
 
-# a breaker reset an hour ago: the plan decides every node again on the controller, so every rule meets the hostile facts
-REDECIDED = ledgers.reset(ledgers.empty(), "test", NOW - 3600)
+# a breaker reset after GPU 0's XID: the plan decides GPU 0 again on the controller without it, so every rule meets the
+# hostile facts of GPU 0
+REDECIDED = ledgers.reset(ledgers.empty(), "test", NOW - 60)
 
 
 def rows(result):
@@ -86,6 +87,12 @@ def test_each_shape_the_review_found_makes_that_node_unknown_naming_the_field_an
     assert found["bad"]["state"] == "unknown" and found["bad"]["action"] == "none" and found["bad"]["batch"] is None, found["bad"]
     assert field in found["bad"]["reasons"][0], found["bad"]["reasons"]
     assert (found["good"]["action"], found["good"]["batch"]) == ("reset", 1)
+
+
+def test_the_pass_decides_again_on_the_controller_with_the_breaker_reset():
+    facts, entries = rich_node()
+    found = rows(fleet_plan(facts, entries, REDECIDED))
+    assert facts["gpus"][0]["xids_before_reset"] == 1 and found["bad"]["action"] == "reset"  # GPU 0 decided again, by field 230
 
 
 def test_every_field_replaced_by_each_hostile_value_never_raises_and_never_stops_the_other_node():
