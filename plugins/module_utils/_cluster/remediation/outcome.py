@@ -39,8 +39,8 @@ def allowed_actions(value, mode):
         raise ParameterError("gpu_remediation_allowed_actions", "%s not an action this role takes (%s)"
                              % (", ".join(map(repr, bad)), ", ".join(actions.AUTOMATED)))
     if mode == "remediate" and not value:
-        raise ParameterError("gpu_remediation_allowed_actions", "empty with gpu_remediation_mode=remediate; allow %s (the default), %s, "
-                             "or both, or run in quarantine mode" % actions.AUTOMATED)
+        raise ParameterError("gpu_remediation_allowed_actions", "empty with gpu_remediation_mode=remediate; allow one or more of %s "
+                             "(%s is the default), or run in quarantine mode" % (", ".join(actions.AUTOMATED), actions.AUTOMATED[0]))
     return list(value or ())
 
 
