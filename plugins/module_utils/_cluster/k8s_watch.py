@@ -10,7 +10,9 @@ each call here is one watch request, bounded by the time left; when the server e
 timeout, or a dropped connection) it is resumed from the last resourceVersion seen, and on
 ``410 Gone`` (that version was compacted away) the objects are listed again. The watcher keeps
 every object it has seen by name, so consecutive waits (batch after batch) share one stream of
-events and never list again.
+events and never list again. A ``listener`` (the event source ``gpuops.fleet.gpu_nodes``) is told of
+each list (``listed(items, resource_version, first)``) and each notification (``event(type, object)``),
+bookmarks included (``allow_watch_bookmarks``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class Watcher:
         self.objects = {}
         self.resource_version = None
         self.calls = 0
+        self.listener = None
 
     @staticmethod
     def key(obj):
@@ -51,8 +54,11 @@ class Watcher:
         listed = self.list_fn(*self.args, **self.kwargs)
         self.calls += 1
         items = [self.api_client.sanitize_for_serialization(item) for item in listed.items]
+        first = self.resource_version is None
         self.objects = dict((self.key(obj), obj) for obj in items)
         self.resource_version = listed.metadata.resource_version
+        if self.listener is not None:
+            self.listener.listed(items, self.resource_version, first)
         return items
 
     def values(self):
@@ -67,6 +73,8 @@ class Watcher:
             self.objects[self.key(obj)] = obj
         if version:
             self.resource_version = version
+        if self.listener is not None:
+            self.listener.event(event.get("type"), obj)
 
     def wait(self, done, deadline):
         """Watch until ``done(self)`` is true (True) or ``deadline`` (a ``clock`` time) passes (False)."""

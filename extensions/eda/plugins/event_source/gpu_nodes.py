@@ -1,0 +1,136 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""gpuops.fleet.gpu_nodes: an ansible-rulebook event source of the GPU Nodes' health.
+
+It lists the GPU Nodes, then watches them from the list's resourceVersion (bookmarks on), and puts typed events on the
+rulebook's queue, each under the key ``gpuops``: ``startup`` (once per start: every node unhealthy now), ``gpu_unallocatable``
+and ``gpu_restored`` (a GPU resource's allocatable below, or back towards, its capacity: the device plugin marked a GPU
+Unhealthy or Healthy), ``node_rebooted`` (a new bootID), ``node_not_ready`` and ``node_ready``, ``remediation_step`` (our
+quarantine annotation's step), ``node_removed``, and ``heartbeat`` (every ``heartbeat`` seconds). Each carries the node,
+what changed (before and after), the resourceVersion and the time observed.
+
+A watch that ends is resumed from the last resourceVersion; ``410 Gone`` makes it list again, and so does a reconnect after
+an error (capped backoff, ``backoff_max``); a list emits exactly what changed while away, as every event is a change of
+the node's state, never a notification as such (module_utils/_cluster/node_events.py), so none is emitted twice.
+
+Options (the ``k8s_gpu_nodes`` inventory's): ``kubeconfig``, ``context``, ``host``, ``api_key``, ``validate_certs``,
+``ca_cert`` (none: the in-cluster ServiceAccount or ``~/.kube/config``, as kubernetes.core resolves them), ``gpu_resources``
+(default ``nvidia.com/gpu``, ``nvidia.com/mig-*``, ``aliyun.com/gpu-mem``), ``label_selector``, ``heartbeat`` (60),
+``backoff_max`` (30), ``watch_seconds`` (300). A bad option fails the source, naming it. It needs ``list`` and ``watch``
+on nodes, nothing else (docs/rbac/gpu-nodes-events.yml).
+
+Example::
+
+    sources:
+      - gpuops.fleet.gpu_nodes:
+          label_selector: nvidia.com/gpu.present=true
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+import time
+
+
+def _import():
+    """The collection's code: from the installed collections, else from the tree this file is in (ansible-rulebook loads
+    a source by its path: the folder that holds ansible_collections/ is seven folders above this file's)."""
+    try:
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch, node_events
+    except ImportError:
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.abspath(os.path.join(here, *[os.pardir] * 7)))
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch, node_events
+    return k8s_watch, node_events
+
+
+k8s_watch, node_events = _import()
+AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert")
+
+
+def _now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class _Listener:
+    """The watch's listener: each list and notification through the tracker, each event onto the queue."""
+
+    def __init__(self, tracker, emit):
+        self.tracker, self.emit = tracker, emit
+
+    def listed(self, items, resource_version, first):
+        if first:
+            self.emit(self.tracker.start(items, resource_version, _now()))
+        else:
+            for event in self.tracker.relist(items, resource_version, _now()):
+                self.emit(event)
+
+    def event(self, kind, obj):
+        for event in self.tracker.apply(kind, obj, _now()):
+            self.emit(event)
+
+
+def _client(options):
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
+
+    auth = dict((k, options[k]) for k in AUTH if options.get(k) is not None)
+    return get_api_client(**auth).client.client
+
+
+def follow(options, emit, stop, client=None, clock=time.monotonic):
+    """List, then watch until ``stop`` is set; every event through ``emit`` (runs in a thread)."""
+    from kubernetes.client import CoreV1Api
+
+    client = client or _client(options)
+    tracker = node_events.Tracker(options["gpu_resources"], by_label=bool(options["label_selector"]))
+    kwargs = {"allow_watch_bookmarks": True}
+    if options["label_selector"]:
+        kwargs["label_selector"] = options["label_selector"]
+    watcher = k8s_watch.Watcher(client, CoreV1Api(client).list_node, _clock=clock, **kwargs)
+    watcher.listener = _Listener(tracker, emit)
+    attempt, relist = 0, True
+    while not stop.is_set():
+        try:
+            if relist:
+                watcher.list()
+                relist = False
+            watcher.wait(lambda dummy: stop.is_set(), clock() + min(options["heartbeat"], options["watch_seconds"]))
+            attempt = 0
+            emit(tracker.heartbeat(_now()))
+        except Exception as exc:  # the API server gone, a connection reset: back off, then list again and diff
+            attempt += 1
+            relist = True
+            emit({"gpuops": {"kind": "heartbeat", "watched": len(tracker.views), "resource_version": tracker.resource_version,
+                             "observed_at": _now(), "error": "%s: %s" % (type(exc).__name__, str(exc)[:200]), "reconnect_in":
+                             node_events.backoff(attempt, options["backoff_max"])}})
+            stop.wait(node_events.backoff(attempt, options["backoff_max"]))
+
+
+async def main(queue, args):
+    """ansible-rulebook's entry point."""
+    options = node_events.check_options(args)
+    loop = asyncio.get_running_loop()
+    stop = threading.Event()
+
+    def emit(event):
+        asyncio.run_coroutine_threadsafe(queue.put(event), loop).result(timeout=60)
+
+    try:
+        await asyncio.to_thread(follow, options, emit, stop)
+    finally:
+        stop.set()
+
+
+if __name__ == "__main__":
+    # a quick look without ansible-rulebook: print the events (python gpu_nodes.py [kubeconfig])
+
+    class _Print:
+        async def put(self, event):
+            print(event, flush=True)
+
+    asyncio.run(main(_Print(), {"kubeconfig": sys.argv[1]} if len(sys.argv) > 1 else {}))

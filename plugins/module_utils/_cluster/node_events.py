@@ -1,0 +1,218 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: the GPU Nodes' events, pure (the event source ``gpuops.fleet.gpu_nodes`` feeds it
+the API's list and watch; ``extensions/eda/plugins/event_source/gpu_nodes.py``).
+
+Each Node is reduced to a view (``view``): per GPU resource its capacity and allocatable, the kernel's boot ID, the
+``Ready`` condition and the step of our quarantine annotation. An event is a change of that view (``changes``), never a
+watch notification as such: a notification delivered twice, a MODIFIED that changes only a heartbeat, or a relist after
+``410 Gone`` that finds what was already known, emits nothing; a relist emits exactly what changed while the watch was away
+(``Tracker.relist``). So no event is emitted twice, and none is missed while the source runs. A restarted source starts
+with one ``startup`` event naming every node that is unhealthy now, so an activation that restarts misses nothing either.
+
+Everything a Node says is data: names are checked (DNS-1123) before any event carries them, texts are bounded, and an event
+never holds a template or a command; the rulebook passes the node's name to ``--limit`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+KINDS = ("startup", "heartbeat", "gpu_unallocatable", "gpu_restored", "node_rebooted", "node_not_ready", "node_ready",
+         "remediation_step", "node_removed")
+DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*", "aliyun.com/gpu-mem")
+REMEDIATION = "gpuops.fleet/gpu-remediation"  # the quarantine's annotation (_cluster/remediation/plan.py QUARANTINE_ANNOTATION)
+_DNS = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+MAX_TEXT = 256
+_SELECTOR = re.compile(r"\A[A-Za-z0-9_./!=,() -]{0,1024}\Z")
+
+
+def check_options(args):
+    """The source's options (``args`` of the rulebook's source), checked and completed; ParameterError names the option."""
+    out = {"gpu_resources": list(DEFAULT_RESOURCES), "label_selector": "", "heartbeat": 60, "backoff_max": 30, "watch_seconds": 300,
+           "kubeconfig": None, "context": None, "host": None, "api_key": None, "validate_certs": True, "ca_cert": None}
+    for key, value in (args or {}).items():
+        if key not in out:
+            raise ParameterError(str(key), "is not an option of gpuops.fleet.gpu_nodes (known: %s)" % ", ".join(sorted(out)))
+        out[key] = value
+    resources = out["gpu_resources"]
+    if isinstance(resources, str):
+        resources = [r.strip() for r in resources.split(",") if r.strip()]
+    if not isinstance(resources, list) or not resources or not all(isinstance(r, str) and r and len(r) <= MAX_TEXT for r in resources):
+        raise ParameterError("gpu_resources", "a non-empty list of resource names or shell patterns (nvidia.com/gpu, nvidia.com/mig-*), "
+                             "got %r" % (out["gpu_resources"],))
+    out["gpu_resources"] = resources
+    if not isinstance(out["label_selector"], str) or not _SELECTOR.match(out["label_selector"]):
+        raise ParameterError("label_selector", "a Kubernetes label selector such as 'nvidia.com/gpu.present=true', got %r" % (out["label_selector"],))
+    for key, low, high in (("heartbeat", 1, 3600), ("backoff_max", 1, 600), ("watch_seconds", 10, 1800)):
+        out[key] = _whole(key, out[key], low, high)
+    for key in ("kubeconfig", "context", "host", "api_key", "ca_cert"):
+        if out[key] is not None and (not isinstance(out[key], str) or "\x00" in out[key]):
+            raise ParameterError(key, "a string, got %s" % type(out[key]).__name__)
+    if isinstance(out["validate_certs"], str):
+        out["validate_certs"] = out["validate_certs"].strip().lower() not in ("false", "no", "0", "off")
+    return out
+
+
+def _whole(key, value, low, high):
+    try:
+        number = int(str(value).strip()) if not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is None or not low <= number <= high:
+        raise ParameterError(key, "a whole number from %d to %d, got %r" % (low, high, value))
+    return number
+
+
+def _count(value):
+    text = str(value).strip()
+    return int(text) if text.isdigit() and len(text) < 10 else None
+
+
+def view(node, resources=DEFAULT_RESOURCES, by_label=False):
+    """What the events compare of a Node: ``{name, resource_version, gpus: {resource: [capacity, allocatable]}, boot_id,
+    ready, step}``; None for a node with no GPU resource in its capacity (unless ``by_label``: the list was selected by
+    label) or whose name is not a Kubernetes name."""
+    meta = node.get("metadata") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or len(name) > 253 or not _DNS.match(name):
+        return None
+    status = node.get("status") or {}
+    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    gpus = {}
+    for resource in sorted(set(capacity) | set(allocatable)):
+        if isinstance(resource, str) and any(fnmatch.fnmatchcase(resource, p) for p in resources):
+            have, free = _count(capacity.get(resource)), _count(allocatable.get(resource))
+            if have:
+                gpus[resource[:MAX_TEXT]] = [have, free if free is not None else 0]
+    if not gpus and not by_label:
+        return None
+    ready = next((c.get("status") for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    return {"name": name, "resource_version": str(meta.get("resourceVersion") or "")[:64], "gpus": gpus,
+            "boot_id": str((status.get("nodeInfo") or {}).get("bootID") or "")[:64] or None,
+            "ready": ready if ready in ("True", "False", "Unknown") else None, "step": _step(meta)}
+
+
+def _step(meta):
+    text = (meta.get("annotations") or {}).get(REMEDIATION)
+    if text is None:
+        return None
+    try:
+        found = json.loads(text) if isinstance(text, str) and len(text) < 65536 else None
+    except ValueError:
+        found = None
+    step = found.get("step") if isinstance(found, dict) else None
+    return step[:64] if isinstance(step, str) else "unreadable"
+
+
+def unhealthy(state):
+    """Why a node's view is unhealthy now (a list; empty: healthy): GPUs withheld, not Ready, in a remediation."""
+    why = ["%s %d of %d allocatable" % (r, free, have) for r, (have, free) in sorted(state["gpus"].items()) if free < have]
+    if state["ready"] not in (None, "True"):
+        why.append("Ready is %s" % state["ready"])
+    if state["step"]:
+        why.append("remediation step %s" % state["step"])
+    return why
+
+
+def _event(kind, state, changed, observed):
+    return {"gpuops": {"kind": kind, "node": state["name"], "changed": changed, "resource_version": state["resource_version"],
+                       "observed_at": observed, "unhealthy": unhealthy(state)}}
+
+
+def changes(before, after, observed):
+    """The events of a node's view going from ``before`` (None: not known) to ``after`` (None: gone)."""
+    if after is None:
+        return [_event("node_removed", before, {}, observed)] if before else []
+    if before is None:
+        return []  # a node the source did not know: the startup event, or the relist, names it where it is unhealthy
+    out = []
+    lost, back = {}, {}
+    for resource in sorted(set(before["gpus"]) | set(after["gpus"])):
+        was, now = before["gpus"].get(resource, [0, 0]), after["gpus"].get(resource, [0, 0])
+        short_was, short_now = was[0] - was[1], now[0] - now[1]
+        if short_now > short_was:
+            lost[resource] = {"before": was[1], "after": now[1], "capacity": now[0]}
+        elif short_now < short_was:
+            back[resource] = {"before": was[1], "after": now[1], "capacity": now[0]}
+    if lost:
+        out.append(_event("gpu_unallocatable", after, lost, observed))
+    if back:
+        out.append(_event("gpu_restored", after, back, observed))
+    if before["boot_id"] and after["boot_id"] and before["boot_id"] != after["boot_id"]:
+        out.append(_event("node_rebooted", after, {"boot_id": {"before": before["boot_id"], "after": after["boot_id"]}}, observed))
+    if before["ready"] != after["ready"] and (before["ready"] == "True" or after["ready"] == "True"):
+        kind = "node_ready" if after["ready"] == "True" else "node_not_ready"
+        out.append(_event(kind, after, {"ready": {"before": before["ready"], "after": after["ready"]}}, observed))
+    if before["step"] != after["step"]:
+        out.append(_event("remediation_step", after, {"step": {"before": before["step"], "after": after["step"]}}, observed))
+    return out
+
+
+class Tracker:
+    """The nodes' views as the source last knew them, and the resourceVersion to watch from."""
+
+    def __init__(self, resources=DEFAULT_RESOURCES, by_label=False):
+        self.resources, self.by_label = resources, by_label
+        self.views, self.resource_version = {}, None
+
+    def start(self, nodes, resource_version, observed):
+        """The first list: the views, and the ``startup`` event naming every node unhealthy now."""
+        self.views = dict((v["name"], v) for v in (view(n, self.resources, self.by_label) for n in nodes) if v)
+        self.resource_version = resource_version
+        bad = [{"node": name, "unhealthy": unhealthy(v), "resource_version": v["resource_version"]}
+               for name, v in sorted(self.views.items()) if unhealthy(v)]
+        return {"gpuops": {"kind": "startup", "nodes": bad, "watched": len(self.views), "resource_version": resource_version,
+                           "observed_at": observed}}
+
+    def apply(self, kind, node, observed):
+        """One watch notification (ADDED, MODIFIED, DELETED, BOOKMARK): its events."""
+        meta = node.get("metadata") or {}
+        if meta.get("resourceVersion"):
+            self.resource_version = str(meta["resourceVersion"])
+        if kind == "BOOKMARK":
+            return []
+        name = meta.get("name")
+        before = self.views.get(name)
+        after = None if kind == "DELETED" else view(node, self.resources, self.by_label)
+        if before and after and before["resource_version"] == after["resource_version"]:
+            return []  # the same version delivered again
+        if after is None:
+            self.views.pop(name, None)
+        else:
+            self.views[name] = after
+        found = changes(before, after, observed)
+        if before is None and after is not None and unhealthy(after):  # a GPU node that appears unhealthy is news
+            found.append(_event("gpu_unallocatable" if any(f < h for h, f in after["gpus"].values()) else "node_not_ready",
+                                after, {}, observed))
+        return found
+
+    def relist(self, nodes, resource_version, observed):
+        """A new list after ``410 Gone`` (or a reconnect): the events of what changed while away, each once."""
+        fresh = dict((v["name"], v) for v in (view(n, self.resources, self.by_label) for n in nodes) if v)
+        out = []
+        for name in sorted(set(self.views) | set(fresh)):
+            before, after = self.views.get(name), fresh.get(name)
+            if before and after and before["resource_version"] == after["resource_version"]:
+                continue
+            out.extend(changes(before, after, observed))
+            if before is None and after is not None and unhealthy(after):
+                out.append(_event("gpu_unallocatable" if any(f < h for h, f in after["gpus"].values()) else "node_not_ready",
+                                  after, {}, observed))
+        self.views, self.resource_version = fresh, resource_version
+        return out
+
+    def heartbeat(self, observed):
+        return {"gpuops": {"kind": "heartbeat", "watched": len(self.views), "resource_version": self.resource_version,
+                           "observed_at": observed, "unhealthy_nodes": sorted(n for n, v in self.views.items() if unhealthy(v))}}
+
+
+def backoff(attempt, cap):
+    """Seconds to wait before reconnect ``attempt`` (2, 4, 8, ... at most ``cap``)."""
+    return min(cap, 2 ** min(attempt, 16))

@@ -1,0 +1,127 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The event source gpuops.fleet.gpu_nodes with its watch scripted (kubernetes.watch.Watch replaced, as
+test_k8s_watch.py does): a 410 Gone lists again and emits what changed while away, once; a connection that fails is
+reported in a heartbeat, backed off and listed again; ansible-rulebook's entry point puts the events on its queue and names
+a bad option."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+import types
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch as kw
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+pytest.importorskip("kubernetes")
+from kubernetes.client.exceptions import ApiException  # noqa: E402  pylint: disable=wrong-import-position
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+SOURCE = os.path.join(ROOT, "extensions", "eda", "plugins", "event_source", "gpu_nodes.py")
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("gpuops_gpu_nodes_source_unit", SOURCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def node(name, rv, free=8):
+    return {"metadata": {"name": name, "resourceVersion": str(rv)},
+            "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": str(free)},
+                       "nodeInfo": {"bootID": "b1"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+class Lister:
+    """list_node: plays ``lists`` (each a list of nodes) one per call, the last one again after."""
+
+    def __init__(self, lists):
+        self.lists, self.calls = lists, 0
+
+    def __call__(self, *args, **kwargs):
+        items = self.lists[min(self.calls, len(self.lists) - 1)]
+        self.calls += 1
+        return types.SimpleNamespace(items=items, metadata=types.SimpleNamespace(resource_version=str(100 + self.calls)))
+
+
+class Client:
+    @staticmethod
+    def sanitize_for_serialization(item):
+        return item
+
+
+def scripted(streams, stop):
+    class FakeWatch:
+        def stream(self, func, *args, **kwargs):
+            if not streams:
+                stop.set()
+                return
+            script = streams.pop(0)
+            if isinstance(script, Exception):
+                raise script
+            yield from script
+
+        def stop(self):
+            pass
+
+    return FakeWatch
+
+
+def kinds(events):
+    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in events]
+
+
+def run(monkeypatch, lists, streams):
+    module = load()
+    stop = threading.Event()
+    monkeypatch.setattr(kw.k8s_watch, "Watch", scripted(streams, stop))
+    lister = Lister(lists)
+    monkeypatch.setattr("kubernetes.client.CoreV1Api", lambda client: types.SimpleNamespace(list_node=lister))
+    events = []
+    options = node_events.check_options({"heartbeat": 1, "backoff_max": 1})
+    module.follow(options, events.append, stop, client=Client())
+    return events, lister
+
+
+def test_a_410_lists_again_and_emits_what_changed_while_away_once(monkeypatch):
+    gone = ApiException(status=410, reason="Gone")
+    events, lister = run(monkeypatch, [[node("a", 1), node("b", 2)], [node("a", 5, free=6), node("b", 2)]],
+                         [[{"type": "MODIFIED", "raw_object": node("a", 3, free=7)}], gone, []])
+    assert lister.calls == 2
+    assert [k for k in kinds(events) if k[0] != "heartbeat"] == [("startup", None), ("gpu_unallocatable", "a"), ("gpu_unallocatable", "a")]
+    lost = [e["gpuops"]["changed"] for e in events if e["gpuops"]["kind"] == "gpu_unallocatable"]
+    assert lost == [{"nvidia.com/gpu": {"before": 8, "after": 7, "capacity": 8}}, {"nvidia.com/gpu": {"before": 7, "after": 6, "capacity": 8}}]
+
+
+def test_a_failed_connection_is_reported_backed_off_and_listed_again(monkeypatch):
+    events, lister = run(monkeypatch, [[node("a", 1)], [node("a", 4, free=7)]], [ConnectionResetError("reset by peer"), []])
+    assert lister.calls == 2
+    errors = [e["gpuops"] for e in events if e["gpuops"].get("error")]
+    assert len(errors) == 1 and errors[0]["error"] == "ConnectionResetError: reset by peer" and errors[0]["reconnect_in"] == 1
+    assert [k for k in kinds(events) if k[0] != "heartbeat"] == [("startup", None), ("gpu_unallocatable", "a")]
+
+
+def test_the_entry_point_puts_events_on_the_queue_and_names_a_bad_option(monkeypatch):
+    module = load()
+
+    def follow(options, emit, stop):
+        emit({"gpuops": {"kind": "startup", "nodes": []}})
+
+    monkeypatch.setattr(module, "follow", follow)
+
+    async def go(args):
+        queue = asyncio.Queue()
+        await module.main(queue, args)
+        return queue.get_nowait()
+
+    assert asyncio.run(go({}))["gpuops"]["kind"] == "startup"
+    with pytest.raises(ParameterError) as err:
+        asyncio.run(go({"heartbeat": "never"}))
+    assert err.value.field == "heartbeat"

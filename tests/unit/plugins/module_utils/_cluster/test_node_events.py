@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+"""The GPU Nodes' events (module_utils/_cluster/node_events.py): a change of a node's state, each once; a relist emits what
+changed while away; the startup event names every unhealthy node; a Node's fields stay data; bad options are named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events as ne
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+T = "2026-11-29T10:00:00Z"
+
+
+def node(name, rv, gpus=8, free=8, boot="b1", ready="True", step=None, resource="nvidia.com/gpu"):
+    annotations = {ne.REMEDIATION: json.dumps({"step": step, "gpus": []})} if step else {}
+    return {"metadata": {"name": name, "resourceVersion": str(rv), "annotations": annotations},
+            "status": {"capacity": {resource: str(gpus), "cpu": "64"}, "allocatable": {resource: str(free), "cpu": "63"},
+                       "nodeInfo": {"bootID": boot}, "conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def kinds(events):
+    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in events]
+
+
+def test_startup_names_every_unhealthy_node_and_ignores_nodes_without_gpus():
+    cpu = {"metadata": {"name": "cpu-1", "resourceVersion": "1"}, "status": {"capacity": {"cpu": "8"}}}
+    tracker = ne.Tracker()
+    start = tracker.start([node("a", 1), node("b", 2, free=7), node("c", 3, ready="False"), node("d", 4, step="drained"), cpu], "10", T)
+    assert start["gpuops"]["kind"] == "startup" and start["gpuops"]["watched"] == 4
+    assert [(n["node"], n["unhealthy"]) for n in start["gpuops"]["nodes"]] == [
+        ("b", ["nvidia.com/gpu 7 of 8 allocatable"]), ("c", ["Ready is False"]), ("d", ["remediation step drained"])]
+
+
+def test_each_change_of_state_is_one_event_and_a_notification_that_changes_nothing_is_none():
+    tracker = ne.Tracker()
+    tracker.start([node("a", 1)], "1", T)
+    assert tracker.apply("MODIFIED", node("a", 2), T) == []  # a heartbeat of kubelet: nothing the events compare
+    lost = tracker.apply("MODIFIED", node("a", 3, free=7), T)
+    assert kinds(lost) == [("gpu_unallocatable", "a")]
+    assert lost[0]["gpuops"]["changed"] == {"nvidia.com/gpu": {"before": 8, "after": 7, "capacity": 8}}
+    assert lost[0]["gpuops"]["resource_version"] == "3" and lost[0]["gpuops"]["observed_at"] == T
+    assert tracker.apply("MODIFIED", node("a", 3, free=7), T) == []  # the same version delivered again
+    assert tracker.apply("MODIFIED", node("a", 4, free=7), T) == []  # still 7: no second event
+    assert kinds(tracker.apply("MODIFIED", node("a", 5, free=8, boot="b2"), T)) == [("gpu_restored", "a"), ("node_rebooted", "a")]
+    assert kinds(tracker.apply("MODIFIED", node("a", 6, free=8, boot="b2", ready="Unknown"), T)) == [("node_not_ready", "a")]
+    assert kinds(tracker.apply("MODIFIED", node("a", 7, free=8, boot="b2"), T)) == [("node_ready", "a")]
+    step = tracker.apply("MODIFIED", node("a", 8, boot="b2", step="draining"), T)
+    assert kinds(step) == [("remediation_step", "a")] and step[0]["gpuops"]["changed"] == {"step": {"before": None, "after": "draining"}}
+    assert tracker.apply("BOOKMARK", {"metadata": {"resourceVersion": "99"}}, T) == [] and tracker.resource_version == "99"
+    assert kinds(tracker.apply("DELETED", node("a", 9), T)) == [("node_removed", "a")] and tracker.views == {}
+
+
+def test_a_relist_emits_what_changed_while_away_once_and_nothing_it_knew():
+    tracker = ne.Tracker()
+    tracker.start([node("a", 1), node("b", 2), node("c", 3)], "3", T)
+    assert tracker.apply("MODIFIED", node("a", 4, free=6), T)  # known before the watch broke
+    # away: a lost another GPU? no; b lost one, c is gone, d appeared unhealthy, a unchanged since version 4
+    events = tracker.relist([node("a", 4, free=6), node("b", 5, free=7), node("d", 6, free=0)], "6", T)
+    assert kinds(events) == [("gpu_unallocatable", "b"), ("node_removed", "c"), ("gpu_unallocatable", "d")]
+    assert tracker.relist([node("a", 4, free=6), node("b", 5, free=7), node("d", 6, free=0)], "7", T) == []  # a second relist: nothing
+    assert tracker.resource_version == "7"
+
+
+def test_a_new_gpu_node_is_news_only_when_unhealthy():
+    tracker = ne.Tracker()
+    tracker.start([], "1", T)
+    assert tracker.apply("ADDED", node("a", 2), T) == []
+    assert kinds(tracker.apply("ADDED", node("b", 3, free=0), T)) == [("gpu_unallocatable", "b")]
+    assert kinds(tracker.apply("ADDED", node("c", 4, ready="False"), T)) == [("node_not_ready", "c")]
+
+
+@pytest.mark.parametrize("bad", ["{{ lookup('pipe', 'id') }}", "A" * 300, "Node_1", "a;rm -rf /", "", None, 7])
+def test_a_node_whose_name_is_not_a_kubernetes_name_makes_no_event(bad):
+    tracker = ne.Tracker()
+    tracker.start([], "1", T)
+    hostile = node("x", 2, free=0)
+    hostile["metadata"]["name"] = bad
+    assert tracker.apply("ADDED", hostile, T) == [] and tracker.views == {}
+
+
+def test_node_written_fields_stay_bounded_data():
+    hostile = node("a", 2, boot="{{ 7*7 }}" * 100)
+    hostile["metadata"]["annotations"] = {ne.REMEDIATION: json.dumps({"step": "{{ lookup('env', 'HOME') }}" * 50})}
+    hostile["status"]["capacity"]["nvidia.com/gpu"] = "9" * 5000
+    hostile["status"]["conditions"] = [{"type": "Ready", "status": "{{ x }}"}]
+    state = ne.view(hostile, by_label=True)  # (selected by label: its GPU count is not a count)
+    assert state["boot_id"] == ("{{ 7*7 }}" * 100)[:64] and len(state["step"]) == 64 and state["ready"] is None
+    assert state["gpus"] == {}  # a quantity that is not a count is not read as one
+    bad_json = node("b", 2)
+    bad_json["metadata"]["annotations"] = {ne.REMEDIATION: "{not json"}
+    assert ne.view(bad_json)["step"] == "unreadable"
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"gpu_resources": []}, "gpu_resources"), ({"gpu_resources": [7]}, "gpu_resources"), ({"label_selector": "a\nb"}, "label_selector"),
+    ({"heartbeat": 0}, "heartbeat"), ({"heartbeat": "soon"}, "heartbeat"), ({"backoff_max": True}, "backoff_max"),
+    ({"watch_seconds": 5}, "watch_seconds"), ({"kubeconfig": ["x"]}, "kubeconfig"), ({"namespace": "x"}, "namespace"),
+])
+def test_bad_options_are_named(args, field):
+    with pytest.raises(ParameterError) as err:
+        ne.check_options(args)
+    assert err.value.field == field
+
+
+def test_options_from_a_survey_and_the_defaults():
+    got = ne.check_options({"gpu_resources": "nvidia.com/gpu, aliyun.com/gpu-mem", "heartbeat": "30", "validate_certs": "false"})
+    assert got["gpu_resources"] == ["nvidia.com/gpu", "aliyun.com/gpu-mem"] and got["heartbeat"] == 30 and got["validate_certs"] is False
+    assert ne.check_options({})["gpu_resources"] == list(ne.DEFAULT_RESOURCES)
+
+
+def test_the_backoff_doubles_up_to_its_cap():
+    assert [ne.backoff(n, 30) for n in range(1, 8)] == [2, 4, 8, 16, 30, 30, 30]
