@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Figures, not a test: the GPU remediation plan (``_cluster/remediation_plan.plan``, pure) over N SIMULATED
+"""Figures, not a test: the GPU remediation plan (``_cluster/remediation/plan.plan``, pure) over N SIMULATED
 nodes of 8 GPUs each, 8 GPU pods a node (one per GPU) and a PDB per pod, 1 % of the nodes faulty (each its own
 signal, so that no breaker trips and every faulty node is mapped and planned), in this process.
 

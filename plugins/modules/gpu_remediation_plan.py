@@ -229,8 +229,7 @@ except ImportError:
     # AnsibleK8SModule reports a missing kubernetes library itself
     pass
 
-SETTINGS = ("max_nodes_per_run", "batch", "breaker_percent", "breaker_min_nodes", "breaker_max_nodes", "same_signal_nodes",
-            "same_signal_percent", "breaker_window", "repeat_gpu", "repeat_node", "drain_force", "drain_delete_emptydir_data")
+SETTINGS = rp.SETTINGS.names()  # the plan's settings: their argument spec and checks are the table's (_cluster/remediation/plan.py)
 
 
 def _hosts(items):
@@ -266,18 +265,7 @@ def main():
         record=dict(type="bool", default=False),
         breaker_reset=dict(type="bool", default=False),
         breaker_reset_reason=dict(type="str"),
-        max_nodes_per_run=dict(type="int", default=1),
-        batch=dict(type="int", default=1),
-        breaker_percent=dict(type="int", default=10),
-        breaker_min_nodes=dict(type="int", default=1),
-        breaker_max_nodes=dict(type="int"),
-        same_signal_nodes=dict(type="int", default=3),
-        same_signal_percent=dict(type="int", default=5),
-        breaker_window=dict(type="int", default=3600),
-        repeat_gpu=dict(type="int", default=3),
-        repeat_node=dict(type="int", default=5),
-        drain_force=dict(type="bool", default=False),
-        drain_delete_emptydir_data=dict(type="bool", default=False),
+        **rp.SETTINGS.argument_spec()
     ))
     p = module.params
 
