@@ -57,7 +57,8 @@ def wait_for(events, predicate, timeout=10):
 
 
 def changes(events):
-    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in list(events) if e["gpuops"]["kind"] not in ("heartbeat",)]
+    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in list(events)
+            if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults"))]
 
 
 @pytest.fixture()
@@ -77,7 +78,7 @@ def nodes(cluster):
 def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes):
     (a, b), label = nodes
     module = source()
-    options = node_events.check_options({"kubeconfig": cluster.kubeconfig, "heartbeat": 2,
+    options = node_events.check_options({"kubeconfig": cluster.kubeconfig, "heartbeat": 2, "settle_seconds": 1,
                                          "label_selector": ",".join("%s=%s" % kv for kv in label.items())})
     events, stop = [], threading.Event()
     thread = threading.Thread(target=module.follow, args=(options, events.append, stop), daemon=True)
@@ -85,10 +86,15 @@ def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes
     try:
         start = wait_for(events, lambda e: e["kind"] == "startup")
         assert start and [n["node"] for n in start[0]["gpuops"]["nodes"]] == [b]  # the unhealthy one, at once
+        # a restarted source acts on what is withheld now: b's window (settle 1 s) closes, limited to b
+        assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [b], timeout=5)
         faulted = time.monotonic()
         set_status(cluster.core, a, free=7)  # the device plugin withholds a GPU of a
         lost = wait_for(events, lambda e: e["kind"] == "gpu_unallocatable" and e["node"] == a, timeout=5)
         latency = time.monotonic() - faulted
+        # a's fault is the next window's, limited to a
+        assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [a], timeout=5)
+        window = time.monotonic() - faulted
         assert lost and lost[0]["gpuops"]["changed"] == {"nvidia.com/gpu": {"before": 8, "after": 7, "capacity": 8}}
         set_status(cluster.core, a, free=7, heartbeat="2026-11-29T10:00:10Z")  # kubelet's heartbeat: nothing changed
         set_status(cluster.core, a, free=7, boot="boot-2")
@@ -101,4 +107,5 @@ def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes
         thread.join(10)
     assert not thread.is_alive()
     assert changes(events) == [("startup", None), ("gpu_unallocatable", a), ("node_rebooted", a), ("node_removed", b)]
-    print("fault (allocatable patched) to event: %.3f s" % latency)
+    assert [(e["gpuops"]["nodes"], e["meta"]["hosts"]) for e in events if e["gpuops"]["kind"] == "gpu_faults"] == [([b], [b]), ([a], [a])]
+    print("fault (allocatable patched) to event: %.3f s; to its window's gpu_faults (settle 1 s): %.3f s" % (latency, window))

@@ -25,7 +25,10 @@ import re
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 KINDS = ("startup", "heartbeat", "gpu_unallocatable", "gpu_restored", "node_rebooted", "node_not_ready", "node_ready",
-         "remediation_step", "node_removed")
+         "remediation_step", "node_removed", "gpu_faults", "gpu_faults_throttled")
+# the quarantine's steps (_cluster/remediation/quarantine.py); any other text of the annotation is reported as "other"
+STEPS = ("draining", "drained", "drain_blocked")
+_BOOT_ID = re.compile(r"\A[0-9A-Za-z-]{1,64}\Z")
 DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*", "aliyun.com/gpu-mem")
 REMEDIATION = "gpuops.fleet/gpu-remediation"  # the quarantine's annotation (_cluster/remediation/plan.py QUARANTINE_ANNOTATION)
 _DNS = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
@@ -36,6 +39,7 @@ _SELECTOR = re.compile(r"\A[A-Za-z0-9_./!=,() -]{0,1024}\Z")
 def check_options(args):
     """The source's options (``args`` of the rulebook's source), checked and completed; ParameterError names the option."""
     out = {"gpu_resources": list(DEFAULT_RESOURCES), "label_selector": "", "heartbeat": 60, "backoff_max": 30, "watch_seconds": 300,
+           "settle_seconds": 5, "flap_seconds": 600,
            "kubeconfig": None, "context": None, "host": None, "api_key": None, "validate_certs": True, "ca_cert": None}
     for key, value in (args or {}).items():
         if key not in out:
@@ -50,7 +54,8 @@ def check_options(args):
     out["gpu_resources"] = resources
     if not isinstance(out["label_selector"], str) or not _SELECTOR.match(out["label_selector"]):
         raise ParameterError("label_selector", "a Kubernetes label selector such as 'nvidia.com/gpu.present=true', got %r" % (out["label_selector"],))
-    for key, low, high in (("heartbeat", 1, 3600), ("backoff_max", 1, 600), ("watch_seconds", 10, 1800)):
+    for key, low, high in (("heartbeat", 1, 3600), ("backoff_max", 1, 600), ("watch_seconds", 10, 1800), ("settle_seconds", 1, 300),
+                           ("flap_seconds", 0, 86400)):
         out[key] = _whole(key, out[key], low, high)
     for key in ("kubeconfig", "context", "host", "api_key", "ca_cert"):
         if out[key] is not None and (not isinstance(out[key], str) or "\x00" in out[key]):
@@ -94,8 +99,9 @@ def view(node, resources=DEFAULT_RESOURCES, by_label=False):
     if not gpus and not by_label:
         return None
     ready = next((c.get("status") for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    boot = (status.get("nodeInfo") or {}).get("bootID")
     return {"name": name, "resource_version": str(meta.get("resourceVersion") or "")[:64], "gpus": gpus,
-            "boot_id": str((status.get("nodeInfo") or {}).get("bootID") or "")[:64] or None,
+            "boot_id": boot if isinstance(boot, str) and _BOOT_ID.match(boot) else ("invalid" if boot else None),
             "ready": ready if ready in ("True", "False", "Unknown") else None, "step": _step(meta)}
 
 
@@ -108,7 +114,9 @@ def _step(meta):
     except ValueError:
         found = None
     step = found.get("step") if isinstance(found, dict) else None
-    return step[:64] if isinstance(step, str) else "unreadable"
+    if not isinstance(step, str):
+        return "unreadable"
+    return step if step in STEPS else "other"
 
 
 def unhealthy(state):
@@ -122,8 +130,10 @@ def unhealthy(state):
 
 
 def _event(kind, state, changed, observed):
+    """One node's event; ``meta.hosts`` (the node's name, a checked Kubernetes name) is what ansible-rulebook limits a
+    playbook to (the inventory's host of that name, as the k8s_gpu_nodes inventory names them)."""
     return {"gpuops": {"kind": kind, "node": state["name"], "changed": changed, "resource_version": state["resource_version"],
-                       "observed_at": observed, "unhealthy": unhealthy(state)}}
+                       "observed_at": observed, "unhealthy": unhealthy(state)}, "meta": {"hosts": state["name"]}}
 
 
 def changes(before, after, observed):
@@ -211,6 +221,44 @@ class Tracker:
     def heartbeat(self, observed):
         return {"gpuops": {"kind": "heartbeat", "watched": len(self.views), "resource_version": self.resource_version,
                            "observed_at": observed, "unhealthy_nodes": sorted(n for n, v in self.views.items() if unhealthy(v))}}
+
+
+class FaultWindow:
+    """GPU faults gathered into one event per short window (a storm is one plan run, so the same-signal breaker sees its
+    nodes together), and each node at most once per ``flap`` seconds (a flapping node runs once per window).
+
+    ``add`` a ``gpu_unallocatable`` event; ``due()`` is when the window closes (``settle`` seconds after its first fault),
+    ``flush(now)`` the ``gpu_faults`` event once it has closed: ``nodes`` (``meta.hosts``: the playbook's limit) and
+    ``throttled`` (nodes of the window run less than ``flap`` seconds ago); ``gpu_faults_throttled`` where every node was;
+    None before the window closes."""
+
+    def __init__(self, settle, flap):
+        self.settle, self.flap = settle, flap
+        self.opened, self.nodes, self.last_run = None, [], {}
+
+    def add(self, event, now):
+        node = event["gpuops"]["node"]
+        if self.opened is None:
+            self.opened = now
+        if node not in self.nodes:
+            self.nodes.append(node)
+
+    def due(self):
+        return None if self.opened is None else self.opened + self.settle
+
+    def flush(self, now, observed):
+        if self.opened is None or now < self.opened + self.settle:
+            return None
+        run = [n for n in self.nodes if now - self.last_run.get(n, -float("inf")) >= self.flap]
+        throttled = [n for n in self.nodes if n not in run]
+        for node in run:
+            self.last_run[node] = now
+        self.opened, self.nodes = None, []
+        if not run:  # every node of the window ran less than ``flap`` seconds ago: said, nothing to run
+            return {"gpuops": {"kind": "gpu_faults_throttled", "nodes": [], "throttled": throttled, "window": self.settle,
+                               "observed_at": observed}}
+        return {"gpuops": {"kind": "gpu_faults", "nodes": run, "throttled": throttled, "window": self.settle, "observed_at": observed},
+                "meta": {"hosts": list(run)}}
 
 
 def backoff(attempt, cap):

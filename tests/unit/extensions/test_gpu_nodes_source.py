@@ -57,7 +57,10 @@ class Client:
         return item
 
 
-def scripted(streams, stop):
+def scripted(streams, stop, now):
+    """A Watch whose stream() calls play ``streams``; a stream that plays out holds its request to its timeout, as the
+    server does (``now``: the fake time, in seconds)."""
+
     class FakeWatch:
         def stream(self, func, *args, **kwargs):
             if not streams:
@@ -66,7 +69,13 @@ def scripted(streams, stop):
             script = streams.pop(0)
             if isinstance(script, Exception):
                 raise script
-            yield from script
+            for i, item in enumerate(script):
+                try:
+                    yield item
+                except GeneratorExit:  # a watch stopped early is resumed from its last version: the rest comes next
+                    streams.insert(0, script[i + 1:])
+                    raise
+            now[0] += kwargs["timeout_seconds"]
 
         def stop(self):
             pass
@@ -75,27 +84,35 @@ def scripted(streams, stop):
 
 
 def kinds(events):
-    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in events]
+    """The node events (not the heartbeats, not the windows' gpu_faults)."""
+    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in events if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults"))]
 
 
 def run(monkeypatch, lists, streams):
     module = load()
-    stop = threading.Event()
-    monkeypatch.setattr(kw.k8s_watch, "Watch", scripted(streams, stop))
+    stop, now = threading.Event(), [0.0]
+    monkeypatch.setattr(kw.k8s_watch, "Watch", scripted(streams, stop, now))
     lister = Lister(lists)
     monkeypatch.setattr("kubernetes.client.CoreV1Api", lambda client: types.SimpleNamespace(list_node=lister))
     events = []
-    options = node_events.check_options({"heartbeat": 1, "backoff_max": 1})
-    module.follow(options, events.append, stop, client=Client())
+    options = node_events.check_options({"heartbeat": 10, "backoff_max": 1, "settle_seconds": 1})
+    def clock():  # each look at the clock is 1 ms later; an idle watch request, its timeout later (scripted)
+        now[0] += 0.001
+        return now[0]
+
+    module.follow(options, events.append, stop, client=Client(), clock=clock)
     return events, lister
 
 
 def test_a_410_lists_again_and_emits_what_changed_while_away_once(monkeypatch):
     gone = ApiException(status=410, reason="Gone")
     events, lister = run(monkeypatch, [[node("a", 1), node("b", 2)], [node("a", 5, free=6), node("b", 2)]],
-                         [[{"type": "MODIFIED", "raw_object": node("a", 3, free=7)}], gone, []])
+                         [[{"type": "MODIFIED", "raw_object": node("a", 3, free=7)}], gone, [], [], [], []])
     assert lister.calls == 2
-    assert [k for k in kinds(events) if k[0] != "heartbeat"] == [("startup", None), ("gpu_unallocatable", "a"), ("gpu_unallocatable", "a")]
+    assert kinds(events) == [("startup", None), ("gpu_unallocatable", "a"), ("gpu_unallocatable", "a")]
+    # a's first fault ran; its second, within the flap window, is throttled
+    assert [(e["gpuops"]["kind"], e["gpuops"]["nodes"], e["gpuops"]["throttled"]) for e in events if e["gpuops"]["kind"].startswith("gpu_faults")] == [
+        ("gpu_faults", ["a"], []), ("gpu_faults_throttled", [], ["a"])]
     lost = [e["gpuops"]["changed"] for e in events if e["gpuops"]["kind"] == "gpu_unallocatable"]
     assert lost == [{"nvidia.com/gpu": {"before": 8, "after": 7, "capacity": 8}}, {"nvidia.com/gpu": {"before": 7, "after": 6, "capacity": 8}}]
 
@@ -105,7 +122,7 @@ def test_a_failed_connection_is_reported_backed_off_and_listed_again(monkeypatch
     assert lister.calls == 2
     errors = [e["gpuops"] for e in events if e["gpuops"].get("error")]
     assert len(errors) == 1 and errors[0]["error"] == "ConnectionResetError: reset by peer" and errors[0]["reconnect_in"] == 1
-    assert [k for k in kinds(events) if k[0] != "heartbeat"] == [("startup", None), ("gpu_unallocatable", "a")]
+    assert kinds(events) == [("startup", None), ("gpu_unallocatable", "a")]
 
 
 def test_the_entry_point_puts_events_on_the_queue_and_names_a_bad_option(monkeypatch):
@@ -125,3 +142,18 @@ def test_the_entry_point_puts_events_on_the_queue_and_names_a_bad_option(monkeyp
     with pytest.raises(ParameterError) as err:
         asyncio.run(go({"heartbeat": "never"}))
     assert err.value.field == "heartbeat"
+
+
+def test_the_faults_of_a_window_are_one_gpu_faults_event_limited_to_their_nodes(monkeypatch):
+    events, dummy = run(monkeypatch, [[node("a", 1), node("b", 2), node("c", 3)]],
+                        [[{"type": "MODIFIED", "raw_object": node("a", 4, free=7)}, {"type": "MODIFIED", "raw_object": node("b", 5, free=7)}],
+                         [], []])
+    faults = [e for e in events if e["gpuops"]["kind"] == "gpu_faults"]
+    assert len(faults) == 1 and faults[0]["gpuops"]["nodes"] == ["a", "b"] and faults[0]["meta"]["hosts"] == ["a", "b"]
+    assert kinds(events) == [("startup", None), ("gpu_unallocatable", "a"), ("gpu_unallocatable", "b")]
+
+
+def test_a_restarted_source_acts_on_the_gpus_withheld_now(monkeypatch):
+    events, dummy = run(monkeypatch, [[node("a", 1, free=6), node("b", 2)]], [[], []])
+    faults = [e["gpuops"] for e in events if e["gpuops"]["kind"] == "gpu_faults"]
+    assert [f["nodes"] for f in faults] == [["a"]]

@@ -9,7 +9,10 @@ rulebook's queue, each under the key ``gpuops``: ``startup`` (once per start: ev
 and ``gpu_restored`` (a GPU resource's allocatable below, or back towards, its capacity: the device plugin marked a GPU
 Unhealthy or Healthy), ``node_rebooted`` (a new bootID), ``node_not_ready`` and ``node_ready``, ``remediation_step`` (our
 quarantine annotation's step), ``node_removed``, and ``heartbeat`` (every ``heartbeat`` seconds). Each carries the node,
-what changed (before and after), the resourceVersion and the time observed.
+what changed (before and after), the resourceVersion and the time observed, and ``meta.hosts`` (the node: ansible-rulebook
+limits a playbook to it). ``gpu_faults`` gathers the GPU faults of a short window (``settle_seconds``, 5) into one event
+(``nodes``, ``meta.hosts``: one plan run for a storm), each node at most once per ``flap_seconds`` (600; a node of the window
+run more recently is ``throttled``; ``gpu_faults_throttled`` where all were).
 
 A watch that ends is resumed from the last resourceVersion; ``410 Gone`` makes it list again, and so does a reconnect after
 an error (capped backoff, ``backoff_max``); a list emits exactly what changed while away, as every event is a change of
@@ -18,7 +21,8 @@ the node's state, never a notification as such (module_utils/_cluster/node_event
 Options (the ``k8s_gpu_nodes`` inventory's): ``kubeconfig``, ``context``, ``host``, ``api_key``, ``validate_certs``,
 ``ca_cert`` (none: the in-cluster ServiceAccount or ``~/.kube/config``, as kubernetes.core resolves them), ``gpu_resources``
 (default ``nvidia.com/gpu``, ``nvidia.com/mig-*``, ``aliyun.com/gpu-mem``), ``label_selector``, ``heartbeat`` (60),
-``backoff_max`` (30), ``watch_seconds`` (300). A bad option fails the source, naming it. It needs ``list`` and ``watch``
+``backoff_max`` (30), ``watch_seconds`` (300), ``settle_seconds`` (5), ``flap_seconds`` (600). A bad option fails the
+source, naming it. It needs ``list`` and ``watch``
 on nodes, nothing else (docs/rbac/gpu-nodes-events.yml).
 
 Example::
@@ -58,21 +62,30 @@ def _now():
 
 
 class _Listener:
-    """The watch's listener: each list and notification through the tracker, each event onto the queue."""
+    """The watch's listener: each list and notification through the tracker, each event onto the queue; the GPU faults
+    also into the window (``window``, a node_events.FaultWindow, or None)."""
 
-    def __init__(self, tracker, emit):
-        self.tracker, self.emit = tracker, emit
+    def __init__(self, tracker, emit, window=None, clock=time.monotonic):
+        self.tracker, self.emit, self.window, self.clock = tracker, emit, window, clock
 
     def listed(self, items, resource_version, first):
         if first:
-            self.emit(self.tracker.start(items, resource_version, _now()))
+            start = self.tracker.start(items, resource_version, _now())
+            self.emit(start)
+            for bad in start["gpuops"]["nodes"]:  # a restarted activation acts on what is unhealthy now
+                if self.window is not None and any("allocatable" in why for why in bad["unhealthy"]):
+                    self.window.add({"gpuops": {"node": bad["node"]}}, self.clock())
         else:
-            for event in self.tracker.relist(items, resource_version, _now()):
-                self.emit(event)
+            self._each(self.tracker.relist(items, resource_version, _now()))
 
     def event(self, kind, obj):
-        for event in self.tracker.apply(kind, obj, _now()):
+        self._each(self.tracker.apply(kind, obj, _now()))
+
+    def _each(self, events):
+        for event in events:
             self.emit(event)
+            if self.window is not None and event["gpuops"]["kind"] == "gpu_unallocatable":
+                self.window.add(event, self.clock())
 
 
 def _client(options):
@@ -92,16 +105,25 @@ def follow(options, emit, stop, client=None, clock=time.monotonic):
     if options["label_selector"]:
         kwargs["label_selector"] = options["label_selector"]
     watcher = k8s_watch.Watcher(client, CoreV1Api(client).list_node, _clock=clock, **kwargs)
-    watcher.listener = _Listener(tracker, emit)
-    attempt, relist = 0, True
+    window = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"])
+    watcher.listener = _Listener(tracker, emit, window, clock)
+    attempt, relist, beat = 0, True, clock() + options["heartbeat"]
     while not stop.is_set():
         try:
             if relist:
                 watcher.list()
                 relist = False
-            watcher.wait(lambda dummy: stop.is_set(), clock() + min(options["heartbeat"], options["watch_seconds"]))
+            due = window.due()
+            until = min(beat, due or beat, clock() + options["watch_seconds"])
+            # back at once when a fault opens a window, so it closes settle_seconds later, not at the next heartbeat
+            watcher.wait(lambda dummy, due=due: stop.is_set() or window.due() != due, until)
             attempt = 0
-            emit(tracker.heartbeat(_now()))
+            batch = window.flush(clock(), _now())
+            if batch:
+                emit(batch)
+            if clock() >= beat:
+                emit(tracker.heartbeat(_now()))
+                beat = clock() + options["heartbeat"]
         except Exception as exc:  # the API server gone, a connection reset: back off, then list again and diff
             attempt += 1
             relist = True

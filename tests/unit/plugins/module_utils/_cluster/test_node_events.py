@@ -87,7 +87,8 @@ def test_node_written_fields_stay_bounded_data():
     hostile["status"]["capacity"]["nvidia.com/gpu"] = "9" * 5000
     hostile["status"]["conditions"] = [{"type": "Ready", "status": "{{ x }}"}]
     state = ne.view(hostile, by_label=True)  # (selected by label: its GPU count is not a count)
-    assert state["boot_id"] == ("{{ 7*7 }}" * 100)[:64] and len(state["step"]) == 64 and state["ready"] is None
+    # a boot ID is a UUID's characters, a step one of the quarantine's: any other text never leaves as text
+    assert state["boot_id"] == "invalid" and state["step"] == "other" and state["ready"] is None
     assert state["gpus"] == {}  # a quantity that is not a count is not read as one
     bad_json = node("b", 2)
     bad_json["metadata"]["annotations"] = {ne.REMEDIATION: "{not json"}
@@ -113,3 +114,31 @@ def test_options_from_a_survey_and_the_defaults():
 
 def test_the_backoff_doubles_up_to_its_cap():
     assert [ne.backoff(n, 30) for n in range(1, 8)] == [2, 4, 8, 16, 30, 30, 30]
+
+
+def test_each_node_event_limits_a_playbook_to_its_node():
+    tracker = ne.Tracker()
+    tracker.start([node("a", 1)], "1", T)
+    assert tracker.apply("MODIFIED", node("a", 2, free=7), T)[0]["meta"] == {"hosts": "a"}
+
+
+def test_a_window_gathers_a_storm_into_one_event_and_runs_a_flapping_node_once_per_flap_window():
+    window = ne.FaultWindow(settle=5, flap=600)
+    assert window.due() is None and window.flush(0, T) is None
+    for i, name in enumerate(["n%02d" % i for i in range(20)]):
+        window.add({"gpuops": {"node": name}}, 100 + i * 0.2)  # 20 nodes within 4 s
+    window.add({"gpuops": {"node": "n00"}}, 104)  # a node counted once
+    assert window.due() == 105 and window.flush(104.9, T) is None
+    storm = window.flush(105, T)
+    assert storm["gpuops"]["kind"] == "gpu_faults" and storm["gpuops"]["nodes"] == ["n%02d" % i for i in range(20)]
+    assert storm["meta"]["hosts"] == storm["gpuops"]["nodes"] and storm["gpuops"]["throttled"] == []
+    assert window.due() is None
+    window.add({"gpuops": {"node": "n03"}}, 200)  # n03 flaps: within its flap window
+    window.add({"gpuops": {"node": "x"}}, 201)
+    again = window.flush(205, T)
+    assert (again["gpuops"]["nodes"], again["gpuops"]["throttled"], again["meta"]["hosts"]) == (["x"], ["n03"], ["x"])
+    window.add({"gpuops": {"node": "x"}}, 300)
+    only = window.flush(305, T)
+    assert only["gpuops"]["kind"] == "gpu_faults_throttled" and "meta" not in only and only["gpuops"]["throttled"] == ["x"]
+    window.add({"gpuops": {"node": "x"}}, 900)  # its flap window over: it runs again
+    assert window.flush(905, T)["gpuops"]["nodes"] == ["x"]
