@@ -96,6 +96,7 @@ def run(monkeypatch, lists, streams):
     monkeypatch.setattr("kubernetes.client.CoreV1Api", lambda client: types.SimpleNamespace(list_node=lister))
     events = []
     options = node_events.check_options({"heartbeat": 10, "backoff_max": 1, "settle_seconds": 1})
+
     def clock():  # each look at the clock is 1 ms later; an idle watch request, its timeout later (scripted)
         now[0] += 0.001
         return now[0]
