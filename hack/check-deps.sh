@@ -11,6 +11,8 @@ declare -A need=(
   # the real kubelet node (hack/kube-node.sh): Debian's containerd and CNI plugins, a static busybox
   # for its image, iproute2 for the bridge, curl for kubelet's healthz
   [containerd]=containerd [busybox]=busybox-static [ip]=iproute2 [curl]=curl [findmnt]=util-linux
+  # ansible-rulebook (the rulebook tests) runs its rules engine (Drools) on Java 17
+  [java]=openjdk-17-jre-headless
 )
 missing=()
 for tool in "${!need[@]}"; do

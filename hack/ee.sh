@@ -3,6 +3,8 @@
 #   hack/ee.sh context   the collection tarball and kubernetes.core (from the PyPI ansible package,
 #                        since Galaxy is unreachable) under build/ee/collections, then
 #                        `ansible-builder create` into build/ee/context
+#   hack/ee.sh de-context  the same collections, then the decision environment's context (decision-environment.yml)
+#                        into build/de/context
 #   hack/ee.sh build     the above, a Debian bookworm base image with python3 and pip built locally
 #                        (debootstrap, as the Molecule image; cached in ~/.cache/gpuops), then
 #                        `ansible-builder build` with podman: localhost/gpuops-fleet-ee:latest
@@ -71,8 +73,16 @@ base_image() {
   podman import --change 'ENV PIP_BREAK_SYSTEM_PACKAGES=1' "$tarball" "$BASE" >/dev/null
 }
 
+de_context() {
+  context >/dev/null
+  rm -rf build/de && mkdir -p build/de
+  "$BIN/ansible-builder" create -f decision-environment.yml --context build/de/context --output-filename Containerfile -v 1
+  ls build/de/context/_build/collections
+}
+
 case "${1:-context}" in
   context) context ;;
+  de-context) de_context ;;
   build)
     context
     base_image
@@ -81,5 +91,12 @@ case "${1:-context}" in
       --extra-build-cli-args "--volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro"
     podman run --rm localhost/gpuops-fleet-ee:latest ansible-doc -l gpuops.fleet
     ;;
-  *) echo "usage: $0 [context|build]" >&2; exit 2 ;;
+  de)
+    de_context
+    base_image
+    "$BIN/ansible-builder" build -f decision-environment.yml --context build/de/context --container-runtime podman -v 2 \
+      --extra-build-cli-args "--volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro"
+    podman run --rm localhost/gpuops-fleet-de:latest ansible-rulebook --version
+    ;;
+  *) echo "usage: $0 [context|build|de-context|de]" >&2; exit 2 ;;
 esac

@@ -107,5 +107,6 @@ def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes
         thread.join(10)
     assert not thread.is_alive()
     assert changes(events) == [("startup", None), ("gpu_unallocatable", a), ("node_rebooted", a), ("node_removed", b)]
-    assert [(e["gpuops"]["nodes"], e["meta"]["hosts"]) for e in events if e["gpuops"]["kind"] == "gpu_faults"] == [([b], [b]), ([a], [a])]
+    assert [(e["gpuops"]["nodes"], e["meta"]["hosts"]) for e in events if e["gpuops"]["kind"] == "gpu_faults"] == [
+        ([b], [b, "localhost"]), ([a], [a, "localhost"])]
     print("fault (allocatable patched) to event: %.3f s; to its window's gpu_faults (settle 1 s): %.3f s" % (latency, window))

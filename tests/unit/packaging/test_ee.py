@@ -82,3 +82,28 @@ def test_definition_is_builder_v3_and_the_collection_declares_its_dependency_fil
     assert meta == {"version": 1, "dependencies": {"python": "requirements.txt", "system": "bindep.txt"}}
     for name in meta["dependencies"].values():
         assert os.path.isfile(os.path.join(ROOT, name)), name
+
+
+def test_the_decision_environment_context_holds_the_rulebook_its_java_and_the_collections():
+    """decision-environment.yml (EDA controller activations): ansible-builder v3, ansible-rulebook pinned as CI runs it,
+    Java 17 for its rules engine, this collection and kubernetes.core (the event source's API client)."""
+    env = dict(os.environ, BIN=BIN)
+    proc = subprocess.run([os.path.join(ROOT, "hack", "ee.sh"), "de-context"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    context = os.path.join(ROOT, "build", "de", "context")
+    with open(os.path.join(context, "_build", "requirements.txt"), encoding="utf-8") as handle:
+        python = handle.read()
+    with open(os.path.join(ROOT, "requirements-dev.txt"), encoding="utf-8") as handle:
+        rulebook = re.search(r"^(ansible-rulebook[^\s#]+)", handle.read(), re.M).group(1)
+    assert rulebook in python and "kubernetes>=24.2.0" in python
+    with open(os.path.join(context, "_build", "bindep.txt"), encoding="utf-8") as handle:
+        assert "openjdk-17-jre-headless [platform:dpkg]" in handle.read()
+    with open(os.path.join(context, "_build", "requirements.yml"), encoding="utf-8") as handle:
+        wanted = yaml.safe_load(handle)["collections"]
+    assert [c["name"] for c in wanted] == ["/build/collections/gpuops-fleet.tar.gz", "/build/collections/kubernetes-core.tar.gz"]
+    with tarfile.open(os.path.join(context, "_build", "collections", "gpuops-fleet.tar.gz")) as tar:
+        names = tar.getnames()
+    # what an activation runs: the event source and the rulebooks, inside the collection
+    assert "extensions/eda/plugins/event_source/gpu_nodes.py" in names and "extensions/eda/rulebooks/gpu_health.yml" in names
+    with open(os.path.join(context, "Containerfile"), encoding="utf-8") as handle:
+        assert "RUN java -version" in handle.read()

@@ -119,7 +119,7 @@ def test_the_backoff_doubles_up_to_its_cap():
 def test_each_node_event_limits_a_playbook_to_its_node():
     tracker = ne.Tracker()
     tracker.start([node("a", 1)], "1", T)
-    assert tracker.apply("MODIFIED", node("a", 2, free=7), T)[0]["meta"] == {"hosts": "a"}
+    assert tracker.apply("MODIFIED", node("a", 2, free=7), T)[0]["meta"] == {"hosts": ["a", "localhost"]}
 
 
 def test_a_window_gathers_a_storm_into_one_event_and_runs_a_flapping_node_once_per_flap_window():
@@ -131,12 +131,12 @@ def test_a_window_gathers_a_storm_into_one_event_and_runs_a_flapping_node_once_p
     assert window.due() == 105 and window.flush(104.9, T) is None
     storm = window.flush(105, T)
     assert storm["gpuops"]["kind"] == "gpu_faults" and storm["gpuops"]["nodes"] == ["n%02d" % i for i in range(20)]
-    assert storm["meta"]["hosts"] == storm["gpuops"]["nodes"] and storm["gpuops"]["throttled"] == []
+    assert storm["meta"]["hosts"] == storm["gpuops"]["nodes"] + ["localhost"] and storm["gpuops"]["throttled"] == []
     assert window.due() is None
     window.add({"gpuops": {"node": "n03"}}, 200)  # n03 flaps: within its flap window
     window.add({"gpuops": {"node": "x"}}, 201)
     again = window.flush(205, T)
-    assert (again["gpuops"]["nodes"], again["gpuops"]["throttled"], again["meta"]["hosts"]) == (["x"], ["n03"], ["x"])
+    assert (again["gpuops"]["nodes"], again["gpuops"]["throttled"], again["meta"]["hosts"]) == (["x"], ["n03"], ["x", "localhost"])
     window.add({"gpuops": {"node": "x"}}, 300)
     only = window.flush(305, T)
     assert only["gpuops"]["kind"] == "gpu_faults_throttled" and "meta" not in only and only["gpuops"]["throttled"] == ["x"]
