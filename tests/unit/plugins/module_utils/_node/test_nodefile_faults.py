@@ -164,7 +164,8 @@ def test_dangling_backup_dir_symlink_is_refused(node):
         run(node)
     assert checkpoint_bytes(node) == node["data"]
     with pytest.raises(UnsafeFileError, match="dangling symlink"):
-        rc.reconcile(FACTS, options_table.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"]), check_mode=True)
+        rc.reconcile(FACTS, options_table.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"]),
+                     check_mode=True)
 
 
 @pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
@@ -260,7 +261,8 @@ def test_a_checkpoint_of_max_bytes_is_read_and_judged_one_byte_more_is_refused(n
     assert len(data) == limit
     with open(node["path"], "wb") as handle:
         handle.write(data)
-    result = rc.reconcile(FACTS, options_table.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"]), check_mode=True)
+    options = options_table.validate_options(checkpoint_path=node["path"], backup_dir=node["backup_dir"], lock_dir=node["lock_dir"])
+    result = rc.reconcile(FACTS, options, check_mode=True)
     assert result["status"] == "up_to_date" and result["checksum_valid"]
     with open(node["path"], "ab") as handle:
         handle.write(b" ")
