@@ -9,27 +9,19 @@ timed)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import threading
 import time
 
 import fakenode
+import eda_source
 import realnode
 from realnode import wait
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
 
 GPUS = ["GPU-4d4d4d4d-4444-4444-8444-00000000004d", "GPU-5e5e5e5e-5555-4555-8555-00000000005e"]
-SOURCE = os.path.join(realnode.ROOT, "extensions", "eda", "plugins", "event_source", "gpu_nodes.py")
-
-
-def source():
-    spec = importlib.util.spec_from_file_location("gpuops_gpu_nodes_source_knode", SOURCE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_a_critical_xid_reaches_the_source_as_one_gpu_unallocatable_event_with_list_and_watch_alone(real_node):
@@ -40,7 +32,7 @@ def test_a_critical_xid_reaches_the_source_as_one_gpu_unallocatable_event_with_l
     offset = node.cluster.audit_offset()
     options = node_events.check_options({"kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig"), "heartbeat": 5})
     events, stop = [], threading.Event()
-    thread = threading.Thread(target=source().follow, args=(options, events.append, stop), daemon=True)
+    thread = threading.Thread(target=eda_source.load().follow, args=(options, events.append, stop), daemon=True)
     thread.start()
     try:
         start = wait(lambda: [e for e in events if e["gpuops"]["kind"] == "startup"], "the startup event", timeout=30)[0]["gpuops"]

@@ -8,24 +8,15 @@ device plugin would change them."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 import time
 
 import pytest
 
+import eda_source
+
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SOURCE = os.path.join(ROOT, "extensions", "eda", "plugins", "event_source", "gpu_nodes.py")
-
-
-def source():
-    spec = importlib.util.spec_from_file_location("gpuops_gpu_nodes_source", SOURCE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def make_node(core, name, label, free=8):
@@ -77,7 +68,7 @@ def nodes(cluster):
 
 def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes):
     (a, b), label = nodes
-    module = source()
+    module = eda_source.load()
     options = node_events.check_options({"kubeconfig": cluster.kubeconfig, "heartbeat": 2, "settle_seconds": 1,
                                          "label_selector": ",".join("%s=%s" % kv for kv in label.items())})
     events, stop = [], threading.Event()

@@ -8,12 +8,12 @@ a bad option."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import os
 import threading
 import types
 
 import pytest
+
+import eda_source
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch as kw
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
@@ -21,16 +21,6 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 
 pytest.importorskip("kubernetes")
 from kubernetes.client.exceptions import ApiException  # noqa: E402  pylint: disable=wrong-import-position
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-SOURCE = os.path.join(ROOT, "extensions", "eda", "plugins", "event_source", "gpu_nodes.py")
-
-
-def load():
-    spec = importlib.util.spec_from_file_location("gpuops_gpu_nodes_source_unit", SOURCE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def node(name, rv, free=8):
@@ -89,7 +79,7 @@ def kinds(events):
 
 
 def run(monkeypatch, lists, streams):
-    module = load()
+    module = eda_source.load()
     stop, now = threading.Event(), [0.0]
     monkeypatch.setattr(kw.k8s_watch, "Watch", scripted(streams, stop, now))
     lister = Lister(lists)
@@ -127,7 +117,7 @@ def test_a_failed_connection_is_reported_backed_off_and_listed_again(monkeypatch
 
 
 def test_the_entry_point_puts_events_on_the_queue_and_names_a_bad_option(monkeypatch):
-    module = load()
+    module = eda_source.load()
 
     def follow(options, emit, stop):
         emit({"gpuops": {"kind": "startup", "nodes": []}})
