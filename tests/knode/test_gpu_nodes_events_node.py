@@ -48,7 +48,10 @@ def test_a_critical_xid_reaches_the_source_as_one_gpu_unallocatable_event_with_l
         stop.set()
         thread.join(15)
     assert not thread.is_alive()
-    assert [e["gpuops"]["kind"] for e in events if e["gpuops"]["kind"] not in ("heartbeat",)] == ["startup", "gpu_unallocatable"]
+    assert [e["gpuops"]["kind"] for e in events if e["gpuops"]["kind"] != "heartbeat"] == ["startup", "gpu_unallocatable", "gpu_faults"]
+    # the fault's window (settle_seconds, default 5) ran the node once: the playbook's limit is the node and the controller
+    faults = [e for e in events if e["gpuops"]["kind"] == "gpu_faults"]
+    assert (faults[0]["gpuops"]["nodes"], faults[0]["meta"]["hosts"]) == ([realnode.NAME], [realnode.NAME, "localhost"])
     calls = realnode.api_calls(node.cluster, offset)
     assert set(calls) <= {"list nodes", "watch nodes", "discovery"}, calls  # RBAC: nothing else is granted, nothing else is asked
     print("fault (XID written) to gpu_unallocatable event on the real kubelet node: %.2f s" % seconds)
