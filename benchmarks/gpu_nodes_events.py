@@ -81,8 +81,9 @@ def main():
         for name in names:
             core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name, labels={"nvidia.com/gpu.present": "true"})))
             core.patch_node_status(name, status(8, "2026-11-29T10:00:00Z"))
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build", "collections"))  # the collection, as installed
         child = subprocess.Popen([sys.executable, "-c", CHILD, os.path.join(ROOT, "extensions/eda/plugins/event_source/gpu_nodes.py"),
-                                  kubeconfig], stdout=subprocess.PIPE, text=True)
+                                  kubeconfig], stdout=subprocess.PIPE, text=True, env=env)
         last = {}
         threading.Thread(target=lambda: [last.update(json.loads(line)) for line in child.stdout], daemon=True).start()
         time.sleep(5)  # the first list
@@ -95,6 +96,8 @@ def main():
             sent, i = sent + 1, i + 1
             time.sleep(max(0.0, begin + i * interval - time.monotonic()))
         elapsed = time.monotonic() - begin
+        if child.poll() is not None:
+            raise SystemExit("the source ended (rc %s)" % child.returncode)
         used = cpu_seconds(child.pid) - begin_cpu
         print(json.dumps({"nodes": args.nodes, "updates_per_second": round(sent / elapsed, 1), "seconds": round(elapsed, 1),
                           "source_cpu_percent_of_one_core": round(100.0 * used / elapsed, 2), "source_peak_rss_mib": round(hwm_mib(child.pid), 1),
