@@ -13,9 +13,6 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust
 
-MODES = outcome.MODES
-STAGES = outcome.STAGES
-
 
 def remediation_targets(plan, mode, allowed_actions, approved=None, max_age=None, require=False):
     """``{"act": [{host, node, action, row, step, escalate, automated, runs_<action>[, escalation_row]}], "skipped": [{node,
@@ -40,7 +37,8 @@ def remediation_targets(plan, mode, allowed_actions, approved=None, max_age=None
 def remediation_report(target, results, failure=None, host_facts=None):
     """One node's report where the role does not bring it back (``rma_candidate`` or ``needs_human``); None where it did.
 
-    ``results`` maps the role's stages (``STAGES``) to what each registered. A release that ran means the node came back
+    ``results`` maps the role's stages (``outcome.STAGES``) to what each registered, or lists them in ``STAGE_VARS``'
+    order. A release that ran means the node came back
     (None). Else the last stage that ran decides where it failed (a step that failed and was escalated is not the end): a GPU
     still unhealthy after a reboot is an RMA candidate, as is the plan's ``replace`` (a repeat offender); a step that failed
     where its escalation is not allowed (``target["escalate"]`` false), a blocked drain, or anything else needs a human,

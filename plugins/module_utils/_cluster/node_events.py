@@ -119,6 +119,11 @@ def _step(meta):
     return step if step in STEPS else "other"
 
 
+def withheld(state):
+    """Whether a GPU resource of the node's view is below its capacity (the device plugin withholds a GPU)."""
+    return any(free < have for have, free in state["gpus"].values())
+
+
 def unhealthy(state):
     """Why a node's view is unhealthy now (a list; empty: healthy): GPUs withheld, not Ready, in a remediation."""
     why = ["%s %d of %d allocatable" % (r, free, have) for r, (have, free) in sorted(state["gpus"].items()) if free < have]
@@ -146,11 +151,14 @@ def _event(kind, state, changed, observed):
 
 
 def changes(before, after, observed):
-    """The events of a node's view going from ``before`` (None: not known) to ``after`` (None: gone)."""
+    """The events of a node's view going from ``before`` (None: not known) to ``after`` (None: gone); a node not known
+    before is news only where it is unhealthy."""
     if after is None:
         return [_event("node_removed", before, {}, observed)] if before else []
-    if before is None:
-        return []  # a node the source did not know: the startup event, or the relist, names it where it is unhealthy
+    if before is None:  # a GPU node that appears unhealthy is news (a healthy one is not)
+        if not unhealthy(after):
+            return []
+        return [_event("gpu_unallocatable" if withheld(after) else "node_not_ready", after, {}, observed)]
     out = []
     lost, back = {}, {}
     for resource in sorted(set(before["gpus"]) | set(after["gpus"])):
@@ -185,8 +193,8 @@ class Tracker:
         """The first list: the views, and the ``startup`` event naming every node unhealthy now."""
         self.views = dict((v["name"], v) for v in (view(n, self.resources, self.by_label) for n in nodes) if v)
         self.resource_version = resource_version
-        bad = [{"node": name, "unhealthy": unhealthy(v), "resource_version": v["resource_version"]}
-               for name, v in sorted(self.views.items()) if unhealthy(v)]
+        bad = [{"node": name, "unhealthy": why, "resource_version": v["resource_version"]}
+               for name, v, why in ((n, v, unhealthy(v)) for n, v in sorted(self.views.items())) if why]
         return {"gpuops": {"kind": "startup", "nodes": bad, "watched": len(self.views), "resource_version": resource_version,
                            "observed_at": observed}}
 
@@ -206,11 +214,7 @@ class Tracker:
             self.views.pop(name, None)
         else:
             self.views[name] = after
-        found = changes(before, after, observed)
-        if before is None and after is not None and unhealthy(after):  # a GPU node that appears unhealthy is news
-            found.append(_event("gpu_unallocatable" if any(f < h for h, f in after["gpus"].values()) else "node_not_ready",
-                                after, {}, observed))
-        return found
+        return changes(before, after, observed)
 
     def relist(self, nodes, resource_version, observed):
         """A new list after ``410 Gone`` (or a reconnect): the events of what changed while away, each once."""
@@ -221,9 +225,6 @@ class Tracker:
             if before and after and before["resource_version"] == after["resource_version"]:
                 continue
             out.extend(changes(before, after, observed))
-            if before is None and after is not None and unhealthy(after):
-                out.append(_event("gpu_unallocatable" if any(f < h for h, f in after["gpus"].values()) else "node_not_ready",
-                                  after, {}, observed))
         self.views, self.resource_version = fresh, resource_version
         return out
 

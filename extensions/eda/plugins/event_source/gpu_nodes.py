@@ -72,8 +72,8 @@ class _Listener:
         if first:
             start = self.tracker.start(items, resource_version, _now())
             self.emit(start)
-            for bad in start["gpuops"]["nodes"]:  # a restarted activation acts on what is unhealthy now
-                if self.window is not None and any("allocatable" in why for why in bad["unhealthy"]):
+            for bad in start["gpuops"]["nodes"]:  # a restarted activation acts on the GPUs withheld now
+                if self.window is not None and node_events.withheld(self.tracker.views[bad["node"]]):
                     self.window.add({"gpuops": {"node": bad["node"]}}, self.clock())
         else:
             self._each(self.tracker.relist(items, resource_version, _now()))

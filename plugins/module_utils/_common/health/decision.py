@@ -31,7 +31,6 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions as A
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import xid_catalog
 
-ACTIONS = A.NAMES
 DAY_USEC = 24 * 3600 * 1000 * 1000
 # RESTART_APP XIDs that, repeated on one GPU within 24 h, point at the GPU rather than the app
 # (NVSentinel's health-events analyzer: XID 31 twice on the same GPU -> RUN_DCGMEUD); faults, not lines
