@@ -8,6 +8,8 @@ declare -A need=(
   [gcc]=gcc [make]=make [git]=git [shellcheck]=shellcheck
   [podman]=podman [runc]=runc [debootstrap]=debootstrap [systemd-analyze]=systemd
   [go]=golang-go [mount]=mount [promtool]=prometheus [prometheus-node-exporter]=prometheus-node-exporter
+  # the alerts path's test (tests/prometheus): Prometheus -> Alertmanager -> the rulebook's alertmanager source
+  [prometheus-alertmanager]=prometheus-alertmanager
   # the real kubelet node (hack/kube-node.sh): Debian's containerd and CNI plugins, a static busybox
   # for its image, iproute2 for the bridge, curl for kubelet's healthz
   [containerd]=containerd [busybox]=busybox-static [ip]=iproute2 [curl]=curl [findmnt]=util-linux

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 import yaml
 
@@ -41,6 +43,23 @@ def rulebook(f, variables, out):
                             stdout=out, stderr=subprocess.STDOUT)
 
 
+TOKEN = "kube-alerts-token-91c7"  # a test's token
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def alert(port, payload):
+    """POST an Alertmanager webhook payload to the rulebook's alerts source, with the token; the HTTP status."""
+    request = urllib.request.Request("http://127.0.0.1:%d/alerts" % port, data=json.dumps(payload).encode(), method="POST",
+                                     headers={"Authorization": "Bearer " + TOKEN, "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.status
+
+
 def runs(text):
     """How many playbook runs ansible-rulebook made: its output's PLAY RECAPs, less the failed runs' output it logs again
     as the error (run_playbook's _post_process logs the run's stdout when the run failed)."""
@@ -65,9 +84,13 @@ def wait_text(path, text, timeout, count=1):
 def test_a_withheld_gpu_runs_the_report_once_for_its_node_and_the_rulebook_as_shipped_changes_nothing(fleet, fake_lib_dir):
     f, name, plugin, dummy, extra = remediation_fleet(fleet, fake_lib_dir)
     log = f.tmp / "rulebook.log"
+    token, port = f.tmp / "alerts-token", free_port()
+    token.write_text(TOKEN)
     variables = {"inventory": dict((k, v) for k, v in extra.items() if k != "gpu_remediation_report_dir"),
                  "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
-                              "gpuops_events_settle_seconds": 1, "gpuops_events_report_dir": str(f.tmp / "health-report")}}
+                              "gpuops_events_settle_seconds": 1, "gpuops_events_report_dir": str(f.tmp / "health-report"),
+                              "gpuops_alerts_enabled": True, "gpuops_alerts_host": "127.0.0.1", "gpuops_alerts_port": port,
+                              "gpuops_alerts_token_file": str(token)}}
     offset = f.cluster.audit_offset()
     with open(str(log), "w") as out:
         proc = rulebook(f, variables, out)
@@ -76,6 +99,9 @@ def test_a_withheld_gpu_runs_the_report_once_for_its_node_and_the_rulebook_as_sh
             pod = [p for p in f.plugin_pods() if p.spec.node_name == name][0]
             faulted = time.monotonic()
             f.cluster.core.delete_namespaced_pod(pod.metadata.name, f.namespace)  # a's GPUs withheld
+            # ... and its XID alert, through Alertmanager's webhook (its payload, its bearer token): the same window
+            assert alert(port, {"alerts": [{"status": "firing", "labels": {"alertname": "GPUXidErrors", "Hostname": name, "xid": "79"},
+                                            "annotations": {}, "startsAt": "2026-11-29T10:00:00Z", "fingerprint": "x79"}]}) == 202
             assert wait_text(log, "'kind': 'gpu_faults'", 60), log.read_text()[-3000:]
             assert wait_text(log, "PLAY RECAP", 300), log.read_text()[-3000:]
             seconds = time.monotonic() - faulted
@@ -88,7 +114,9 @@ def test_a_withheld_gpu_runs_the_report_once_for_its_node_and_the_rulebook_as_sh
     assert runs(text) == 1, text[-4000:]
     assert recap(text) == sorted([name, "localhost"]), text[-4000:]  # limited to the faulted node and the controller
     assert "ansible_rulebook.action.run_playbook - ERROR" not in text, text[-4000:]
-    assert text.count("'kind': 'gpu_faults'") == 1 and "'nodes': ['%s']" % name in text  # one window, node a alone
+    # one window, node a alone: its withheld GPU (the Node watch) and its XID alert (Alertmanager) run once
+    assert text.count("'kind': 'gpu_faults'") == 1 and "'nodes': ['%s']" % name in text
+    assert text.count("'kind': 'gpu_alert'") == 1 and TOKEN not in text
     report = json.loads((f.tmp / "health-report" / "gpu-health.json").read_text())
     row = [r for r in report["plan"]["nodes"] if r["node"] == name][0]
     assert (row["action"], row["batch"]) == ("reset", 1)  # planned, and in report mode acted on by nothing

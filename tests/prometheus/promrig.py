@@ -68,13 +68,15 @@ def render_role(tmp_path, **values):
     return tmp_path / "rendered"
 
 
-def start_prometheus(tmp, config, web_config=None, ready=None):
-    """Debian's prometheus on a free loopback port; returns (process, port, log). ``ready(port)`` polls until it answers."""
+def start_prometheus(tmp, config, web_config=None, ready=None, extra=()):
+    """Debian's prometheus on a free loopback port; returns (process, port, log). ``ready(port)`` polls until it answers;
+    ``extra``: more flags."""
     port = free_port()
     log = open(str(tmp / "prometheus.log"), "w")  # noqa: SIM115 (returned to the caller, who closes it)
     args = ["prometheus", "--config.file=%s" % config, "--storage.tsdb.path=%s" % (tmp / "data"), "--web.listen-address=127.0.0.1:%d" % port]
     if web_config:
         args.append("--web.config.file=%s" % web_config)
+    args.extend(extra)
     process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while True:

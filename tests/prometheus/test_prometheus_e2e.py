@@ -25,6 +25,7 @@ import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 import warnings
@@ -189,8 +190,12 @@ def prometheus(tmp_path_factory, fake_lib_dir):
     jobs = yaml.safe_load((rendered / "gpuops-scrape-configs.yml").read_text())
     jobs.append({"job_name": "kube-state-metrics", "honor_labels": True, "static_configs": [{"targets": [ksm.address]}]})
     config = tmp / "prometheus.yml"
+    # the alerts go to an Alertmanager on this port (started by test_alerts_reach_a_rulebook_through_alertmanager), sent
+    # again every second while they fire, so one started late receives them at once
+    alertmanager_port = free_port()
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "1s"},
-                                      "rule_files": [str(rendered / "gpuops-gpu-memory.rules.yml")], "scrape_configs": jobs}))
+                                      "rule_files": [str(rendered / "gpuops-gpu-memory.rules.yml")], "scrape_configs": jobs,
+                                      "alerting": {"alertmanagers": [{"static_configs": [{"targets": ["127.0.0.1:%d" % alertmanager_port]}]}]}}))
     # TLS (a self-signed certificate for 127.0.0.1) and basic authentication, as a production Prometheus
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=prometheus",
                     "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(tmp / "tls.key"), "-out", str(tmp / "tls.crt")],
@@ -198,13 +203,14 @@ def prometheus(tmp_path_factory, fake_lib_dir):
     web = tmp / "web.yml"
     web.write_text(yaml.safe_dump({"tls_server_config": {"cert_file": str(tmp / "tls.crt"), "key_file": str(tmp / "tls.key")},
                                    "basic_auth_users": {USER: bcrypt_hash(PASSWORD)}}))
-    prom = {"started": time.monotonic(), "tmp": tmp, "ca": str(tmp / "tls.crt"), "tls": ssl.create_default_context(cafile=str(tmp / "tls.crt"))}
+    prom = {"started": time.monotonic(), "tmp": tmp, "ca": str(tmp / "tls.crt"), "tls": ssl.create_default_context(cafile=str(tmp / "tls.crt")),
+            "alertmanager_port": alertmanager_port}
 
     def ready(port):
         prom["base"] = "https://127.0.0.1:%d" % port
         api(prom, "/api/v1/status/buildinfo")
 
-    process, dummy, log = start_prometheus(tmp, config, web, ready)
+    process, dummy, log = start_prometheus(tmp, config, web, ready, extra=["--rules.alert.resend-delay=1s"])
     processes.append(process)
     try:
         yield prom
@@ -334,3 +340,89 @@ def test_site_yml_adds_the_gpu_memory_column(prometheus, tmp_path):
     assert memory["lab-healthy"] == {"used_gib": 15.4, "total_gib": 32.0, "percent": 48} and memory["lab-corrupt"] is None
     assert sorted(p["pod"] for p in report["gpu_memory"]) == ["app-3g-v1-0", "app-3g-v1-0", "app-3g-v1-1", "app-6g-v1-0"]
     assert "GPU memory" in (tmp_path / "report" / "fleet-summary.md").read_text()
+
+
+ALERTS_TOKEN = "lab-alerts-token-6f1d2c"  # a test's token (SIMULATED lab): Alertmanager reads it from a file
+
+
+def wait_for(check, seconds, what):
+    deadline = time.monotonic() + seconds
+    while True:
+        found = check()
+        if found or time.monotonic() > deadline:
+            assert found, what
+            return found
+        time.sleep(0.3)
+
+
+def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
+    """Issue 50's alerts path, every part real but the GPUs: Debian's Prometheus evaluates the gpu_monitoring rules and
+    sends the firing alerts to Debian's Alertmanager, whose webhook receiver (a bearer token from a file) posts them to the
+    event source gpuops.fleet.alertmanager in the real ansible-rulebook. The fault alerts of lab-healthy (GPUXidErrors,
+    GPURecoveryActionRequired, GPURowRemapFailure, GPULost) are one gpu_faults event: one playbook run limited to
+    lab-healthy and the controller; gpu-z's GPUExporterDown is an event and no run; a request without the token gets 401."""
+    alertmanager = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    assert alertmanager, "alertmanager is missing: apt-get install prometheus-alertmanager (hack/check-deps.sh --install)"
+    token = tmp_path / "token"
+    token.write_text(ALERTS_TOKEN + "\n")
+    source_port = free_port()
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    playbook = tmp_path / "record.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"ansible.builtin.copy": {"content": "ran\n", "dest": str(ran) + "/{{ inventory_hostname }}"}, "delegate_to": "localhost"}]}]))
+    rules = tmp_path / "alerts.yml"
+    rules.write_text(yaml.safe_dump([{"name": "GPU alerts", "hosts": "all", "sources": [
+        {"gpuops.fleet.alertmanager": {"port": source_port, "token_file": str(token), "settle_seconds": 3}}],
+        "rules": [{"name": "GPU faults of a window", "condition": 'event.gpuops.kind == "gpu_faults"',
+                   "action": {"run_playbook": {"name": str(playbook)}}}]}], sort_keys=False))
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"lab-healthy": {}, "lab-old-exporter": {}, "gpu-z": {},
+                                                           "localhost": {"ansible_connection": "local"}},
+                                                 "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}))
+    am_config = tmp_path / "alertmanager.yml"
+    am_config.write_text(yaml.safe_dump({
+        "route": {"receiver": "gpuops", "group_by": ["alertname", "node"], "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},
+        "receivers": [{"name": "gpuops", "webhook_configs": [{
+            "url": "http://127.0.0.1:%d/alerts" % source_port, "send_resolved": True,
+            "http_config": {"authorization": {"type": "Bearer", "credentials_file": str(token)}}}]}]}))
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ.get("PATH", ""), ANSIBLE_NOCOLOR="1", ANSIBLE_COLLECTIONS_PATH=COLLECTIONS)
+    log = tmp_path / "rulebook.log"
+    processes = []
+    with open(str(log), "w") as out, open(str(tmp_path / "alertmanager.log"), "w") as am_log:
+        processes.append(subprocess.Popen([os.path.join(BIN, "ansible-rulebook"), "-i", str(inventory), "--rulebook", str(rules), "--print-events"],
+                                          cwd=str(tmp_path), env=env, stdout=out, stderr=subprocess.STDOUT))
+        try:
+            def up():
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % source_port, timeout=2) as answer:
+                        return answer.read() == b"up"
+                except OSError:
+                    return False
+
+            wait_for(up, 120, "the source never listened: " + log.read_text()[-3000:])
+            refused = urllib.request.Request("http://127.0.0.1:%d/alerts" % source_port, data=b'{"alerts": []}', method="POST")
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(refused, timeout=5).close()
+            err.value.close()
+            assert err.value.code == 401
+            started = time.monotonic()
+            processes.append(subprocess.Popen([alertmanager, "--config.file=%s" % am_config, "--storage.path=%s" % (tmp_path / "am-data"),
+                                               "--web.listen-address=127.0.0.1:%d" % prometheus["alertmanager_port"], "--cluster.listen-address="],
+                                              stdout=am_log, stderr=subprocess.STDOUT))
+            wait_for(lambda: (ran / "lab-healthy").exists(), 120, "no run: " + log.read_text()[-4000:])
+            seconds = time.monotonic() - started
+            wait_for(lambda: "GPUExporterDown" in log.read_text(errors="replace"), 30, "gpu-z's alert never came")
+            time.sleep(5)  # a second window (the alerts Alertmanager sends again) would have closed
+        finally:
+            for process in reversed(processes):
+                process.terminate()
+                process.wait(30)
+    text = log.read_text(errors="replace")
+    assert sorted(os.listdir(str(ran))) == ["lab-healthy", "localhost"], text[-4000:]
+    assert text.count("'kind': 'gpu_faults'") == 1 and "'nodes': ['lab-healthy']" in text, text[-4000:]
+    assert text.count("PLAY RECAP") == 1, text[-4000:]
+    assert ALERTS_TOKEN not in text and "Authorization" not in text
+    for name in ("GPUXidErrors", "GPURecoveryActionRequired", "GPURowRemapFailure", "GPULost"):
+        assert "'alert': '%s'" % name in text, name
+    print("\nALERTS PATH: Alertmanager started to the run's end %.1f s (group_wait 1 s, the window 3 s)" % seconds)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import threading
+import weakref
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
@@ -56,7 +58,7 @@ def check_options(args):
         raise ParameterError("label_selector", "a Kubernetes label selector such as 'nvidia.com/gpu.present=true', got %r" % (out["label_selector"],))
     for key, low, high in (("heartbeat", 1, 3600), ("backoff_max", 1, 600), ("watch_seconds", 10, 1800), ("settle_seconds", 1, 300),
                            ("flap_seconds", 0, 86400)):
-        out[key] = _whole(key, out[key], low, high)
+        out[key] = whole(key, out[key], low, high)
     for key in ("kubeconfig", "context", "host", "api_key", "ca_cert"):
         if out[key] is not None and (not isinstance(out[key], str) or "\x00" in out[key]):
             raise ParameterError(key, "a string, got %s" % type(out[key]).__name__)
@@ -65,7 +67,8 @@ def check_options(args):
     return out
 
 
-def _whole(key, value, low, high):
+def whole(key, value, low, high):
+    """An option's whole number in ``[low, high]`` (a rulebook's template gives a string); ParameterError names it."""
     try:
         number = int(str(value).strip()) if not isinstance(value, bool) else None
     except ValueError:
@@ -73,6 +76,11 @@ def _whole(key, value, low, high):
     if number is None or not low <= number <= high:
         raise ParameterError(key, "a whole number from %d to %d, got %r" % (low, high, value))
     return number
+
+
+def dns_name(name):
+    """Whether ``name`` is a Kubernetes object name (DNS-1123 subdomain)."""
+    return isinstance(name, str) and len(name) <= 253 and bool(_DNS.match(name))
 
 
 def _count(value):
@@ -86,7 +94,7 @@ def view(node, resources=DEFAULT_RESOURCES, by_label=False):
     label) or whose name is not a Kubernetes name."""
     meta = node.get("metadata") or {}
     name = meta.get("name")
-    if not isinstance(name, str) or len(name) > 253 or not _DNS.match(name):
+    if not dns_name(name):
         return None
     status = node.get("status") or {}
     capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
@@ -245,18 +253,25 @@ class FaultWindow:
     def __init__(self, settle, flap):
         self.settle, self.flap = settle, flap
         self.opened, self.nodes, self.last_run = None, [], {}
+        self.lock = threading.Lock()  # the sources of one ruleset share a window (``shared``): the Node watch runs in a thread
 
     def add(self, event, now):
         node = event["gpuops"]["node"]
-        if self.opened is None:
-            self.opened = now
-        if node not in self.nodes:
-            self.nodes.append(node)
+        with self.lock:
+            if self.opened is None:
+                self.opened = now
+            if node not in self.nodes:
+                self.nodes.append(node)
 
     def due(self):
-        return None if self.opened is None else self.opened + self.settle
+        opened = self.opened
+        return None if opened is None else opened + self.settle
 
     def flush(self, now, observed):
+        with self.lock:
+            return self._flush(now, observed)
+
+    def _flush(self, now, observed):
         if self.opened is None or now < self.opened + self.settle:
             return None
         run = [n for n in self.nodes if now - self.last_run.get(n, -float("inf")) >= self.flap]
@@ -269,6 +284,29 @@ class FaultWindow:
                                "observed_at": observed}}
         return {"gpuops": {"kind": "gpu_faults", "nodes": run, "throttled": throttled, "window": self.settle, "observed_at": observed},
                 "meta": {"hosts": limit(run)}}
+
+
+_SHARED = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(queue, settle, flap):
+    """The fault window of the ruleset whose event queue is ``queue``: the Node watch and the alerts of one ruleset add to
+    one window, so a GPU fault seen by both (the device plugin withheld it; an XID alert fired) runs once, and a storm seen
+    by both is still one plan run. The sources must agree on ``settle_seconds`` and ``flap_seconds``.
+
+    ansible-rulebook gives each source its own ``FilteredQueue`` around the ruleset's queue, as ``.queue``
+    (ansible_rulebook/engine.py, 1.3.2): the ruleset's queue is the key."""
+    queue = getattr(queue, "queue", queue)
+    with _SHARED_LOCK:
+        window = _SHARED.get(queue)
+        if window is None:
+            window = _SHARED[queue] = FaultWindow(settle, flap)
+        for key, mine, theirs in (("settle_seconds", settle, window.settle), ("flap_seconds", flap, window.flap)):
+            if mine != theirs:
+                raise ParameterError(key, "%s here, %s in another source of this ruleset: the sources of one ruleset share one fault "
+                                     "window, give them the same %s" % (mine, theirs, key))
+        return window
 
 
 def backoff(attempt, cap):

@@ -119,7 +119,8 @@ def test_a_failed_connection_is_reported_backed_off_and_listed_again(monkeypatch
 def test_the_entry_point_puts_events_on_the_queue_and_names_a_bad_option(monkeypatch):
     module = eda_source.load()
 
-    def follow(options, emit, stop):
+    def follow(options, emit, stop, window=None):
+        assert isinstance(window, node_events.FaultWindow)  # the ruleset's window (node_events.shared)
         emit({"gpuops": {"kind": "startup", "nodes": []}})
 
     monkeypatch.setattr(module, "follow", follow)

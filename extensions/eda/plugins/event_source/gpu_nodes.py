@@ -12,7 +12,8 @@ quarantine annotation's step), ``node_removed``, and ``heartbeat`` (every ``hear
 what changed (before and after), the resourceVersion and the time observed, and ``meta.hosts`` (the node: ansible-rulebook
 limits a playbook to it). ``gpu_faults`` gathers the GPU faults of a short window (``settle_seconds``, 5) into one event
 (``nodes``, ``meta.hosts``: one plan run for a storm), each node at most once per ``flap_seconds`` (600; a node of the window
-run more recently is ``throttled``; ``gpu_faults_throttled`` where all were).
+run more recently is ``throttled``; ``gpu_faults_throttled`` where all were). The window is the ruleset's: the alerts of
+``gpuops.fleet.alertmanager`` in the same ruleset add to it, so one fault seen by both runs once.
 
 A watch that ends is resumed from the last resourceVersion; ``410 Gone`` makes it list again, and so does a reconnect after
 an error (capped backoff, ``backoff_max``); a list emits exactly what changed while away, as every event is a change of
@@ -95,8 +96,9 @@ def _client(options):
     return get_api_client(**auth).client.client
 
 
-def follow(options, emit, stop, client=None, clock=time.monotonic):
-    """List, then watch until ``stop`` is set; every event through ``emit`` (runs in a thread)."""
+def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
+    """List, then watch until ``stop`` is set; every event through ``emit`` (runs in a thread). ``window``: the ruleset's
+    fault window (node_events.shared), else one of its own."""
     from kubernetes.client import CoreV1Api
 
     client = client or _client(options)
@@ -105,7 +107,7 @@ def follow(options, emit, stop, client=None, clock=time.monotonic):
     if options["label_selector"]:
         kwargs["label_selector"] = options["label_selector"]
     watcher = k8s_watch.Watcher(client, CoreV1Api(client).list_node, _clock=clock, **kwargs)
-    window = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"])
+    window = window or node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"])
     watcher.listener = _Listener(tracker, emit, window, clock)
     attempt, relist, beat = 0, True, clock() + options["heartbeat"]
     while not stop.is_set():
@@ -136,6 +138,7 @@ def follow(options, emit, stop, client=None, clock=time.monotonic):
 async def main(queue, args):
     """ansible-rulebook's entry point."""
     options = node_events.check_options(args)
+    window = node_events.shared(queue, options["settle_seconds"], options["flap_seconds"])
     loop = asyncio.get_running_loop()
     stop = threading.Event()
 
@@ -143,7 +146,7 @@ async def main(queue, args):
         asyncio.run_coroutine_threadsafe(queue.put(event), loop).result(timeout=60)
 
     try:
-        await asyncio.to_thread(follow, options, emit, stop)
+        await asyncio.to_thread(follow, options, emit, stop, window=window)
     finally:
         stop.set()
 

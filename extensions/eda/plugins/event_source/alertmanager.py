@@ -1,0 +1,166 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""gpuops.fleet.alertmanager: an ansible-rulebook event source that receives Alertmanager's webhook notifications, with a
+token, and turns the gpu_monitoring role's GPU alerts into GPU events of their node.
+
+``ansible.eda.alertmanager`` is not installable here (Galaxy only, not on PyPI) and takes every request: it has no
+authentication and puts the request's headers, an ``Authorization`` header included, into every event. This source:
+
+- answers ``POST <path>`` (``/alerts``) only with ``Authorization: Bearer <token>`` (Alertmanager's ``http_config.authorization``;
+  the token from ``token`` or ``token_file``, compared in constant time); any other request gets 401 and emits nothing;
+  ``GET /healthz`` answers ``up`` (a probe, no data);
+- bounds a notification (``max_bytes``, 1 MiB; 1,000 alerts) and answers 400 to one that is not Alertmanager's payload;
+- emits one ``gpu_alert`` event per alert (``gpuops``: alert, status, node, labels, fault, starts_at, fingerprint), never a
+  header; ``meta.hosts`` is the alert's node (the first of ``node_labels`` it carries: ``node``, ``Hostname``,
+  ``kubernetes_node``), a Kubernetes name, and the controller;
+- adds a firing alert of ``fault_alerts`` (GPUXidErrors, GPURecoveryActionRequired, GPURowRemapFailure, GPULost) to the
+  ruleset's fault window, shared with ``gpuops.fleet.gpu_nodes``: ``gpu_faults`` once per ``settle_seconds`` window for all
+  its nodes, each node at most once per ``flap_seconds`` (module_utils/_cluster/node_events.py FaultWindow);
+- serves TLS with ``certfile`` and ``keyfile``.
+
+Options: ``host`` (127.0.0.1; 0.0.0.0 in an EDA controller activation), ``port`` (5000), ``path``, ``token`` or
+``token_file`` (one of them: at least 16 characters), ``node_labels``, ``fault_alerts``, ``max_bytes``, ``certfile``,
+``keyfile``, ``settle_seconds`` (5), ``flap_seconds`` (600), ``enabled`` (true; false: the source waits and emits nothing, so
+a rulebook can carry it switched off). A bad option fails the source, naming it; the token never appears in a message.
+
+Example::
+
+    sources:
+      - gpuops.fleet.alertmanager:
+          host: 0.0.0.0
+          port: 5000
+          token_file: /run/secrets/alertmanager-token
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+import sys
+import time
+
+
+def _import():
+    """The collection's code: from the installed collections, else from the tree this file is in (ansible-rulebook loads
+    a source by its path: the folder that holds ansible_collections/ is seven folders above this file's)."""
+    try:
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events
+    except ImportError:
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.abspath(os.path.join(here, *[os.pardir] * 7)))
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events
+    return alerts, node_events
+
+
+alerts, node_events = _import()
+
+
+def _now():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read(4096)
+
+
+class Receiver:
+    """The webhook's handlers (aiohttp) and the window's flushing, around ``emit`` (an async put on the queue)."""
+
+    def __init__(self, options, emit, window, clock=time.monotonic):
+        self.options, self.emit, self.window, self.clock = options, emit, window, clock
+        self.refused = 0
+        self.wake = asyncio.Event()
+
+    async def health(self, request):
+        from aiohttp import web
+
+        return web.Response(text="up")
+
+    async def notify(self, request):
+        from aiohttp import web
+
+        if not alerts.authorized(request.headers.get("Authorization"), self.options["token"]):
+            self.refused += 1
+            return web.Response(status=401, text="a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+        try:
+            payload = json.loads(await request.read())
+            found = alerts.events(payload, self.options, _now())
+        except web.HTTPRequestEntityTooLarge:
+            raise
+        except (ValueError, RecursionError, alerts.PayloadError) as exc:
+            return web.Response(status=400, text=str(exc) if isinstance(exc, alerts.PayloadError) else "not JSON")
+        for event in found:
+            await self.emit(event)
+            if event["gpuops"]["fault"]:
+                self.window.add(event, self.clock())
+                self.wake.set()
+        return web.Response(status=202, text="received %d alerts" % len(found))
+
+    async def flushing(self):
+        """Close the window when it is due (the Node watch closes it too: whichever comes first emits it, once)."""
+        while True:
+            due = self.window.due()
+            try:
+                await asyncio.wait_for(self.wake.wait(), None if due is None else max(0.0, due - self.clock()) + 0.05)
+            except asyncio.TimeoutError:
+                pass
+            self.wake.clear()
+            batch = self.window.flush(self.clock(), _now())
+            if batch:
+                await self.emit(batch)
+
+
+def _tls(options):
+    if not options["certfile"]:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(options["certfile"], options["keyfile"])
+    except (OSError, ssl.SSLError) as exc:
+        raise alerts.ParameterError("certfile", "cannot load the certificate and key: %s" % exc) from None
+    return context
+
+
+async def serve(options, emit, window, ready=None):
+    """Serve until cancelled; ``ready(port)`` is called once listening (tests give port 0)."""
+    from aiohttp import web
+
+    receiver = Receiver(options, emit, window)
+    app = web.Application(client_max_size=options["max_bytes"])
+    app.router.add_get("/healthz", receiver.health)
+    app.router.add_post(options["path"], receiver.notify)
+    runner = web.AppRunner(app, access_log=None)  # the access log would be the only place a request is written: none
+    await runner.setup()
+    site = web.TCPSite(runner, options["host"], options["port"], ssl_context=_tls(options))
+    await site.start()
+    if ready is not None:
+        ready(runner.addresses[0][1])
+    try:
+        await receiver.flushing()
+    finally:
+        await runner.cleanup()
+
+
+async def main(queue, args):
+    """ansible-rulebook's entry point."""
+    options = alerts.check_options(args, read=_read)
+    if not options["enabled"]:
+        await asyncio.Event().wait()  # switched off: a source that returned would end the rulebook
+        return
+    window = node_events.shared(queue, options["settle_seconds"], options["flap_seconds"])
+    await serve(options, queue.put, window)
+
+
+if __name__ == "__main__":
+    # a quick look without ansible-rulebook: print the events (GPUOPS_ALERTS_TOKEN=... python alertmanager.py)
+
+    class _Print:
+        async def put(self, event):
+            print(event, flush=True)
+
+    asyncio.run(main(_Print(), {"token": os.environ.get("GPUOPS_ALERTS_TOKEN")}))
