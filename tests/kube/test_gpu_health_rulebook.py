@@ -20,15 +20,16 @@ import yaml
 
 import fakenode
 import kubefleet
-from test_gpu_health_plan import faulty
+from test_gpu_health_plan import G, OTHER, faulty
 from test_gpu_quarantine import WRITES, remediation_fleet
 
 ROOT = kubefleet.ROOT
 BIN = os.path.dirname(sys.executable)
-RULEBOOK = os.path.join(ROOT, "extensions", "eda", "rulebooks", "gpu_health.yml")
+RULEBOOKS = os.path.join(ROOT, "extensions", "eda", "rulebooks")
+RULEBOOK = os.path.join(RULEBOOKS, "gpu_health.yml")
 
 
-def rulebook(f, variables, out):
+def rulebook(f, variables, out, path=RULEBOOK):
     """ansible-rulebook on the fleet's inventory (its hosts, and the remediation's settings as the inventory's), printing
     each event; returns the process (stdout and stderr to ``out``)."""
     inventory = f.tmp / "rulebook-inventory.yml"
@@ -38,7 +39,7 @@ def rulebook(f, variables, out):
     env = dict(os.environ, PATH=BIN + os.pathsep + os.environ.get("PATH", ""), ANSIBLE_NOCOLOR="1",
                K8S_AUTH_KUBECONFIG=os.path.join(f.cluster.workdir, "role.kubeconfig"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"))
-    return subprocess.Popen([os.path.join(BIN, "ansible-rulebook"), "-i", str(inventory), "--rulebook", RULEBOOK,
+    return subprocess.Popen([os.path.join(BIN, "ansible-rulebook"), "-i", str(inventory), "--rulebook", path,
                              "--vars", str(rulebook_vars), "--print-events"], cwd=str(f.tmp), env=env,
                             stdout=out, stderr=subprocess.STDOUT)
 
@@ -106,6 +107,10 @@ def test_a_withheld_gpu_runs_the_report_once_for_its_node_and_the_rulebook_as_sh
             assert wait_text(log, "PLAY RECAP", 300), log.read_text()[-3000:]
             seconds = time.monotonic() - faulted
             f.wait(lambda: f.allocatable(name) == len(f.nodes[0]["gpus"]), "the plugin back on a")  # gpu_restored: no run
+            # a flaps: its GPUs withheld again within the flap window (600 s): said (gpu_faults_throttled), no second run
+            pod = [p for p in f.plugin_pods() if p.spec.node_name == name][0]
+            f.cluster.core.delete_namespaced_pod(pod.metadata.name, f.namespace)
+            assert wait_text(log, "'kind': 'gpu_faults_throttled'", 60), log.read_text()[-3000:]
             time.sleep(3)
         finally:
             proc.terminate()
@@ -117,6 +122,7 @@ def test_a_withheld_gpu_runs_the_report_once_for_its_node_and_the_rulebook_as_sh
     # one window, node a alone: its withheld GPU (the Node watch) and its XID alert (Alertmanager) run once
     assert text.count("'kind': 'gpu_faults'") == 1 and "'nodes': ['%s']" % name in text
     assert text.count("'kind': 'gpu_alert'") == 1 and TOKEN not in text
+    assert text.count("'kind': 'gpu_unallocatable'") == 2 and "'throttled': ['%s']" % name in text
     report = json.loads((f.tmp / "health-report" / "gpu-health.json").read_text())
     row = [r for r in report["plan"]["nodes"] if r["node"] == name][0]
     assert (row["action"], row["batch"]) == ("reset", 1)  # planned, and in report mode acted on by nothing
@@ -167,3 +173,49 @@ def test_a_storm_of_20_nodes_is_one_run_whose_breaker_trips_and_touches_nothing_
     touched = [(c["verb"], c["objectRef"].get("resource"), c["objectRef"].get("subresource"), c["objectRef"].get("name"))
                for c in f.cluster.audit_events(offset) if c["verb"] in WRITES and c["objectRef"].get("resource") in ("nodes", "pods")]
     assert touched == []  # no cordon, taint, annotation or eviction
+
+
+def test_a_racks_reboots_are_one_checkpoint_run_and_a_second_reboot_within_the_window_none(fleet, fake_lib_dir):
+    """extensions/eda/rulebooks/checkpoint_repair.yml as shipped: two of three SIMULATED nodes reboot (new boot IDs,
+    NotReady, Ready again) within the window: one node_reboots event, one run of playbooks/site.yml limited to them and
+    the controller, in its default mode (plan and report: no repair, no guard installed, nothing written to the cluster);
+    a's second reboot within the flap window is throttled: no second run."""
+    f = fleet([{"name": "a", "gpus": [G[0]]}, {"name": "b", "gpus": [OTHER[0]]}, {"name": "c", "gpus": [OTHER[1]]}])
+    for node in f.nodes:
+        cfg = str(f.tmp / "nodes" / node["name"] / "fake_nvml.cfg")
+        root = f.tmp / "nodes" / node["name"]
+        f.set_host_vars(node["name"], gpuops_node_name=node["name"], checkpoint_guard_checkpoint_path=node["checkpoint"],
+                        checkpoint_guard_backup_dir=str(root / "backups"), checkpoint_guard_lock_dir=str(root / "run"),
+                        checkpoint_guard_environment=fakenode.environ(fake_lib_dir, cfg, base={}))
+    a, b = f.nodes[0], f.nodes[1]
+    log = f.tmp / "rulebook.log"
+    variables = {"inventory": {}, "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
+                                               "gpuops_events_settle_seconds": 3, "gpuops_events_report_dir": str(f.tmp / "report")}}
+    offset = f.cluster.audit_offset()
+    with open(str(log), "w") as out:
+        proc = rulebook(f, variables, out, os.path.join(RULEBOOKS, "checkpoint_repair.yml"))
+        try:
+            assert wait_text(log, "'kind': 'startup'", 120), log.read_text()[-3000:]
+            for node in (a, b):
+                open(node["reboot_request"], "w").close()  # the simulated kubelet reboots the node
+            assert wait_text(log, "'kind': 'node_reboots'", 60), log.read_text()[-3000:]
+            assert wait_text(log, "PLAY RECAP", 600), log.read_text()[-3000:]
+            open(a["reboot_request"], "w").close()  # again, within the flap window
+            assert wait_text(log, "'kind': 'node_reboots_throttled'", 60), log.read_text()[-3000:]
+            time.sleep(3)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    text = log.read_text(errors="replace")
+    assert text.count("'kind': 'node_rebooted'") == 3 and text.count("'kind': 'node_reboots'") == 1, text[-3000:]
+    assert runs(text) == 1, text[-4000:]
+    assert "ansible_rulebook.action.run_playbook - ERROR" not in text, text[-4000:]
+    assert recap(text) == sorted([a["name"], b["name"], "localhost"]), text[-4000:]
+    summary = json.loads((f.tmp / "report" / "fleet-summary.json").read_text())
+    rows = summary["nodes"] if isinstance(summary, dict) else summary
+    assert sorted(r["node"] for r in rows) == sorted([a["name"], b["name"]]), rows
+    touched = [(c["verb"], c["objectRef"].get("resource"), c["objectRef"].get("name"))
+               for c in f.cluster.audit_events(offset) if c["verb"] in WRITES and c["objectRef"].get("resource") in ("nodes", "pods")]
+    assert touched == []
+    for node in f.nodes:  # no guard installed, no checkpoint written
+        assert not os.path.exists(os.path.join(str(f.tmp / "nodes" / node["name"] / "backups")))

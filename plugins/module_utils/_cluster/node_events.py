@@ -27,7 +27,7 @@ import weakref
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 KINDS = ("startup", "heartbeat", "gpu_unallocatable", "gpu_restored", "node_rebooted", "node_not_ready", "node_ready",
-         "remediation_step", "node_removed", "gpu_faults", "gpu_faults_throttled")
+         "remediation_step", "node_removed", "gpu_faults", "gpu_faults_throttled", "node_reboots", "node_reboots_throttled")
 # the quarantine's steps (_cluster/remediation/quarantine.py); any other text of the annotation is reported as "other"
 STEPS = ("draining", "drained", "drain_blocked")
 _BOOT_ID = re.compile(r"\A[0-9A-Za-z-]{1,64}\Z")
@@ -248,10 +248,10 @@ class FaultWindow:
     ``add`` a ``gpu_unallocatable`` event; ``due()`` is when the window closes (``settle`` seconds after its first fault),
     ``flush(now)`` the ``gpu_faults`` event once it has closed: ``nodes`` (``meta.hosts``: the playbook's limit) and
     ``throttled`` (nodes of the window run less than ``flap`` seconds ago); ``gpu_faults_throttled`` where every node was;
-    None before the window closes."""
+    None before the window closes. ``kind`` names the event: ``node_reboots`` gathers the reboots (checkpoint_repair.yml)."""
 
-    def __init__(self, settle, flap):
-        self.settle, self.flap = settle, flap
+    def __init__(self, settle, flap, kind="gpu_faults"):
+        self.settle, self.flap, self.kind = settle, flap, kind
         self.opened, self.nodes, self.last_run = None, [], {}
         self.lock = threading.Lock()  # the sources of one ruleset share a window (``shared``): the Node watch runs in a thread
 
@@ -280,9 +280,9 @@ class FaultWindow:
             self.last_run[node] = now
         self.opened, self.nodes = None, []
         if not run:  # every node of the window ran less than ``flap`` seconds ago: said, nothing to run
-            return {"gpuops": {"kind": "gpu_faults_throttled", "nodes": [], "throttled": throttled, "window": self.settle,
+            return {"gpuops": {"kind": self.kind + "_throttled", "nodes": [], "throttled": throttled, "window": self.settle,
                                "observed_at": observed}}
-        return {"gpuops": {"kind": "gpu_faults", "nodes": run, "throttled": throttled, "window": self.settle, "observed_at": observed},
+        return {"gpuops": {"kind": self.kind, "nodes": run, "throttled": throttled, "window": self.settle, "observed_at": observed},
                 "meta": {"hosts": limit(run)}}
 
 

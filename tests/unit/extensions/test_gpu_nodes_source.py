@@ -23,10 +23,13 @@ pytest.importorskip("kubernetes")
 from kubernetes.client.exceptions import ApiException  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def node(name, rv, free=8):
-    return {"metadata": {"name": name, "resourceVersion": str(rv)},
+def node(name, rv, free=8, boot="b1", step=None):
+    meta = {"name": name, "resourceVersion": str(rv)}
+    if step:
+        meta["annotations"] = {node_events.REMEDIATION: '{"step": "%s"}' % step}
+    return {"metadata": meta,
             "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": str(free)},
-                       "nodeInfo": {"bootID": "b1"}, "conditions": [{"type": "Ready", "status": "True"}]}}
+                       "nodeInfo": {"bootID": boot}, "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 class Lister:
@@ -75,7 +78,8 @@ def scripted(streams, stop, now):
 
 def kinds(events):
     """The node events (not the heartbeats, not the windows' gpu_faults)."""
-    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in events if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults"))]
+    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in events
+            if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults", "node_reboots"))]
 
 
 def run(monkeypatch, lists, streams):
@@ -149,3 +153,18 @@ def test_a_restarted_source_acts_on_the_gpus_withheld_now(monkeypatch):
     events, dummy = run(monkeypatch, [[node("a", 1, free=6), node("b", 2)]], [[], []])
     faults = [e["gpuops"] for e in events if e["gpuops"]["kind"] == "gpu_faults"]
     assert [f["nodes"] for f in faults] == [["a"]]
+
+
+def test_the_reboots_of_a_window_are_one_node_reboots_event_less_the_remediations_own(monkeypatch):
+    """A rack power-cycles: its nodes' new boot IDs are one node_reboots event (one checkpoint run); c, rebooted by our
+    remediation (its annotation's step set), is the remediation's to verify; a's second reboot within the flap window is
+    throttled."""
+    events, dummy = run(monkeypatch, [[node("a", 1), node("b", 2), node("c", 3, step="drained")]],
+                        [[{"type": "MODIFIED", "raw_object": node("a", 4, boot="b2")}, {"type": "MODIFIED", "raw_object": node("b", 5, boot="b2")},
+                          {"type": "MODIFIED", "raw_object": node("c", 6, boot="b2", step="drained")}],
+                         [], [{"type": "MODIFIED", "raw_object": node("a", 7, boot="b3")}], [], []])
+    assert kinds(events) == [("startup", None), ("node_rebooted", "a"), ("node_rebooted", "b"), ("node_rebooted", "c"), ("node_rebooted", "a")]
+    windows = [(e["gpuops"]["kind"], e["gpuops"]["nodes"], e["gpuops"]["throttled"], e.get("meta", {}).get("hosts"))
+               for e in events if e["gpuops"]["kind"].startswith("node_reboots")]
+    assert windows == [("node_reboots", ["a", "b"], [], ["a", "b", "localhost"]), ("node_reboots_throttled", [], ["a"], None)]
+    assert not [e for e in events if e["gpuops"]["kind"].startswith("gpu_faults")]

@@ -13,7 +13,9 @@ what changed (before and after), the resourceVersion and the time observed, and 
 limits a playbook to it). ``gpu_faults`` gathers the GPU faults of a short window (``settle_seconds``, 5) into one event
 (``nodes``, ``meta.hosts``: one plan run for a storm), each node at most once per ``flap_seconds`` (600; a node of the window
 run more recently is ``throttled``; ``gpu_faults_throttled`` where all were). The window is the ruleset's: the alerts of
-``gpuops.fleet.alertmanager`` in the same ruleset add to it, so one fault seen by both runs once.
+``gpuops.fleet.alertmanager`` in the same ruleset add to it, so one fault seen by both runs once. ``node_reboots`` gathers
+the ``node_rebooted`` events the same way (a rack that power-cycles is one checkpoint run, checkpoint_repair.yml), less the
+nodes our remediation rebooted (its annotation's step is set: the remediation verifies them).
 
 A watch that ends is resumed from the last resourceVersion; ``410 Gone`` makes it list again, and so does a reconnect after
 an error (capped backoff, ``backoff_max``); a list emits exactly what changed while away, as every event is a change of
@@ -66,8 +68,8 @@ class _Listener:
     """The watch's listener: each list and notification through the tracker, each event onto the queue; the GPU faults
     also into the window (``window``, a node_events.FaultWindow, or None)."""
 
-    def __init__(self, tracker, emit, window=None, clock=time.monotonic):
-        self.tracker, self.emit, self.window, self.clock = tracker, emit, window, clock
+    def __init__(self, tracker, emit, window=None, clock=time.monotonic, reboots=None):
+        self.tracker, self.emit, self.window, self.clock, self.reboots = tracker, emit, window, clock, reboots
 
     def listed(self, items, resource_version, first):
         if first:
@@ -87,6 +89,9 @@ class _Listener:
             self.emit(event)
             if self.window is not None and event["gpuops"]["kind"] == "gpu_unallocatable":
                 self.window.add(event, self.clock())
+            # a reboot of ours (the remediation's node_reboot step: the annotation's step is set) is the remediation's to verify
+            elif self.reboots is not None and event["gpuops"]["kind"] == "node_rebooted" and not self.tracker.views[event["gpuops"]["node"]]["step"]:
+                self.reboots.add(event, self.clock())
 
 
 def _client(options):
@@ -108,21 +113,22 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
         kwargs["label_selector"] = options["label_selector"]
     watcher = k8s_watch.Watcher(client, CoreV1Api(client).list_node, _clock=clock, **kwargs)
     window = window or node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"])
-    watcher.listener = _Listener(tracker, emit, window, clock)
+    reboots = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], kind="node_reboots")
+    watcher.listener = _Listener(tracker, emit, window, clock, reboots)
     attempt, relist, beat = 0, True, clock() + options["heartbeat"]
     while not stop.is_set():
         try:
             if relist:
                 watcher.list()
                 relist = False
-            due = window.due()
-            until = min(beat, due or beat, clock() + options["watch_seconds"])
-            # back at once when a fault opens a window, so it closes settle_seconds later, not at the next heartbeat
-            watcher.wait(lambda dummy, due=due: stop.is_set() or window.due() != due, until)
+            due = (window.due(), reboots.due())
+            until = min([beat, clock() + options["watch_seconds"]] + [d for d in due if d is not None])
+            # back at once when an event opens a window, so it closes settle_seconds later, not at the next heartbeat
+            watcher.wait(lambda dummy, due=due: stop.is_set() or (window.due(), reboots.due()) != due, until)
             attempt = 0
-            batch = window.flush(clock(), _now())
-            if batch:
-                emit(batch)
+            for batch in (window.flush(clock(), _now()), reboots.flush(clock(), _now())):
+                if batch:
+                    emit(batch)
             if clock() >= beat:
                 emit(tracker.heartbeat(_now()))
                 beat = clock() + options["heartbeat"]
