@@ -98,6 +98,72 @@ class Cluster:
             time.sleep(0.2)
         raise AssertionError("no default service account in %s" % name)
 
+    # -- faults of the control plane (the event source's tests) -----------------------------------------------
+    def _pids(self):
+        with open(os.path.join(self.workdir, "pids")) as handle:
+            return [line.strip() for line in handle if line.strip()]  # etcd, kube-apiserver, controller-manager, scheduler
+
+    @staticmethod
+    def _cmdline(pid):
+        with open("/proc/%s/cmdline" % pid, "rb") as handle:
+            return [arg.decode() for arg in handle.read().split(b"\0") if arg]
+
+    @staticmethod
+    def _gone(pid):
+        try:
+            with open("/proc/%s/stat" % pid) as handle:
+                return handle.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie nobody reaps is gone too
+        except OSError:
+            return True
+
+    def restart_apiserver(self, flags=None, down=0.0):
+        """Kill kube-apiserver, wait ``down`` seconds, start it again on the same port with the same flags (``flags``:
+        {name: value} replaced or added, value None removed); returns when it is ready again. The flags it ran with are
+        kept, so a second call with ``flags`` of the first's names as they were restores it."""
+        import signal
+
+        pids = self._pids()
+        args = self._cmdline(pids[1])
+        for name, value in (flags or {}).items():
+            args = [a for a in args if not a.startswith(name + "=")] + ([name + "=" + value] if value is not None else [])
+        os.kill(int(pids[1]), signal.SIGKILL)  # a crash: SIGTERM waits for the open watches to end
+        deadline = time.monotonic() + 60
+        while not self._gone(pids[1]):
+            assert time.monotonic() < deadline, "kube-apiserver did not stop"
+            time.sleep(0.1)
+        time.sleep(down)
+        # detached, as hack/kube-cluster.sh starts it (not this process's child: the cluster's stop kills it)
+        started = subprocess.run(["bash", "-c", 'log=$1; shift; "$@" >>"$log" 2>&1 </dev/null & echo $!', "start",
+                                  os.path.join(self.workdir, "kube-apiserver.log")] + args, check=True, capture_output=True, text=True)
+        pids[1] = started.stdout.strip()
+        with open(os.path.join(self.workdir, "pids"), "w") as handle:
+            handle.write("\n".join(pids) + "\n")
+        while True:
+            try:
+                self.core.list_namespace(limit=1, _request_timeout=2)
+                return
+            except Exception:  # noqa: BLE001 (not up yet)
+                assert time.monotonic() < deadline + 60, "kube-apiserver did not come back"
+                time.sleep(0.2)
+
+    def compact_etcd(self):
+        """Compact etcd's history up to its current revision (every older resourceVersion gone: a watch from one gets
+        410); etcd's gRPC gateway on its client URL. Returns the revision."""
+        import base64
+        import urllib.request
+
+        args = self._cmdline(self._pids()[0])  # etcd ... --listen-client-urls URL ...
+        url = args[args.index("--listen-client-urls") + 1].split(",")[0]
+
+        def post(path, body):
+            request = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return json.loads(answer.read())
+
+        revision = int(post("/v3/kv/range", {"key": base64.b64encode(b"/registry").decode()})["header"]["revision"])
+        post("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
     def audit_offset(self):
         path = os.path.join(self.workdir, "audit.log")
         return os.path.getsize(path) if os.path.exists(path) else 0

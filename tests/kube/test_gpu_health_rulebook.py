@@ -219,3 +219,42 @@ def test_a_racks_reboots_are_one_checkpoint_run_and_a_second_reboot_within_the_w
     assert touched == []
     for node in f.nodes:  # no guard installed, no checkpoint written
         assert not os.path.exists(os.path.join(str(f.tmp / "nodes" / node["name"] / "backups")))
+
+
+def test_a_killed_activation_restarted_finds_the_gpus_withheld_while_it_was_down(fleet, fake_lib_dir):
+    """gpu_health.yml's ansible-rulebook killed (SIGKILL), the device plugin gone while it is down (every node's GPUs
+    withheld), the rulebook started again: its startup event names the three nodes, their window runs the report once for
+    them, and nothing is written."""
+    f, name, dummy, dummy2, extra = remediation_fleet(fleet, fake_lib_dir)
+    variables = {"inventory": dict((k, v) for k, v in extra.items() if k != "gpu_remediation_report_dir"),
+                 "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
+                              "gpuops_events_settle_seconds": 2, "gpuops_events_report_dir": str(f.tmp / "report")}}
+    first, second = f.tmp / "rulebook-1.log", f.tmp / "rulebook-2.log"
+    offset = f.cluster.audit_offset()
+    with open(str(first), "w") as out:
+        proc = rulebook(f, variables, out)
+        try:
+            assert wait_text(first, "'kind': 'startup'", 120), first.read_text()[-3000:]
+        finally:
+            proc.kill()  # the activation dies at once: no shutdown of its own
+            proc.wait(60)
+    f.cluster.apps.delete_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
+    f.wait(lambda: all(f.allocatable(n["name"]) == 0 for n in f.nodes), "every node's GPUs withheld")
+    with open(str(second), "w") as out:
+        proc = rulebook(f, variables, out)
+        try:
+            assert wait_text(second, "PLAY RECAP", 300), second.read_text()[-3000:]
+            time.sleep(4)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    text = second.read_text(errors="replace")
+    nodes = sorted(n["name"] for n in f.nodes)
+    assert runs(text) == 1 and recap(text) == sorted(nodes + ["localhost"]), text[-4000:]
+    assert text.count("'kind': 'gpu_faults'") == 1 and "'kind': 'gpu_unallocatable'" not in text  # from the startup list
+    at = text.index("'kind': 'startup'")
+    startup = text[max(0, at - 2000):at + 2000]
+    assert all("'node': '%s'" % n in startup for n in nodes), startup
+    touched = [(c["verb"], c["objectRef"].get("resource"), c["objectRef"].get("name"))
+               for c in f.cluster.audit_events(offset) if c["verb"] in WRITES and c["objectRef"].get("resource") in ("nodes", "pods")]
+    assert touched == []

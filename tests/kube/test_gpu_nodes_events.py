@@ -49,7 +49,7 @@ def wait_for(events, predicate, timeout=10):
 
 def changes(events):
     return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in list(events)
-            if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults"))]
+            if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults", "node_reboots"))]
 
 
 @pytest.fixture()
@@ -101,3 +101,90 @@ def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes
     assert [(e["gpuops"]["nodes"], e["meta"]["hosts"]) for e in events if e["gpuops"]["kind"] == "gpu_faults"] == [
         ([b], [b, "localhost"]), ([a], [a, "localhost"])]
     print("fault (allocatable patched) to event: %.3f s; to its window's gpu_faults (settle 1 s): %.3f s" % (latency, window))
+
+
+def start(cluster, label, module=None, heartbeat=2):
+    module = module or eda_source.load()
+    options = node_events.check_options({"kubeconfig": cluster.kubeconfig, "heartbeat": heartbeat, "settle_seconds": 1, "backoff_max": 2,
+                                         "label_selector": ",".join("%s=%s" % kv for kv in label.items())})
+    events, stop = [], threading.Event()
+    thread = threading.Thread(target=module.follow, args=(options, events.append, stop), daemon=True)
+    thread.start()
+    assert wait_for(events, lambda e: e["kind"] == "startup")
+    return events, stop, thread
+
+
+def test_the_api_server_restarted_mid_watch_misses_nothing_and_emits_nothing_twice(cluster, nodes):
+    """kube-apiserver stopped under a running watch (3 s down) and started again: the source reports the outage in a
+    heartbeat, backs off, lists again and emits what changed: a's GPU withheld right after the restart, once; b's GPU back
+    through the watch, once; no event of a node that did not change, and each window once."""
+    (a, b), label = nodes
+    events, stop, thread = start(cluster, label)
+    try:
+        assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [b], timeout=5)
+        cluster.restart_apiserver(down=3)
+        set_status(cluster.core, a, free=6)  # at once: the source is still backing off, or has just listed again
+        assert wait_for(events, lambda e: e["kind"] == "gpu_unallocatable" and e["node"] == a, timeout=30)
+        assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [a], timeout=10)
+        set_status(cluster.core, b, free=8)
+        assert wait_for(events, lambda e: e["kind"] == "gpu_restored" and e["node"] == b, timeout=10)
+        time.sleep(3)  # a duplicate (a second list or watch of the same versions) would have come by now
+    finally:
+        stop.set()
+        thread.join(15)
+    assert [e["gpuops"]["error"] for e in events if e["gpuops"].get("error")], "the outage was never seen"
+    assert changes(events) == [("startup", None), ("gpu_unallocatable", a), ("gpu_restored", b)]
+    assert [e["gpuops"]["nodes"] for e in events if e["gpuops"]["kind"] == "gpu_faults"] == [[b], [a]]
+
+
+def test_a_compacted_resource_version_is_a_real_410_and_the_list_emits_what_changed_while_away(cluster, nodes, monkeypatch):
+    """kube-apiserver with the nodes' watch cache off (--watch-cache-sizes=nodes#0: a watch is served from etcd), the
+    source's next watch held back while a's GPU is withheld and etcd's history compacted: the watch from the source's last
+    resourceVersion gets the server's 410 Gone, the source lists again and emits a's change once."""
+    from kubernetes import watch as kube_watch
+    from kubernetes.client.exceptions import ApiException
+
+    (a, b), label = nodes
+    real = kube_watch.Watch
+    gate, held, gone = threading.Event(), threading.Event(), []
+    gate.set()
+
+    class Gated(real):
+        def stream(self, func, *args, **kwargs):
+            if not gate.is_set():
+                held.set()
+                gate.wait(60)
+            try:
+                yield from real.stream(self, func, *args, **kwargs)
+            except ApiException as exc:
+                gone.append((exc.status, kwargs.get("resource_version"), exc.reason))
+                raise
+
+    cluster.restart_apiserver({"--watch-cache-sizes": "nodes#0"})
+    try:
+        monkeypatch.setattr(kube_watch, "Watch", Gated)
+        events, stop, thread = start(cluster, label, heartbeat=1)
+        try:
+            assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [b], timeout=5)
+            gate.clear()
+            assert held.wait(10), "the source's next watch never came"
+            set_status(cluster.core, a, free=5)  # while the source is away
+            # one more write, so the compaction passes a's change (at the revision of the last write itself, etcd keeps
+            # it, and a watch from just before it gets it without its previous value: kube-apiserver's 500, not a 410)
+            marker = "ev%d-compact" % os.getpid()
+            cluster.core.create_namespaced_config_map("default", {"metadata": {"name": marker}})
+            cluster.core.delete_namespaced_config_map(marker, "default")
+            revision = cluster.compact_etcd()
+            gate.set()
+            assert wait_for(events, lambda e: e["kind"] == "gpu_unallocatable" and e["node"] == a, timeout=20)
+            time.sleep(3)
+        finally:
+            gate.set()
+            stop.set()
+            thread.join(15)
+    finally:
+        cluster.restart_apiserver({"--watch-cache-sizes": None})
+    assert [g[0] for g in gone] == [410], gone  # the real server's, once
+    assert int(gone[0][1]) < revision
+    assert changes(events) == [("startup", None), ("gpu_unallocatable", a)]
+    assert [e["gpuops"]["nodes"] for e in events if e["gpuops"]["kind"] == "gpu_faults"] == [[b], [a]]
