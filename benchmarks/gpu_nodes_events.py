@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Figures, not a test: the event source gpuops.fleet.gpu_nodes watching N SIMULATED Nodes on a real kube-apiserver
 (hack/kube-cluster.sh), each Node's status updated every --period seconds as kubelet does (a Ready heartbeat; 1 in 100
-updates also withholds or gives back a GPU). The source runs in its own process (its ``follow``, as ansible-rulebook's
+updates also withholds or gives back a GPU); each Node carries 50 images in its status, as kubelet reports them. The source runs in its own process (its ``follow``, as ansible-rulebook's
 ``main`` runs it); this one creates the Nodes and patches them.
 
 Prints: the updates sent per second, the events the source emitted, and the source process's CPU (% of one core, from
@@ -39,8 +39,13 @@ m.follow(opts, emit, threading.Event())
 """
 
 
+# kubelet reports up to 50 images in a Node's status (nodeStatusMaxImages): a real Node object is mostly them
+IMAGES = [{"names": ["registry.example.com/team-%02d/trainer@sha256:%064x" % (i, i), "registry.example.com/team-%02d/trainer:v%d" % (i, i)],
+           "sizeBytes": 1000000000 + i} for i in range(50)]
+
+
 def status(free, beat):
-    return {"status": {"capacity": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"},
+    return {"status": {"images": IMAGES, "capacity": {"nvidia.com/gpu": "8", "cpu": "64", "memory": "512Gi", "pods": "110"},
                        "allocatable": {"nvidia.com/gpu": str(free), "cpu": "63", "memory": "500Gi", "pods": "110"},
                        "nodeInfo": {"bootID": "b", "machineID": "m", "systemUUID": "s", "kernelVersion": "k", "osImage": "o",
                                     "containerRuntimeVersion": "c", "kubeletVersion": "v1.20.2", "kubeProxyVersion": "v1.20.2",

@@ -13,10 +13,18 @@ every object it has seen by name, so consecutive waits (batch after batch) share
 events and never list again. A ``listener`` (the event source ``gpuops.fleet.gpu_nodes``) is told of
 each list (``listed(items, resource_version, first)``) and each notification (``event(type, object)``),
 bookmarks included (``allow_watch_bookmarks``).
+
+The objects are the API's JSON as is: the list is read raw (``_preload_content=False``) and the watch's events are not
+turned into the client's models (its ``Watch`` deserializes each event into a model unless it has no return type), which
+at a thousand Nodes updating their status every 10 seconds was most of the event source's CPU. ``keep=False`` keeps no
+objects (the event source's tracker keeps what it needs of them); ``page=N`` lists N objects a call (the API's
+``limit`` and ``continue``: one consistent snapshot), and ``slim(object)`` reduces each object as it arrives, so a list of
+a thousand Nodes with their images is never held whole.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 try:
@@ -35,6 +43,9 @@ class Watcher:
 
     def __init__(self, api_client, list_fn, *args, **kwargs):
         self.clock = kwargs.pop("_clock", time.monotonic)
+        self.keep = kwargs.pop("_keep", True)
+        self.page = kwargs.pop("_page", None)
+        self.slim = kwargs.pop("_slim", None)
         self.api_client = api_client
         self.list_fn = list_fn
         self.args = args
@@ -49,14 +60,30 @@ class Watcher:
         meta = obj.get("metadata") or {}
         return (meta.get("namespace"), meta.get("name"))
 
-    def list(self):
-        """List (one call); returns the objects as dicts."""
-        listed = self.list_fn(*self.args, **self.kwargs)
+    def _page(self, token):
+        kwargs = dict(self.kwargs, _preload_content=False)
+        if self.page:
+            kwargs["limit"] = self.page
+        if token:
+            kwargs["_continue"] = token
+        response = self.list_fn(*self.args, **kwargs)
         self.calls += 1
-        items = [self.api_client.sanitize_for_serialization(item) for item in listed.items]
+        status = getattr(response, "status", 200)
+        if not isinstance(status, int) or not 200 <= status <= 299:  # the client raises it itself before v35, not after
+            raise ApiException(status=status, reason=getattr(response, "reason", None))
+        listed = json.loads(response.data)
+        items = listed.get("items") or []
+        return [self.slim(obj) for obj in items] if self.slim else items, listed.get("metadata") or {}
+
+    def list(self):
+        """List (one call, or one a page; the API's JSON read as is); returns the objects as dicts."""
+        items, meta = self._page(None)
+        while meta.get("continue"):
+            more, meta = self._page(meta["continue"])
+            items.extend(more)
         first = self.resource_version is None
-        self.objects = dict((self.key(obj), obj) for obj in items)
-        self.resource_version = listed.metadata.resource_version
+        self.objects = dict((self.key(obj), obj) for obj in items) if self.keep else {}
+        self.resource_version = meta.get("resourceVersion")
         if self.listener is not None:
             self.listener.listed(items, self.resource_version, first)
         return items
@@ -66,8 +93,12 @@ class Watcher:
 
     def _apply(self, event):
         obj = event.get("raw_object") or {}
+        if self.slim and event.get("type") != "BOOKMARK":
+            obj = self.slim(obj)
         version = (obj.get("metadata") or {}).get("resourceVersion")
-        if event.get("type") == "DELETED":
+        if not self.keep:
+            pass
+        elif event.get("type") == "DELETED":
             self.objects.pop(self.key(obj), None)
         elif event.get("type") in ("ADDED", "MODIFIED"):
             self.objects[self.key(obj)] = obj
@@ -86,6 +117,9 @@ class Watcher:
                 return False
             seconds = max(1, int(min(left, MAX_WATCH_SECONDS) + 0.999))
             stream = k8s_watch.Watch()
+            # no return type: Watch gives each event's JSON (raw_object) and builds no model of it; its ERROR events
+            # (410 Gone) are handled as with one
+            stream.get_return_type = lambda func: None
             self.calls += 1
             try:
                 for event in stream.stream(self.list_fn, *self.args, resource_version=self.resource_version,

@@ -91,13 +91,14 @@ def _count(value):
 def view(node, resources=DEFAULT_RESOURCES, by_label=False):
     """What the events compare of a Node: ``{name, resource_version, gpus: {resource: [capacity, allocatable]}, boot_id,
     ready, step}``; None for a node with no GPU resource in its capacity (unless ``by_label``: the list was selected by
-    label) or whose name is not a Kubernetes name."""
-    meta = node.get("metadata") or {}
+    label) or whose name is not a Kubernetes name. A field of the wrong type is as absent: one node's bad data is no
+    exception for the source (it would end the activation for every node)."""
+    meta = _dict(_dict(node).get("metadata"))
     name = meta.get("name")
     if not dns_name(name):
         return None
-    status = node.get("status") or {}
-    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    status = _dict(node.get("status"))
+    capacity, allocatable = _dict(status.get("capacity")), _dict(status.get("allocatable"))
     gpus = {}
     for resource in sorted(set(capacity) | set(allocatable)):
         if isinstance(resource, str) and any(fnmatch.fnmatchcase(resource, p) for p in resources):
@@ -106,15 +107,33 @@ def view(node, resources=DEFAULT_RESOURCES, by_label=False):
                 gpus[resource[:MAX_TEXT]] = [have, free if free is not None else 0]
     if not gpus and not by_label:
         return None
-    ready = next((c.get("status") for c in status.get("conditions") or () if isinstance(c, dict) and c.get("type") == "Ready"), None)
-    boot = (status.get("nodeInfo") or {}).get("bootID")
+    conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+    ready = next((c.get("status") for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    boot = _dict(status.get("nodeInfo")).get("bootID")
     return {"name": name, "resource_version": str(meta.get("resourceVersion") or "")[:64], "gpus": gpus,
             "boot_id": boot if isinstance(boot, str) and _BOOT_ID.match(boot) else ("invalid" if boot else None),
             "ready": ready if ready in ("True", "False", "Unknown") else None, "step": _step(meta)}
 
 
+def _dict(value):
+    return value if isinstance(value, dict) else {}
+
+
+def slim(node):
+    """What ``view`` reads of a Node, the rest dropped as the list and the watch deliver it (its images and managedFields
+    were most of the source's memory at a thousand Nodes)."""
+    meta, status = _dict(_dict(node).get("metadata")), _dict(_dict(node).get("status"))
+    annotations = _dict(meta.get("annotations"))
+    conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+    return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion"),
+                         "annotations": dict((k, v) for k, v in annotations.items() if k == REMEDIATION)},
+            "status": {"capacity": status.get("capacity"), "allocatable": status.get("allocatable"),
+                       "conditions": [c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"],
+                       "nodeInfo": {"bootID": _dict(status.get("nodeInfo")).get("bootID")}}}
+
+
 def _step(meta):
-    text = (meta.get("annotations") or {}).get(REMEDIATION)
+    text = _dict(meta.get("annotations")).get(REMEDIATION)
     if text is None:
         return None
     try:
@@ -208,12 +227,12 @@ class Tracker:
 
     def apply(self, kind, node, observed):
         """One watch notification (ADDED, MODIFIED, DELETED, BOOKMARK): its events."""
-        meta = node.get("metadata") or {}
+        meta = _dict(_dict(node).get("metadata"))
         if meta.get("resourceVersion"):
             self.resource_version = str(meta["resourceVersion"])
         if kind == "BOOKMARK":
             return []
-        name = meta.get("name")
+        name = meta.get("name") if dns_name(meta.get("name")) else None
         before = self.views.get(name)
         after = None if kind == "DELETED" else view(node, self.resources, self.by_label)
         if before and after and before["resource_version"] == after["resource_version"]:

@@ -13,6 +13,8 @@ import types
 
 import pytest
 
+import kube_list
+
 import eda_source
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch as kw
@@ -41,7 +43,7 @@ class Lister:
     def __call__(self, *args, **kwargs):
         items = self.lists[min(self.calls, len(self.lists) - 1)]
         self.calls += 1
-        return types.SimpleNamespace(items=items, metadata=types.SimpleNamespace(resource_version=str(100 + self.calls)))
+        return kube_list.listed(items, 100 + self.calls)
 
 
 class Client:

@@ -5,9 +5,11 @@ resume after a server-side end, the re-list on 410 Gone and the deadline are che
 
 from __future__ import annotations
 
-import types
+import json
 
 import pytest
+
+import kube_list
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch as kw
 
@@ -27,7 +29,7 @@ class Lister:
 
     def __call__(self, *args, **kwargs):
         self.calls.append(kwargs)
-        return types.SimpleNamespace(items=list(self.objects), metadata=types.SimpleNamespace(resource_version=str(self.version)))
+        return kube_list.listed(self.objects, self.version)
 
 
 class Client:
@@ -106,3 +108,50 @@ def test_failure_words_api_errors_and_ours_once_for_every_k8s_module():
     from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
     assert kw.failure(ApiException(status=403, reason="Forbidden")) == {"msg": "Kubernetes API error: 403 Forbidden", "status": 403}
     assert kw.failure(ParameterError("batch_size", "expected an integer >= 1, got 0"))["msg"].startswith("batch_size")
+
+
+class Pager:
+    """list_fn of a server that pages (``limit``, ``_continue``): the objects in pages, one resourceVersion."""
+
+    def __init__(self, objects, version):
+        self.objects, self.version, self.calls = objects, version, []
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append(kwargs)
+        start = int(kwargs.get("_continue") or 0)
+        end = start + (kwargs.get("limit") or len(self.objects))
+        answer = kube_list.listed(self.objects[start:end], self.version)
+        if end < len(self.objects):
+            data = json.loads(answer.data)
+            data["metadata"]["continue"] = str(end)
+            answer.data = json.dumps(data).encode()
+        return answer
+
+
+def test_a_paged_list_is_one_snapshot_and_each_object_is_slimmed_as_it_arrives(monkeypatch):
+    seen = []
+    monkeypatch.setattr(kw.k8s_watch, "Watch", scripted([[event("MODIFIED", dict(obj("a", 11, ready=True), big="x" * 100))]], seen))
+    pager = Pager([dict(obj(n, 10), big="x" * 100) for n in "abcde"], 10)
+    listener = type("L", (), {"listed": lambda self, items, rv, first: got.append((items, rv, first)),
+                              "event": lambda self, kind, o: got.append((kind, o))})()
+    got = []
+    watcher = kw.Watcher(Client(), pager, _page=2, _slim=lambda o: {"metadata": o["metadata"], "status": o["status"]}, _keep=False)
+    watcher.listener = listener
+    watcher.list()
+    assert [(c.get("limit"), c.get("_continue"), c["_preload_content"]) for c in pager.calls] == [(2, None, False), (2, "2", False), (2, "4", False)]
+    items, rv, first = got[0]
+    assert [o["metadata"]["name"] for o in items] == list("abcde") and rv == "10" and first is True
+    assert all("big" not in o for o in items) and watcher.values() == []  # slimmed; kept nowhere (_keep False)
+    assert watcher.wait(lambda w: len(got) > 1, deadline=float("inf")) is True
+    assert got[1] == ("MODIFIED", {"metadata": obj("a", 11)["metadata"], "status": {"ready": True}})
+    assert "limit" not in seen[0] and "_continue" not in seen[0]  # the watch is one request, from the list's version
+
+
+def test_a_failed_list_is_the_apis_error():
+    class Failing:
+        def __call__(self, *args, **kwargs):
+            return type("R", (), {"status": 403, "reason": "Forbidden", "data": b"{}"})()
+
+    with pytest.raises(ApiException) as err:
+        kw.Watcher(Client(), Failing()).list()
+    assert err.value.status == 403

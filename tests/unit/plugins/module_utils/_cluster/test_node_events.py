@@ -142,3 +142,29 @@ def test_a_window_gathers_a_storm_into_one_event_and_runs_a_flapping_node_once_p
     assert only["gpuops"]["kind"] == "gpu_faults_throttled" and "meta" not in only and only["gpuops"]["throttled"] == ["x"]
     window.add({"gpuops": {"node": "x"}}, 900)  # its flap window over: it runs again
     assert window.flush(905, T)["gpuops"]["nodes"] == ["x"]
+
+
+def test_a_slim_node_has_the_same_view_whatever_the_node_says():
+    """node_events.slim keeps what view reads: the same view for a Node and its slim copy, with every field of the Node
+    replaced by each hostile value or deleted (hostile_values.mutations)."""
+    import hostile_values
+
+    full = node("a", 2, free=6, boot="b-1")
+    full["metadata"]["annotations"] = {ne.REMEDIATION: json.dumps({"step": "drained"}), "other": "x"}
+    full["metadata"]["managedFields"] = [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}]
+    full["status"]["images"] = [{"names": ["img:%d" % i], "sizeBytes": i} for i in range(2)]
+    count = 0
+    tracker = ne.Tracker()
+    tracker.start([full], "1", T)
+    for dummy, dummy2, shape in hostile_values.mutations(full):
+        assert ne.view(ne.slim(shape)) == ne.view(shape), shape
+        for kind in ("MODIFIED", "DELETED", "BOOKMARK"):
+            tracker.apply(kind, shape, T)  # never an exception: one node's bad data would end the source for all
+        tracker.relist([shape], "2", T)
+        count += 1
+    for shape in ({}, None, [], "x", {"metadata": None, "status": []}):
+        assert ne.view(ne.slim(shape)) is None
+    assert count > 500
+    big = json.loads(json.dumps(full))
+    big["status"]["images"] = [{"names": ["registry.example.com/team/trainer@sha256:%064x" % i], "sizeBytes": i} for i in range(50)]
+    assert len(json.dumps(ne.slim(big))) < len(json.dumps(big)) / 5

@@ -14,6 +14,8 @@ import types
 
 import pytest
 
+import kube_list
+
 pytest.importorskip("kubernetes")
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch  # noqa: E402
@@ -54,7 +56,7 @@ class FakeCluster:
 
     @staticmethod
     def listed(items):
-        return types.SimpleNamespace(items=list(items), metadata=types.SimpleNamespace(resource_version="1"))
+        return kube_list.listed(items, "1")
 
     def list_pods(self, *args, **kwargs):
         return self.listed(self.pods.values())

@@ -6,9 +6,10 @@ own. The real API server's test is tests/kube/test_gpu_quarantine.py's reboot te
 
 from __future__ import annotations
 
-import types
 
 import pytest
+
+import kube_list
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch as kw
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_reboot as nr
@@ -28,7 +29,7 @@ class Api:
 
     def list_node(self, **kwargs):
         self.calls.append(kwargs)
-        return types.SimpleNamespace(items=[self.first], metadata=types.SimpleNamespace(resource_version=self.first["metadata"]["resourceVersion"]))
+        return kube_list.listed([self.first], self.first["metadata"]["resourceVersion"])
 
 
 class Client:
