@@ -2,8 +2,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Figures, not a test: the event source gpuops.fleet.gpu_nodes watching N SIMULATED Nodes on a real kube-apiserver
 (hack/kube-cluster.sh), each Node's status updated every --period seconds as kubelet does (a Ready heartbeat; 1 in 100
-updates also withholds or gives back a GPU); each Node carries 50 images in its status, as kubelet reports them. The source runs in its own process (its ``follow``, as ansible-rulebook's
-``main`` runs it); this one creates the Nodes and patches them.
+updates also withholds or gives back a GPU); each Node carries 50 images in its status, as kubelet reports them. The
+source runs in its own process (its ``follow``, as ansible-rulebook's ``main`` runs it); this one creates the Nodes and
+patches them.
 
 Prints: the updates sent per second, the events the source emitted, and the source process's CPU (% of one core, from
 /proc/<pid>/stat over the measured window) and peak RSS (VmHWM).
