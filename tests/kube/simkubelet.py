@@ -17,6 +17,10 @@ What it models, per node (``--nodes`` JSON: a list of objects):
   the GPU count (capacity keeps the last registered count, as kubelet's does). When the plugin
   pod is deleted, allocatable drops to 0 at once: kubelet's device manager marks a plugin's
   devices unhealthy when its socket goes away.
+* The plugin's health loop (the real plugin's, reproduced by tests/fakes/fake_device_plugin.py on the real kubelet
+  node): an XID critical error appended to the node's fake-NVML config (``xid|<gpu>|<code>``; not 13, 31, 43, 45, 68,
+  109) after the plugin registered marks that GPU Unhealthy: allocatable drops by one. As upstream, only a new plugin
+  process (the pod deleted and recreated) reports it Healthy again.
 * A pod that terminates (``restartPolicy: Never``) and requests ``nvidia.com/gpu`` stands for a
   verification pod: it ends Succeeded, its termination message lists the UUIDs of the GPUs
   it was given, one per line (what ``nvidia-smi --query-gpu=uuid --format=csv,noheader``
@@ -226,6 +230,8 @@ class SimKubelet:
         self.timers = []  # heap of (when, seq, fn, args)
         self.seq = 0
         self.boot_ids = dict((name, str(uuid.uuid4())) for name in self.nodes)  # status.nodeInfo.bootID
+        self.xid_seen = {}  # node -> the config's XID lines when its plugin registered (the health loop sees later ones)
+        self.unhealthy = {}  # node -> GPU indexes the running plugin marked Unhealthy
         self.not_ready = set()  # nodes rebooting
 
     # -- nodes -------------------------------------------------------------------------------
@@ -329,8 +335,24 @@ class SimKubelet:
         self.not_ready.discard(name)
         self.set_resource(name, GPU, self.allocatable.get(name, {}).get(GPU, 0))
 
+    def xids(self, node):
+        try:
+            with open(self.nodes[node]["nvml_config"]) as handle:
+                return [line.strip().split("|") for line in handle if line.startswith("xid|")]
+        except (KeyError, OSError):
+            return []
+
+    def plugin_health(self):
+        """The registered plugins' health loops: a critical XID since a plugin registered withholds that GPU."""
+        for node, seen in self.xid_seen.items():
+            bad = set(int(x[1]) for x in self.xids(node)[seen:] if len(x) == 3 and x[2].isdigit() and int(x[2]) not in PLUGIN_IGNORED_XIDS)
+            if bad - self.unhealthy.get(node, set()):
+                self.unhealthy[node] = self.unhealthy.get(node, set()) | bad
+                self.set_node_status(node, allocatable_gpus=max(0, self.capacity.get(node, {}).get(GPU, 0) - len(self.unhealthy[node])))
+
     def sync(self):
         self.reboots()
+        self.plugin_health()
         pods = self.api.list_pod_for_all_namespaces().items
         live = set()
         for pod in pods:
@@ -345,6 +367,7 @@ class SimKubelet:
                     self.handled[uid] = "deleting"
                     if self.is_plugin(pod):
                         self.set_node_status(node, allocatable_gpus=0)
+                        self.xid_seen.pop(node, None)  # its health loop ends with it
                     if self.is_gpushare(pod):
                         self.set_resource(node, MEM, 0)
                     self.later(self.stop_delay, self.finish_delete, pod.metadata.namespace, pod.metadata.name, uid)
@@ -582,6 +605,7 @@ class SimKubelet:
         if self.handled.get(uid) == "started":
             self.register(node, GPU, list(self.nodes[node].get("gpus") or [])[:gpus])
             self.set_node_status(node, allocatable_gpus=gpus, registered=True)
+            self.xid_seen[node], self.unhealthy[node] = len(self.xids(node)), set()  # a new process: every GPU Healthy
 
     def run_to_completion(self, pod, node, faults):
         stamp = now_iso()
@@ -606,6 +630,10 @@ class SimKubelet:
                 }],
             }
         self.api.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": status})
+
+
+# the XIDs the real plugin's health loop ignores (k8s-device-plugin internal/rm/health.go: application errors)
+PLUGIN_IGNORED_XIDS = (13, 31, 43, 45, 68, 109)
 
 
 def main(argv=None):

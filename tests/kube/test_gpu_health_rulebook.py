@@ -20,8 +20,8 @@ import yaml
 
 import fakenode
 import kubefleet
-from test_gpu_health_plan import G, OTHER, faulty
-from test_gpu_quarantine import WRITES, remediation_fleet
+from test_gpu_health_plan import G, OTHER, faulty, healthy
+from test_gpu_quarantine import WRITES, ledger, node_state, remediation_fleet, running
 
 ROOT = kubefleet.ROOT
 BIN = os.path.dirname(sys.executable)
@@ -258,3 +258,62 @@ def test_a_killed_activation_restarted_finds_the_gpus_withheld_while_it_was_down
     touched = [(c["verb"], c["objectRef"].get("resource"), c["objectRef"].get("name"))
                for c in f.cluster.audit_events(offset) if c["verb"] in WRITES and c["objectRef"].get("resource") in ("nodes", "pods")]
     assert touched == []
+
+
+def test_the_main_story_in_remediate_mode_a_faulty_gpu_is_reset_and_its_node_released_through_the_rulebook(fleet, fake_lib_dir):
+    """Issue 50's main story on the real API server (kubelet SIMULATED, its device plugin's health loop included): node a
+    healthy, the rulebook running in remediate mode; an XID 79 with NVML's recovery action "reset" hits GPU 0; the plugin
+    withholds it (allocatable 3 -> 2); the event runs playbooks/gpu_remediation.yml for a alone: only GPU 0's pod is
+    evicted, the plugin paused, GPU 0 reset, the plugin back, the verification pod, the release; the other pods keep
+    their UIDs. The seconds from the fault to the event, to the eviction and to the release go to
+    out/kube-rulebook-remediation.json (figures, not asserted)."""
+    f, name, dummy, uids, extra = remediation_fleet(fleet, fake_lib_dir)
+    healthy(f, name)  # a is healthy when the rulebook starts
+    pod0 = running(f, "on-gpu0")[0].metadata.name
+    log = f.tmp / "rulebook.log"
+    variables = {"inventory": dict((k, v) for k, v in extra.items() if k != "gpu_remediation_report_dir"),
+                 "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
+                              "gpuops_events_settle_seconds": 2, "gpu_remediation_mode": "remediate",
+                              "gpuops_events_report_dir": str(f.tmp / "report")}}
+    seconds = {}
+
+    def gone():
+        pods = [p for p in f.cluster.core.list_namespaced_pod(f.namespace).items if p.metadata.name == pod0]
+        return not pods or pods[0].metadata.deletion_timestamp is not None
+
+    def released():
+        try:
+            closed = ledger(f)["entries"][-1].get("closed_at")
+        except Exception:  # noqa: BLE001 (no ledger yet)
+            return False
+        return bool(closed) and node_state(f, name)[:2] == (False, None)
+
+    with open(str(log), "w") as out:
+        proc = rulebook(f, variables, out)
+        try:
+            assert wait_text(log, "'kind': 'startup'", 120), log.read_text()[-3000:]
+            faulted = time.monotonic()
+            faulty(f, name, "recovery|0|1", "xid|0|79")
+            assert wait_text(log, "'kind': 'gpu_unallocatable'", 60), log.read_text()[-3000:]
+            seconds["fault to the event"] = time.monotonic() - faulted
+            f.wait(gone, "GPU 0's pod evicted", timeout=180)
+            seconds["fault to GPU 0's pod evicted"] = time.monotonic() - faulted
+            f.wait(released, "a released", timeout=300)
+            seconds["fault to the node released"] = time.monotonic() - faulted
+            assert wait_text(log, "PLAY RECAP", 120), log.read_text()[-3000:]
+            time.sleep(3)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+    text = log.read_text(errors="replace")
+    assert runs(text) == 1 and recap(text) == sorted([name, "localhost"]), text[-4000:]
+    assert "ansible_rulebook.action.run_playbook - ERROR" not in text, text[-4000:]
+    entry = ledger(f)["entries"][-1]
+    assert (entry["node"], entry["result"], entry["gpus"]) == (name, "recovered", [G[0]]), entry
+    assert "recovery|0|1" not in (f.tmp / "nodes" / name / "fake_nvml.cfg").read_text()  # reset: NVML's action cleared
+    assert [running(f, app)[0].metadata.uid for app in ("on-gpu1", "on-gpu2")] == [uids["on-gpu1"], uids["on-gpu2"]]
+    f.wait(lambda: f.allocatable(name) == len(G), "every GPU of a allocatable again")
+    print("MAIN STORY (remediate, simulated kubelet): %s" % ", ".join("%s %.1f s" % kv for kv in seconds.items()))
+    os.makedirs(os.path.join(ROOT, "out"), exist_ok=True)
+    with open(os.path.join(ROOT, "out", "kube-rulebook-remediation.json"), "w") as handle:
+        json.dump(dict((k, round(v, 1)) for k, v in seconds.items()), handle, indent=1)

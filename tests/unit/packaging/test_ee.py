@@ -104,6 +104,8 @@ def test_the_decision_environment_context_holds_the_rulebook_its_java_and_the_co
     with tarfile.open(os.path.join(context, "_build", "collections", "gpuops-fleet.tar.gz")) as tar:
         names = tar.getnames()
     # what an activation runs: the event source and the rulebooks, inside the collection
-    assert "extensions/eda/plugins/event_source/gpu_nodes.py" in names and "extensions/eda/rulebooks/gpu_health.yml" in names
+    assert set(names) >= set("extensions/eda/%s" % n for n in (
+        "plugins/event_source/gpu_nodes.py", "plugins/event_source/alertmanager.py", "rulebooks/gpu_health.yml",
+        "rulebooks/gpu_health_controller.yml", "rulebooks/checkpoint_repair.yml", "rulebooks/checkpoint_repair_controller.yml"))
     with open(os.path.join(context, "Containerfile"), encoding="utf-8") as handle:
         assert "RUN java -version" in handle.read()
