@@ -83,8 +83,9 @@ class RealNode:
             raise AssertionError("hack/kube-node.sh %s failed (rc %d):\n%s" % (" ".join(args), proc.returncode, proc.stdout + proc.stderr))
         return time.monotonic() - started
 
-    def up(self, gpus, health=False):
-        """containerd, kubelet, the host relay, then the device plugin (``health``: with the real plugin's XID health loop)."""
+    def up(self, gpus, health=False, plugin=True):
+        """containerd, kubelet, the host relay, then the device plugin (``health``: with the real plugin's XID health loop;
+        ``plugin`` False: none, the test runs it as a pod, plugin_daemonset)."""
         self.health = health
         os.makedirs(self.systemd_dir, exist_ok=True)
         self.set_gpus(gpus)
@@ -100,6 +101,8 @@ class RealNode:
         wait(lambda: os.path.exists(self.relay_socket), "the host relay's socket", timeout=30)
         with open(os.path.join(self.systemd_dir, "kubelet.service.command"), "w") as handle:
             json.dump(dict((verb, [sys.executable, RELAY, "call", self.relay_socket, verb]) for verb in commands), handle)
+        if not plugin:
+            return
         started = time.monotonic()
         self.plugin_start()
         self.wait_allocatable(len(gpus))
@@ -109,6 +112,7 @@ class RealNode:
         """The namespaces' controllers and pods first (force: kubelet is going), then the node."""
         try:
             for ns in self.namespaces:
+                self.cluster.apps.delete_collection_namespaced_daemon_set(ns)
                 self.cluster.apps.delete_collection_namespaced_replica_set(ns)
                 self.cluster.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
                 self.cluster.core.delete_namespace(ns)
@@ -172,6 +176,38 @@ class RealNode:
         devdir = os.path.join(self.dir, "dev")
         wait(lambda: os.path.isdir(devdir) and sorted(os.listdir(devdir)) == sorted(self.gpus), "the device plugin's device nodes of %s" % self.gpus,
              timeout=90)
+
+    def plugin_daemonset(self, namespace, name="nvidia-device-plugin-daemonset"):
+        """The fake device plugin (its health loop on) as the GPU Operator runs one: a DaemonSet's pod on the node, labelled
+        as upstream's (name=nvidia-device-plugin-ds), kept off a node labelled gpuops.fleet/gpu-maintenance=true (the
+        remediation's pause). Its process runs chrooted into the host, where its Python, gRPC and the fake NVML are: the
+        pod asks for CAP_SYS_CHROOT by name and is not privileged; it shares the host's PID namespace (the fake NVML's
+        client registry is by process ID). Deleting the pod ends the process (kubelet marks its
+        GPUs unavailable); a new pod is a new process, every GPU Healthy."""
+        command = ["chroot", "/host", "/usr/bin/env", "LD_LIBRARY_PATH=" + self.lib_dir, "GPUOPS_FAKE_NVML_CONFIG=" + self.nvml_config,
+                   os.path.join(ROOT, ".venv", "bin", "python"), os.path.join(ROOT, "tests", "fakes", "fake_device_plugin.py"),
+                   "--config", self.nvml_config, "--devdir", os.path.join(self.dir, "dev"), "--dp-dir", "/var/lib/kubelet/device-plugins",
+                   "--reregister-delay", "2", "--health"]
+        labels = {"name": "nvidia-device-plugin-ds"}
+        # hostPID: the fake NVML keeps its clients by process ID and the fake nvidia-smi refuses a reset while one lives;
+        # in a PID namespace of its own the plugin would be PID 1, which on the host is init (the real driver counts
+        # its clients itself, and the real plugin's DaemonSet needs no hostPID)
+        # it tolerates the quarantine's taint, as the collection's device_plugin role's DaemonSet does: the remediation's
+        # recovery step needs the plugin's new pod on the quarantined node
+        container = {"name": "plugin", "image": self.busybox_image, "imagePullPolicy": "IfNotPresent", "command": command,
+                     "securityContext": {"privileged": False, "runAsUser": 0, "capabilities": {"add": ["SYS_CHROOT"]}},
+                     "volumeMounts": [{"name": "host", "mountPath": "/host"}]}
+        away = {"key": "gpuops.fleet/gpu-maintenance", "operator": "NotIn", "values": ["true"]}
+        spec = {"terminationGracePeriodSeconds": 5, "hostPID": True, "containers": [container],
+                "tolerations": [{"key": "gpuops.fleet/gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"}],
+                "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [away]}]}}}}
+        body = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": namespace},
+                # OnDelete, as the collection's device_plugin role deploys it: the remediation's recovery step replaces the pod
+                "spec": {"selector": {"matchLabels": labels}, "updateStrategy": {"type": "OnDelete"},
+                         "template": {"metadata": {"labels": labels}, "spec": spec}}}
+        self.cluster.apps.create_namespaced_daemon_set(namespace, body)
+        self.wait_allocatable(len(self.gpus), timeout=120)
 
     def plugin_stop(self):
         self._script("plugin-stop", self.dir)

@@ -359,10 +359,13 @@ def check_pause(p):
 
 
 def _matching(pods, selectors):
+    """The pods of ``selectors`` that may still hold NVML: every one not ended, a terminating one included (its containers
+    run until kubelet stops them, terminationGracePeriodSeconds at most; kubelet then removes the pod). The real kubelet
+    node showed it: a pause that took the plugin's terminating pod for gone reset a GPU its process still held."""
     found = []
     for pod in pods:
         labels = _meta(pod).get("labels") or {}
-        if any(all(labels.get(k) == str(v) for k, v in sel.items()) for sel in selectors) and _active(pod):
+        if any(all(labels.get(k) == str(v) for k, v in sel.items()) for sel in selectors) and active(pod):
             found.append("%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name")))
     return sorted(found)
 

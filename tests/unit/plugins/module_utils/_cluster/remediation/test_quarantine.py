@@ -110,3 +110,16 @@ def test_escalate_widens_only_a_reset_of_the_same_gpus_to_a_reboot():
     assert "widens a reset of the same GPUs" in str(err.value) and "nothing was changed" in str(err.value)
     with pytest.raises(q.QuarantineError):
         q._escalation({"action": "replace", "gpus": [G0]}, reboot)
+
+
+def test_the_pause_waits_for_a_terminating_nvml_client_until_kubelet_removes_it():
+    """A plugin pod the DaemonSet controller is deleting still runs its process (NVML held) until kubelet stops it: it is
+    still there for the pause; an ended one is not. (The real kubelet node: the reset was refused "In use by another
+    client" while the pause had taken the terminating pod for gone.)"""
+    selectors = [{"name": "nvidia-device-plugin-ds"}]
+    plugin = pod("plugin", "u1")
+    plugin["metadata"]["labels"] = {"name": "nvidia-device-plugin-ds"}
+    terminating = dict(plugin, metadata=dict(plugin["metadata"], deletionTimestamp="2026-11-29T10:00:00Z"))
+    ended = dict(plugin, status={"phase": "Succeeded"})
+    assert q._matching([terminating], selectors) == ["ml/plugin"]  # pylint: disable=protected-access
+    assert q._matching([ended], selectors) == [] and q._matching([pod("other", "u2")], selectors) == []  # pylint: disable=protected-access
