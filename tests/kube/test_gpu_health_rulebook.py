@@ -317,3 +317,21 @@ def test_the_main_story_in_remediate_mode_a_faulty_gpu_is_reset_and_its_node_rel
     os.makedirs(os.path.join(ROOT, "out"), exist_ok=True)
     with open(os.path.join(ROOT, "out", "kube-rulebook-remediation.json"), "w") as handle:
         json.dump(dict((k, round(v, 1)) for k, v in seconds.items()), handle, indent=1)
+
+
+def test_bad_rulebook_variables_stop_the_rulebook_naming_the_option_and_never_echo_the_token(tmp_path):
+    """The shipped rulebook with a bad window (gpuops_events_settle_seconds "soon") or a short alerts token: the real
+    ansible-rulebook ends at its start, its error naming the source's option; the token itself is never printed."""
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"localhost": {"ansible_connection": "local"}}}}))
+    env = dict(os.environ, PATH=BIN + os.pathsep + os.environ.get("PATH", ""), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), K8S_AUTH_KUBECONFIG=str(tmp_path / "none"))
+    for variables, option, secret in (({"gpuops_events_settle_seconds": "soon"}, "settle_seconds", None),
+                                      ({"gpuops_alerts_enabled": True, "gpuops_alerts_token": "sh0rt-s3cret"}, "token", "sh0rt-s3cret")):
+        path = tmp_path / "vars.yml"
+        path.write_text(yaml.safe_dump(variables))
+        proc = subprocess.run([os.path.join(BIN, "ansible-rulebook"), "-i", str(inventory), "--rulebook", RULEBOOK, "--vars", str(path)],
+                              cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=180, check=False)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "%s:" % option in out, out[-3000:]
+        assert secret is None or secret not in out
