@@ -26,7 +26,7 @@ import fakenode
 import realnode
 from realnode import wait
 from test_gpu_health_node import GPUS, NAMESPACE, holders
-from test_gpu_remediation_node import containers
+from test_gpu_remediation_node import containers, three_pods
 
 BIN = os.path.dirname(sys.executable)
 RULEBOOK = os.path.join(realnode.ROOT, "extensions", "eda", "rulebooks", "gpu_health.yml")
@@ -43,14 +43,7 @@ def test_an_xid_on_the_real_kubelet_is_remediated_by_the_rulebook_for_that_gpu_a
     node.up(GPUS, health=True, plugin=False)
     node.namespace(PLUGIN_NAMESPACE)
     node.plugin_daemonset(PLUGIN_NAMESPACE)
-    node.namespace(NAMESPACE)
-    for app in ("train-a", "train-b", "train-c"):
-        node.create_replicaset(app, NAMESPACE)
-    wait(lambda: len(containers(node)) == 3, "3 GPU pods running", timeout=180)
-    pod_b = next(p for p in node.pods(NAMESPACE) if p.startswith("train-b"))
-    target = node.pod_resources()[(NAMESPACE, pod_b, "cuda")][realnode.RESOURCE][0]
-    index = GPUS.index(target)
-    kept = dict((n, c) for n, c in containers(node).items() if n != pod_b)
+    pod_b, target, index, kept = three_pods(node)
 
     env = node.environ()
     host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "gpuops_node_name": realnode.NAME,

@@ -75,17 +75,21 @@ def containers(node):
     return found
 
 
-def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_path):
-    node = real_node
-    node.up(GPUS, health=True)
+def three_pods(node):
+    """A ReplicaSet pod on each GPU, running: (train-b's pod, its GPU, that GPU's index, {the others: their container})."""
     node.namespace(NAMESPACE)
     for app in ("train-a", "train-b", "train-c"):
         node.create_replicaset(app, NAMESPACE)
     wait(lambda: len(containers(node)) == 3, "3 GPU pods running", timeout=180)
     pod_b = next(p for p in node.pods(NAMESPACE) if p.startswith("train-b"))
     target = node.pod_resources()[(NAMESPACE, pod_b, "cuda")][realnode.RESOURCE][0]
-    index = GPUS.index(target)
-    kept = dict((n, c) for n, c in containers(node).items() if n != pod_b)
+    return pod_b, target, GPUS.index(target), dict((n, c) for n, c in containers(node).items() if n != pod_b)
+
+
+def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_path):
+    node = real_node
+    node.up(GPUS, health=True)
+    pod_b, target, index, kept = three_pods(node)
     kernel_log = tmp_path / "kern.log"
     kernel_log.write_text("")
     fakenode.append_config(node.nvml_config, fakenode.health("recovery", index, 1), fakenode.xid(index, 48))

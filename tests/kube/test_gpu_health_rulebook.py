@@ -8,6 +8,7 @@ controller, in the rulebook's default mode, report: the plan names a for a reset
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -61,6 +62,31 @@ def alert(port, payload):
         return answer.status
 
 
+@contextlib.contextmanager
+def activation(f, variables, log, path=RULEBOOK):
+    """ansible-rulebook running the rulebook for the block, from its startup event on (its output in ``log``); stopped
+    after it (terminated)."""
+    with open(str(log), "w") as out:
+        proc = rulebook(f, variables, out, path)
+        try:
+            assert wait_text(log, "'kind': 'startup'", 120), log.read_text()[-3000:]
+            yield proc
+        finally:
+            proc.terminate()
+            proc.wait(60)
+
+
+def node_vars(extra):
+    """remediation_fleet's playbook variables as the inventory's (the rulebook gives the report's directory)."""
+    return dict((k, v) for k, v in extra.items() if k != "gpu_remediation_report_dir")
+
+
+def shipped(f, inventory, **rulebook):
+    """The rulebook's variables for fleet ``f`` (its Nodes by their label) and the inventory's for its hosts."""
+    return {"inventory": inventory, "rulebook": dict({"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items())},
+                                                     **rulebook)}
+
+
 def runs(text):
     """How many playbook runs ansible-rulebook made: its output's PLAY RECAPs, less the failed runs' output it logs again
     as the error (run_playbook's _post_process logs the run's stdout when the run failed)."""
@@ -87,34 +113,25 @@ def test_a_withheld_gpu_runs_the_report_once_for_its_node_and_the_rulebook_as_sh
     log = f.tmp / "rulebook.log"
     token, port = f.tmp / "alerts-token", free_port()
     token.write_text(TOKEN)
-    variables = {"inventory": dict((k, v) for k, v in extra.items() if k != "gpu_remediation_report_dir"),
-                 "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
-                              "gpuops_events_settle_seconds": 1, "gpuops_events_report_dir": str(f.tmp / "health-report"),
-                              "gpuops_alerts_enabled": True, "gpuops_alerts_host": "127.0.0.1", "gpuops_alerts_port": port,
-                              "gpuops_alerts_token_file": str(token)}}
+    variables = shipped(f, node_vars(extra), gpuops_events_settle_seconds=1, gpuops_events_report_dir=str(f.tmp / "health-report"),
+                        gpuops_alerts_enabled=True, gpuops_alerts_host="127.0.0.1", gpuops_alerts_port=port, gpuops_alerts_token_file=str(token))
     offset = f.cluster.audit_offset()
-    with open(str(log), "w") as out:
-        proc = rulebook(f, variables, out)
-        try:
-            assert wait_text(log, "'kind': 'startup'", 120), log.read_text()[-3000:]
-            pod = [p for p in f.plugin_pods() if p.spec.node_name == name][0]
-            faulted = time.monotonic()
-            f.cluster.core.delete_namespaced_pod(pod.metadata.name, f.namespace)  # a's GPUs withheld
-            # ... and its XID alert, through Alertmanager's webhook (its payload, its bearer token): the same window
-            assert alert(port, {"alerts": [{"status": "firing", "labels": {"alertname": "GPUXidErrors", "Hostname": name, "xid": "79"},
-                                            "annotations": {}, "startsAt": "2026-11-29T10:00:00Z", "fingerprint": "x79"}]}) == 202
-            assert wait_text(log, "'kind': 'gpu_faults'", 60), log.read_text()[-3000:]
-            assert wait_text(log, "PLAY RECAP", 300), log.read_text()[-3000:]
-            seconds = time.monotonic() - faulted
-            f.wait(lambda: f.allocatable(name) == len(f.nodes[0]["gpus"]), "the plugin back on a")  # gpu_restored: no run
-            # a flaps: its GPUs withheld again within the flap window (600 s): said (gpu_faults_throttled), no second run
-            pod = [p for p in f.plugin_pods() if p.spec.node_name == name][0]
-            f.cluster.core.delete_namespaced_pod(pod.metadata.name, f.namespace)
-            assert wait_text(log, "'kind': 'gpu_faults_throttled'", 60), log.read_text()[-3000:]
-            time.sleep(3)
-        finally:
-            proc.terminate()
-            proc.wait(60)
+    with activation(f, variables, log):
+        pod = [p for p in f.plugin_pods() if p.spec.node_name == name][0]
+        faulted = time.monotonic()
+        f.cluster.core.delete_namespaced_pod(pod.metadata.name, f.namespace)  # a's GPUs withheld
+        # ... and its XID alert, through Alertmanager's webhook (its payload, its bearer token): the same window
+        assert alert(port, {"alerts": [{"status": "firing", "labels": {"alertname": "GPUXidErrors", "Hostname": name, "xid": "79"},
+                                        "annotations": {}, "startsAt": "2026-11-29T10:00:00Z", "fingerprint": "x79"}]}) == 202
+        assert wait_text(log, "'kind': 'gpu_faults'", 60), log.read_text()[-3000:]
+        assert wait_text(log, "PLAY RECAP", 300), log.read_text()[-3000:]
+        seconds = time.monotonic() - faulted
+        f.wait(lambda: f.allocatable(name) == len(f.nodes[0]["gpus"]), "the plugin back on a")  # gpu_restored: no run
+        # a flaps: its GPUs withheld again within the flap window (600 s): said (gpu_faults_throttled), no second run
+        pod = [p for p in f.plugin_pods() if p.spec.node_name == name][0]
+        f.cluster.core.delete_namespaced_pod(pod.metadata.name, f.namespace)
+        assert wait_text(log, "'kind': 'gpu_faults_throttled'", 60), log.read_text()[-3000:]
+        time.sleep(3)
     text = log.read_text(errors="replace")
     assert runs(text) == 1, text[-4000:]
     assert recap(text) == sorted([name, "localhost"]), text[-4000:]  # limited to the faulted node and the controller
@@ -146,23 +163,15 @@ def test_a_storm_of_20_nodes_is_one_run_whose_breaker_trips_and_touches_nothing_
         faulty(f, node["name"], "recovery|0|1")
     f.install_old_plugin()  # every node's GPU allocatable
     log = f.tmp / "rulebook.log"
-    variables = {"inventory": {"gpuops_gpu_health_namespace": f.namespace, "gpu_remediation_device_plugin_namespace": f.namespace,
-                               "gpu_remediation_drain_timeout": 30},
-                 "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
-                              "gpuops_events_settle_seconds": 5, "gpu_remediation_mode": "remediate",
-                              "gpuops_events_report_dir": str(f.tmp / "report")}}
+    variables = shipped(f, {"gpuops_gpu_health_namespace": f.namespace, "gpu_remediation_device_plugin_namespace": f.namespace,
+                            "gpu_remediation_drain_timeout": 30},
+                        gpuops_events_settle_seconds=5, gpu_remediation_mode="remediate", gpuops_events_report_dir=str(f.tmp / "report"))
     offset = f.cluster.audit_offset()
-    with open(str(log), "w") as out:
-        proc = rulebook(f, variables, out)
-        try:
-            assert wait_text(log, "'kind': 'startup'", 120), log.read_text()[-3000:]
-            f.cluster.apps.delete_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
-            assert wait_text(log, "'kind': 'gpu_faults'", 60), log.read_text()[-3000:]
-            assert wait_text(log, "PLAY RECAP", 600), log.read_text()[-3000:]
-            time.sleep(8)  # a second window would have closed by now
-        finally:
-            proc.terminate()
-            proc.wait(60)
+    with activation(f, variables, log):
+        f.cluster.apps.delete_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
+        assert wait_text(log, "'kind': 'gpu_faults'", 60), log.read_text()[-3000:]
+        assert wait_text(log, "PLAY RECAP", 600), log.read_text()[-3000:]
+        time.sleep(8)  # a second window would have closed by now
     text = log.read_text(errors="replace")
     assert text.count("'kind': 'gpu_unallocatable'") == 20 and text.count("'kind': 'gpu_faults'") == 1, text[-3000:]
     assert runs(text) == 1, text[-4000:]  # (the run fails: the tripped breaker fails the plan's play)
@@ -189,23 +198,16 @@ def test_a_racks_reboots_are_one_checkpoint_run_and_a_second_reboot_within_the_w
                         checkpoint_guard_environment=fakenode.environ(fake_lib_dir, cfg, base={}))
     a, b = f.nodes[0], f.nodes[1]
     log = f.tmp / "rulebook.log"
-    variables = {"inventory": {}, "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
-                                               "gpuops_events_settle_seconds": 3, "gpuops_events_report_dir": str(f.tmp / "report")}}
+    variables = shipped(f, {}, gpuops_events_settle_seconds=3, gpuops_events_report_dir=str(f.tmp / "report"))
     offset = f.cluster.audit_offset()
-    with open(str(log), "w") as out:
-        proc = rulebook(f, variables, out, os.path.join(RULEBOOKS, "checkpoint_repair.yml"))
-        try:
-            assert wait_text(log, "'kind': 'startup'", 120), log.read_text()[-3000:]
-            for node in (a, b):
-                open(node["reboot_request"], "w").close()  # the simulated kubelet reboots the node
-            assert wait_text(log, "'kind': 'node_reboots'", 60), log.read_text()[-3000:]
-            assert wait_text(log, "PLAY RECAP", 600), log.read_text()[-3000:]
-            open(a["reboot_request"], "w").close()  # again, within the flap window
-            assert wait_text(log, "'kind': 'node_reboots_throttled'", 60), log.read_text()[-3000:]
-            time.sleep(3)
-        finally:
-            proc.terminate()
-            proc.wait(60)
+    with activation(f, variables, log, os.path.join(RULEBOOKS, "checkpoint_repair.yml")):
+        for node in (a, b):
+            open(node["reboot_request"], "w").close()  # the simulated kubelet reboots the node
+        assert wait_text(log, "'kind': 'node_reboots'", 60), log.read_text()[-3000:]
+        assert wait_text(log, "PLAY RECAP", 600), log.read_text()[-3000:]
+        open(a["reboot_request"], "w").close()  # again, within the flap window
+        assert wait_text(log, "'kind': 'node_reboots_throttled'", 60), log.read_text()[-3000:]
+        time.sleep(3)
     text = log.read_text(errors="replace")
     assert text.count("'kind': 'node_rebooted'") == 3 and text.count("'kind': 'node_reboots'") == 1, text[-3000:]
     assert runs(text) == 1, text[-4000:]
@@ -226,28 +228,17 @@ def test_a_killed_activation_restarted_finds_the_gpus_withheld_while_it_was_down
     withheld), the rulebook started again: its startup event names the three nodes, their window runs the report once for
     them, and nothing is written."""
     f, name, dummy, dummy2, extra = remediation_fleet(fleet, fake_lib_dir)
-    variables = {"inventory": dict((k, v) for k, v in extra.items() if k != "gpu_remediation_report_dir"),
-                 "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
-                              "gpuops_events_settle_seconds": 2, "gpuops_events_report_dir": str(f.tmp / "report")}}
+    variables = shipped(f, node_vars(extra), gpuops_events_settle_seconds=2, gpuops_events_report_dir=str(f.tmp / "report"))
     first, second = f.tmp / "rulebook-1.log", f.tmp / "rulebook-2.log"
     offset = f.cluster.audit_offset()
-    with open(str(first), "w") as out:
-        proc = rulebook(f, variables, out)
-        try:
-            assert wait_text(first, "'kind': 'startup'", 120), first.read_text()[-3000:]
-        finally:
-            proc.kill()  # the activation dies at once: no shutdown of its own
-            proc.wait(60)
+    with activation(f, variables, first) as proc:
+        proc.kill()  # the activation dies at once: no shutdown of its own
+        proc.wait(60)
     f.cluster.apps.delete_namespaced_daemon_set("nvidia-device-plugin-daemonset", f.namespace)
     f.wait(lambda: all(f.allocatable(n["name"]) == 0 for n in f.nodes), "every node's GPUs withheld")
-    with open(str(second), "w") as out:
-        proc = rulebook(f, variables, out)
-        try:
-            assert wait_text(second, "PLAY RECAP", 300), second.read_text()[-3000:]
-            time.sleep(4)
-        finally:
-            proc.terminate()
-            proc.wait(60)
+    with activation(f, variables, second):
+        assert wait_text(second, "PLAY RECAP", 300), second.read_text()[-3000:]
+        time.sleep(4)
     text = second.read_text(errors="replace")
     nodes = sorted(n["name"] for n in f.nodes)
     assert runs(text) == 1 and recap(text) == sorted(nodes + ["localhost"]), text[-4000:]
@@ -271,10 +262,8 @@ def test_the_main_story_in_remediate_mode_a_faulty_gpu_is_reset_and_its_node_rel
     healthy(f, name)  # a is healthy when the rulebook starts
     pod0 = running(f, "on-gpu0")[0].metadata.name
     log = f.tmp / "rulebook.log"
-    variables = {"inventory": dict((k, v) for k, v in extra.items() if k != "gpu_remediation_report_dir"),
-                 "rulebook": {"gpuops_events_label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
-                              "gpuops_events_settle_seconds": 2, "gpu_remediation_mode": "remediate",
-                              "gpuops_events_report_dir": str(f.tmp / "report")}}
+    variables = shipped(f, node_vars(extra), gpuops_events_settle_seconds=2, gpu_remediation_mode="remediate",
+                        gpuops_events_report_dir=str(f.tmp / "report"))
     seconds = {}
 
     def gone():
@@ -288,23 +277,17 @@ def test_the_main_story_in_remediate_mode_a_faulty_gpu_is_reset_and_its_node_rel
             return False
         return bool(closed) and node_state(f, name)[:2] == (False, None)
 
-    with open(str(log), "w") as out:
-        proc = rulebook(f, variables, out)
-        try:
-            assert wait_text(log, "'kind': 'startup'", 120), log.read_text()[-3000:]
-            faulted = time.monotonic()
-            faulty(f, name, "recovery|0|1", "xid|0|79")
-            assert wait_text(log, "'kind': 'gpu_unallocatable'", 60), log.read_text()[-3000:]
-            seconds["fault to the event"] = time.monotonic() - faulted
-            f.wait(gone, "GPU 0's pod evicted", timeout=180)
-            seconds["fault to GPU 0's pod evicted"] = time.monotonic() - faulted
-            f.wait(released, "a released", timeout=300)
-            seconds["fault to the node released"] = time.monotonic() - faulted
-            assert wait_text(log, "PLAY RECAP", 120), log.read_text()[-3000:]
-            time.sleep(3)
-        finally:
-            proc.terminate()
-            proc.wait(60)
+    with activation(f, variables, log):
+        faulted = time.monotonic()
+        faulty(f, name, "recovery|0|1", "xid|0|79")
+        assert wait_text(log, "'kind': 'gpu_unallocatable'", 60), log.read_text()[-3000:]
+        seconds["fault to the event"] = time.monotonic() - faulted
+        f.wait(gone, "GPU 0's pod evicted", timeout=180)
+        seconds["fault to GPU 0's pod evicted"] = time.monotonic() - faulted
+        f.wait(released, "a released", timeout=300)
+        seconds["fault to the node released"] = time.monotonic() - faulted
+        assert wait_text(log, "PLAY RECAP", 120), log.read_text()[-3000:]
+        time.sleep(3)
     text = log.read_text(errors="replace")
     assert runs(text) == 1 and recap(text) == sorted([name, "localhost"]), text[-4000:]
     assert "ansible_rulebook.action.run_playbook - ERROR" not in text, text[-4000:]
