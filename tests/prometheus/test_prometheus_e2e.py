@@ -410,7 +410,7 @@ def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
             processes.append(subprocess.Popen([alertmanager, "--config.file=%s" % am_config, "--storage.path=%s" % (tmp_path / "am-data"),
                                                "--web.listen-address=127.0.0.1:%d" % prometheus["alertmanager_port"], "--cluster.listen-address="],
                                               stdout=am_log, stderr=subprocess.STDOUT))
-            wait_for(lambda: (ran / "lab-healthy").exists(), 120, "no run: " + log.read_text()[-4000:])
+            wait_for((ran / "lab-healthy").exists, 120, "no run: " + log.read_text()[-4000:])
             seconds = time.monotonic() - started
             wait_for(lambda: "GPUExporterDown" in log.read_text(errors="replace"), 30, "gpu-z's alert never came")
             time.sleep(5)  # a second window (the alerts Alertmanager sends again) would have closed
