@@ -128,7 +128,7 @@ def main():
         p = node_reboot.check_params(module.params)
         client = api_client(module)
         # a NodeRebootError's result (what was seen) comes back beside its message (k8s_watch.failure)
-        return node_reboot.wait_rebooted(client, core_v1_api.CoreV1Api(client), p, module.check_mode)
+        return node_reboot.wait_rebooted(core_v1_api.CoreV1Api(client), p, module.check_mode)
 
     module.exit_json(**run(module, work))
 

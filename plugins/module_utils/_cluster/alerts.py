@@ -23,6 +23,7 @@ import hmac
 import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
 # the gpu_monitoring role's rules (roles/gpu_monitoring/templates/rules.yml.j2) that say a GPU is faulty
@@ -50,7 +51,7 @@ def check_options(args, read=None):
         if key not in out:
             raise ParameterError(str(key), "is not an option of gpuops.fleet.alertmanager (known: %s)" % ", ".join(sorted(out)))
         out[key] = value
-    out["enabled"] = _flag("enabled", out["enabled"])
+    out["enabled"] = as_bool("enabled", out["enabled"])
     if not out["enabled"]:
         return out
     for key, low, high in (("port", 1, 65535), ("max_bytes", 1024, 67108864), ("settle_seconds", 1, 300), ("flap_seconds", 0, 86400)):
@@ -68,15 +69,6 @@ def check_options(args, read=None):
         if out[key] is not None and (not isinstance(out[key], str) or not out[key].startswith("/") or "\x00" in out[key]):
             raise ParameterError(key, "an absolute path, got %r" % (out[key],))
     return out
-
-
-def _flag(key, value):
-    text = str(value).strip().lower()
-    if text in ("true", "yes", "1", "on"):
-        return True
-    if text in ("false", "no", "0", "off", ""):
-        return False
-    raise ParameterError(key, "true or false, got %r" % (value,))
 
 
 def _names(key, value):

@@ -111,11 +111,11 @@ def uncordon(api, node):
     api.patch_node(node, {"spec": {"unschedulable": False}, "metadata": {"annotations": {ANNOTATION: None}}})
 
 
-def waiter(client, api):
+def waiter(api):
     """``wait_gone(node, names, deadline)``: watch the node's pods until none of ``names`` (namespace/name) is left, or
     ``deadline``; returns those still there."""
     def wait_gone(node, names, deadline):
-        pods = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
+        pods = Watcher(api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
         pods.wait(lambda w: not any("%s/%s" % k in names for k in w.objects), deadline)
         return sorted("%s/%s" % k for k in pods.objects if "%s/%s" % k in names)
     return wait_gone

@@ -41,12 +41,11 @@ MAX_WATCH_SECONDS = 300
 class Watcher:
     """Objects of one list call (``list_fn(*args, **kwargs)``), kept current by watching it."""
 
-    def __init__(self, api_client, list_fn, *args, **kwargs):
+    def __init__(self, list_fn, *args, **kwargs):
         self.clock = kwargs.pop("_clock", time.monotonic)
         self.keep = kwargs.pop("_keep", True)
         self.page = kwargs.pop("_page", None)
         self.slim = kwargs.pop("_slim", None)
-        self.api_client = api_client
         self.list_fn = list_fn
         self.args = args
         self.kwargs = kwargs
@@ -96,11 +95,9 @@ class Watcher:
         if self.slim and event.get("type") != "BOOKMARK":
             obj = self.slim(obj)
         version = (obj.get("metadata") or {}).get("resourceVersion")
-        if not self.keep:
-            pass
-        elif event.get("type") == "DELETED":
+        if self.keep and event.get("type") == "DELETED":
             self.objects.pop(self.key(obj), None)
-        elif event.get("type") in ("ADDED", "MODIFIED"):
+        elif self.keep and event.get("type") in ("ADDED", "MODIFIED"):
             self.objects[self.key(obj)] = obj
         if version:
             self.resource_version = version

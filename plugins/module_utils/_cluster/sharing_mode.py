@@ -59,7 +59,7 @@ def _apply(client, api, p, check_mode, desired):
     def label_node(row):
         api.patch_node(row["node"], {"metadata": {"labels": {p["label"]: row["desired"]}}})
 
-    evicted, uncordoned = drain.drain_and_switch(api, rows, by_name, evictions, label_node, drain.waiter(client, api), ApiException, p["drain_timeout"])
+    evicted, uncordoned = drain.drain_and_switch(api, rows, by_name, evictions, label_node, drain.waiter(api), ApiException, p["drain_timeout"])
     return rows, evicted, [n for n in uncordoned if n in leftover], evictions
 
 

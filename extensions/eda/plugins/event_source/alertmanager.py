@@ -73,7 +73,6 @@ class Receiver:
 
     def __init__(self, options, emit, window, clock=time.monotonic):
         self.options, self.emit, self.window, self.clock = options, emit, window, clock
-        self.refused = 0
         self.wake = asyncio.Event()
 
     async def health(self, request):
@@ -85,7 +84,6 @@ class Receiver:
         from aiohttp import web
 
         if not alerts.authorized(request.headers.get("Authorization"), self.options["token"]):
-            self.refused += 1
             return web.Response(status=401, text="a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
         try:
             payload = json.loads(await request.read())

@@ -112,7 +112,7 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
     if options["label_selector"]:
         kwargs["label_selector"] = options["label_selector"]
     # the tracker keeps the views; the list comes 250 Nodes a call, each Node reduced to what a view reads
-    watcher = k8s_watch.Watcher(client, CoreV1Api(client).list_node, _clock=clock, _keep=False, _page=250, _slim=node_events.slim, **kwargs)
+    watcher = k8s_watch.Watcher(CoreV1Api(client).list_node, _clock=clock, _keep=False, _page=250, _slim=node_events.slim, **kwargs)
     window = window or node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"])
     reboots = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], kind="node_reboots")
     watcher.listener = _Listener(tracker, emit, window, clock, reboots)

@@ -50,10 +50,10 @@ def boot_state(node):
     return boot_id, ready
 
 
-def wait_rebooted(client, api, p, check_mode, clock=time.monotonic):
+def wait_rebooted(api, p, check_mode, clock=time.monotonic):
     """The module's result: the node's new bootID once it differs from ``previous_boot_id`` with Ready True."""
     start = clock()
-    watch = Watcher(client, api.list_node, field_selector="metadata.name=%s" % p["node"], _clock=clock)
+    watch = Watcher(api.list_node, field_selector="metadata.name=%s" % p["node"], _clock=clock)
     nodes = watch.list()
     if not nodes:
         raise NodeRebootError("node %s: no such Node" % p["node"])

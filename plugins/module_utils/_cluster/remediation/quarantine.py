@@ -256,7 +256,7 @@ def _drain(client, api, p, record, to_evict, deadline, api_exception, result):
         for item in to_evict:
             namespace, name = item["pod"].split("/", 1)
             drain.evict(api, namespace, name, deadline, api_exception, uid=item["uid"])
-        left = drain.waiter(client, api)(p["node"], set(e["pod"] for e in to_evict), deadline) if to_evict else []
+        left = drain.waiter(api)(p["node"], set(e["pod"] for e in to_evict), deadline) if to_evict else []
         if left:
             raise drain.DrainError("evicted pods still on the node after drain_timeout: %s" % ", ".join(left))
     except drain.DrainError as exc:
@@ -392,7 +392,7 @@ def pause(client, api, p, check_mode, api_exception, clock=time.monotonic):
         _patch_node(api, node, annotations={REMEDIATION: json.dumps(record, sort_keys=True)}, labels=changes)
     selectors = p.get("pause_pods") or []
     if selectors:
-        watch = Watcher(client, api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % p["node"])
+        watch = Watcher(api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % p["node"])
         watch.wait(lambda w: not _matching(w.values(), selectors), clock() + p["pause_timeout"])
         left = _matching(watch.values(), selectors)
         result["waited_for"] = [dict(s) for s in selectors]

@@ -40,7 +40,7 @@ class DaemonSetApi:
         self.watchers = []
 
     def watcher(self, list_fn, *args, **kwargs):
-        self.watchers.append(Watcher(self.client, list_fn, *args, **kwargs))
+        self.watchers.append(Watcher(list_fn, *args, **kwargs))
         return self.watchers[-1]
 
     @property

@@ -32,12 +32,6 @@ class Lister:
         return kube_list.listed(self.objects, self.version)
 
 
-class Client:
-    @staticmethod
-    def sanitize_for_serialization(item):
-        return item
-
-
 def scripted(streams, seen):
     """A Watch class whose successive stream() calls play ``streams`` (a list of event lists, or an exception)."""
 
@@ -67,7 +61,7 @@ def test_a_wait_resumes_from_the_last_version_seen_when_the_server_ends_the_watc
     seen = []
     monkeypatch.setattr(kw.k8s_watch, "Watch", scripted([[event("MODIFIED", obj("a", 11))], [event("MODIFIED", obj("a", 12, ready=True))]], seen))
     lister = Lister([obj("a", 10)], 10)
-    watcher = kw.Watcher(Client(), lister, "ns", label_selector="x=y")
+    watcher = kw.Watcher(lister, "ns", label_selector="x=y")
     assert watcher.wait(ready, deadline=float("inf")) is True
     assert [s["resource_version"] for s in seen] == ["10", "11"]  # resumed where the first stream ended
     assert all(s["label_selector"] == "x=y" and s["timeout_seconds"] == kw.MAX_WATCH_SECONDS for s in seen)
@@ -79,7 +73,7 @@ def test_410_gone_lists_again_and_goes_on_from_there(monkeypatch):
     gone = ApiException(status=410, reason="Gone")
     monkeypatch.setattr(kw.k8s_watch, "Watch", scripted([gone, [event("ADDED", obj("b", 31, ready=True))]], seen))
     lister = Lister([obj("a", 10)], 10)
-    watcher = kw.Watcher(Client(), lister, "ns")
+    watcher = kw.Watcher(lister, "ns")
     watcher.list()
     lister.version = 30
     assert watcher.wait(ready, deadline=float("inf")) is True
@@ -91,7 +85,7 @@ def test_deleted_objects_leave_and_the_deadline_ends_a_wait(monkeypatch):
     clock = iter([0.0, 0.0, 5.0, 20.0, 20.0])
     seen = []
     monkeypatch.setattr(kw.k8s_watch, "Watch", scripted([[event("DELETED", obj("a", 11)), event("ADDED", obj("c", 12))]], seen))
-    watcher = kw.Watcher(Client(), Lister([obj("a", 10)], 10), "ns", _clock=lambda: next(clock))
+    watcher = kw.Watcher(Lister([obj("a", 10)], 10), "ns", _clock=lambda: next(clock))
     assert watcher.wait(ready, deadline=10.0) is False
     assert list(watcher.objects) == [("ns", "c")]
     assert seen[0]["timeout_seconds"] == 10
@@ -99,7 +93,7 @@ def test_deleted_objects_leave_and_the_deadline_ends_a_wait(monkeypatch):
 
 def test_other_api_errors_are_raised(monkeypatch):
     monkeypatch.setattr(kw.k8s_watch, "Watch", scripted([ApiException(status=403, reason="Forbidden")], []))
-    watcher = kw.Watcher(Client(), Lister([], 1), "ns")
+    watcher = kw.Watcher(Lister([], 1), "ns")
     with pytest.raises(ApiException):
         watcher.wait(ready, deadline=float("inf"))
 
@@ -135,7 +129,7 @@ def test_a_paged_list_is_one_snapshot_and_each_object_is_slimmed_as_it_arrives(m
     listener = type("L", (), {"listed": lambda self, items, rv, first: got.append((items, rv, first)),
                               "event": lambda self, kind, o: got.append((kind, o))})()
     got = []
-    watcher = kw.Watcher(Client(), pager, _page=2, _slim=lambda o: {"metadata": o["metadata"], "status": o["status"]}, _keep=False)
+    watcher = kw.Watcher(pager, _page=2, _slim=lambda o: {"metadata": o["metadata"], "status": o["status"]}, _keep=False)
     watcher.listener = listener
     watcher.list()
     assert [(c.get("limit"), c.get("_continue"), c["_preload_content"]) for c in pager.calls] == [(2, None, False), (2, "2", False), (2, "4", False)]
@@ -153,5 +147,5 @@ def test_a_failed_list_is_the_apis_error():
             return type("R", (), {"status": 403, "reason": "Forbidden", "data": b"{}"})()
 
     with pytest.raises(ApiException) as err:
-        kw.Watcher(Client(), Failing()).list()
+        kw.Watcher(Failing()).list()
     assert err.value.status == 403

@@ -32,12 +32,6 @@ class Api:
         return kube_list.listed([self.first], self.first["metadata"]["resourceVersion"])
 
 
-class Client:
-    @staticmethod
-    def sanitize_for_serialization(item):
-        return item
-
-
 def scripted(monkeypatch, streams):
     class FakeWatch:
         def stream(self, func, *args, **kwargs):
@@ -66,7 +60,7 @@ def test_a_new_boot_id_counts_only_once_the_node_is_ready_in_the_same_status(mon
     # kubelet of the new boot reports the bootID first NotReady (runtime not up yet), then Ready
     scripted(monkeypatch, [[node(OLD, False, 2), node(NEW, False, 3), node(NEW, True, 4)]])
     api = Api(node(OLD, True, 1))
-    result = nr.wait_rebooted(Client(), api, P, False, clock=clock([0.0, 0.0, 1.0, 2.0, 3.0, 42.0]))
+    result = nr.wait_rebooted(api, P, False, clock=clock([0.0, 0.0, 1.0, 2.0, 3.0, 42.0]))
     assert (result["rebooted"], result["ready"], result["boot_id"], result["changed"]) == (True, True, NEW, False)
     assert api.calls[0]["field_selector"] == "metadata.name=gpu-a" and result["api_calls"] == 2  # one list, one watch
 
@@ -74,7 +68,7 @@ def test_a_new_boot_id_counts_only_once_the_node_is_ready_in_the_same_status(mon
 def test_an_unchanged_boot_id_fails_the_step_naming_it(monkeypatch):
     scripted(monkeypatch, [[node(OLD, True, 2)], []])
     with pytest.raises(nr.NodeRebootError) as err:
-        nr.wait_rebooted(Client(), Api(node(OLD, True, 1)), P, False, clock=clock([0.0, 0.0, 1.0, 30.0, 61.0, 61.0]))
+        nr.wait_rebooted(Api(node(OLD, True, 1)), P, False, clock=clock([0.0, 0.0, 1.0, 30.0, 61.0, 61.0]))
     assert "did not reboot: its bootID is still %s" % OLD in str(err.value)
     assert err.value.result["rebooted"] is False
 
@@ -82,7 +76,7 @@ def test_an_unchanged_boot_id_fails_the_step_naming_it(monkeypatch):
 def test_a_node_back_with_a_new_boot_but_not_ready_fails(monkeypatch):
     scripted(monkeypatch, [[node(NEW, False, 2)], []])
     with pytest.raises(nr.NodeRebootError) as err:
-        nr.wait_rebooted(Client(), Api(node(OLD, True, 1)), P, False, clock=clock([0.0, 0.0, 1.0, 30.0, 61.0, 61.0]))
+        nr.wait_rebooted(Api(node(OLD, True, 1)), P, False, clock=clock([0.0, 0.0, 1.0, 30.0, 61.0, 61.0]))
     assert "rebooted (bootID %s) but is not Ready" % NEW in str(err.value)
     assert (err.value.result["rebooted"], err.value.result["ready"]) == (True, False)
 
@@ -90,7 +84,7 @@ def test_a_node_back_with_a_new_boot_but_not_ready_fails(monkeypatch):
 def test_check_mode_reads_once_and_never_waits(monkeypatch):
     scripted(monkeypatch, [])  # a watch would pop from an empty script and fail
     api = Api(node(OLD, True, 1))
-    result = nr.wait_rebooted(Client(), api, P, True)
+    result = nr.wait_rebooted(api, P, True)
     assert result["rebooted"] is False and "would wait up to 60 s" in result["msg"] and len(api.calls) == 1
 
 
