@@ -24,6 +24,7 @@ import re
 import threading
 import weakref
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 KINDS = ("startup", "heartbeat", "gpu_unallocatable", "gpu_restored", "node_rebooted", "node_not_ready", "node_ready",
@@ -70,8 +71,8 @@ def check_options(args):
 def whole(key, value, low, high):
     """An option's whole number in ``[low, high]`` (a rulebook's template gives a string); ParameterError names it."""
     try:
-        number = int(str(value).strip()) if not isinstance(value, bool) else None
-    except ValueError:
+        number = as_int(key, value)
+    except ParameterError:
         number = None
     if number is None or not low <= number <= high:
         raise ParameterError(key, "a whole number from %d to %d, got %r" % (low, high, value))
