@@ -145,9 +145,40 @@ options:
     description: Evict pods with C(emptyDir) volumes, whose data is lost, as C(kubectl drain --delete-emptydir-data).
     type: bool
     default: false
+  eviction_modes:
+    description:
+      - How the pods of each namespace leave a faulty GPU, a list of C({namespace, mode, timeout_minutes}); the first rule
+        whose C(namespace) glob matches the pod's namespace wins, and the last rule must be C(namespace: '*').
+      - C(mode=immediate) evicts through the Eviction API now. C(mode=allow_completion) never evicts - the pod runs to its
+        end, the node stays quarantined at step C(awaiting_pods) and the reset waits; a later run goes on once it is gone.
+        C(mode=delete_after_timeout) evicts (the Eviction API, so a PodDisruptionBudget still counts) once the node's
+        quarantine, the ledger's entry, is C(timeout_minutes) old.
+      - A pod may make its mode gentler, never harsher, with the annotation C(gpuops.fleet/eviction-mode) (V(allow_completion),
+        V(delete_after_timeout:<minutes>), V(immediate)); a harsher one, or one that is not a mode, refuses the quarantine
+        before anything changes, naming the pod.
+      - Unset, every namespace is V(immediate).
+    type: list
+    elements: raw
+    version_added: 0.4.0
+  system_namespaces:
+    description:
+      - A regular expression searched in a pod's namespace (anchor it, as NVSentinel's C(systemNamespaces)); a pod there is
+        never evicted. On a target GPU it blocks the reset (the node waits at C(awaiting_pods), the pod named); on a
+        node-scoped quarantine it is left as a DaemonSet's pod is. An empty string names none.
+      - 'Unset: C(^(kube-system|kube-public|kube-node-lease|gpu-operator|nvidia-gpu-operator|network-operator|nvsentinel|gpuops-system)$).'
+    type: str
+    version_added: 0.4.0
 notes:
-  - Needs C(get), C(patch) on nodes, C(list), C(watch) on pods, C(create) on C(pods/eviction), and C(get), C(create),
-    C(update) on the ledger ConfigMap in O(namespace).
+  - Needs C(get), C(patch) on nodes, C(get), C(patch) on C(nodes/status) (the C(GPUHealthy) condition), C(list), C(watch) on
+    pods, C(create) on C(pods/eviction), and C(get), C(create), C(update) on the ledger ConfigMap in O(namespace)
+    (C(docs/rbac/gpu-remediation.yml)).
+  - An operator who uncordons a node this module quarantined (or takes its taint off) cancels its remediation - the next
+    O(state=quarantined) closes the ledger's entry as C(cancelled_by_operator), removes only what this module added, sets the
+    condition C(Unknown) and evicts nothing; M(gpuops.fleet.gpu_remediation_plan) then leaves the node alone for the same
+    signal.
+  - The Node condition C(GPUHealthy) (through the status subresource) says why a node is out - C(False) with the signal as
+    its reason and the GPUs in its message while quarantined, C(True) on release. Kubelet's status updates patch only their
+    own conditions, so it stays.
 requirements:
   - kubernetes (Python client)
 seealso:
@@ -182,9 +213,39 @@ node:
   returned: always
   type: str
 step:
-  description: With O(state=quarantined), where the quarantine stands (V(drained), or V(drain_blocked) in a failure).
+  description:
+    - With O(state=quarantined), where the quarantine stands - V(drained); V(awaiting_pods), the pods of RV(waiting_for) still
+      run on the target GPUs (their eviction modes keep them); V(cancelled_by_operator); or V(drain_blocked) in a failure.
   returned: state is quarantined
   type: str
+waiting_for:
+  description:
+    - The pods the quarantine waits for, each with C(pod), C(uid), C(mode) (V(allow_completion), V(delete_after_timeout) or
+      V(system)), C(why), C(age_seconds) (since the pod started) and C(job).
+  returned: state is quarantined
+  type: list
+  elements: dict
+  version_added: 0.4.0
+jobs:
+  description:
+    - The multi-pod jobs of the pods evicted or waited for (a Job, an indexed Job, a JobSet, a Kubeflow PyTorchJob or MPIJob
+      by their documented labels), each with C(kind), C(name), C(namespace), C(index), C(affected) (its pods this
+      quarantine evicts or waits for) and C(pods) (every pod of the job, with its node and phase): one worker's eviction
+      costs the whole job.
+  returned: state is quarantined
+  type: list
+  elements: dict
+  version_added: 0.4.0
+fault_age_seconds:
+  description: Seconds since the node's ledger entry opened (the fault's age that C(delete_after_timeout) counts).
+  returned: state is quarantined
+  type: int
+  version_added: 0.4.0
+cancelled_by_operator:
+  description: What an operator undid by hand (C(uncordoned), the taint removed), where the remediation was cancelled.
+  returned: step is cancelled_by_operator
+  type: str
+  version_added: 0.4.0
 evicted:
   description: The pods evicted (or that would be, in check mode).
   returned: state is quarantined
@@ -278,6 +339,8 @@ ARGUMENT_SPEC = dict(
     drain_timeout=dict(type="int", default=300),
     drain_force=dict(type="bool", default=False),
     drain_delete_emptydir_data=dict(type="bool", default=False),
+    eviction_modes=dict(type="list", elements="raw"),
+    system_namespaces=dict(type="str"),
 )
 
 

@@ -122,6 +122,22 @@ options:
     description: Plan to evict pods with C(emptyDir) volumes (C(kubectl drain --delete-emptydir-data)).
     type: bool
     default: false
+  eviction_modes:
+    description:
+      - The eviction modes per namespace, as M(gpuops.fleet.gpu_quarantine)'s O(gpuops.fleet.gpu_quarantine#module:eviction_modes)
+        (the first matching glob wins, C('*') last). Each planned eviction carries its pod's C(mode), C(timeout_minutes),
+        C(mode_by) (the rule or annotation that chose it) and C(system); a pod whose annotation
+        C(gpuops.fleet/eviction-mode) asks for a harsher mode, or for none there is, is a blocker (C(kind=eviction_mode)) that
+        keeps its node out of the plan, named.
+      - A rule that is not one (a mode that does not exist, a pattern that is not a glob of namespace names, no C('*') last)
+        fails the task naming it, before anything is read.
+    type: list
+    elements: raw
+    version_added: 0.4.0
+  system_namespaces:
+    description: The namespaces whose pods are never evicted, a regular expression, as M(gpuops.fleet.gpu_quarantine)'s.
+    type: str
+    version_added: 0.4.0
 notes:
   - Reads Nodes, Pods and PodDisruptionBudgets (C(policy/v1), or C(policy/v1beta1) on servers before 1.21) in all namespaces,
     and the ledger ConfigMap; writes only that ConfigMap, and only as described under O(record) and O(breaker_reset).
@@ -155,7 +171,9 @@ nodes:
       C(reason), C(evict), C(note), C(pdb)), C(blockers) (C(kind) V(pdb), V(not_evictable), V(outside_accounting),
       V(host_process) or V(foreign_pod) (the node's checkpoint names a pod that runs on another node), with C(detail)),
       C(batch) (planned) or C(deferred_reason) (V(fleet_event), V(breaker_tripped), V(deferred_capacity), V(blocked),
-      V(gpu_busy)).
+      V(gpu_busy), V(cancelled_by_operator): an operator cancelled the node's last remediation, for the same signal).
+    - Each eviction also carries its C(mode), C(timeout_minutes), C(mode_by), C(system), C(mode_error) and C(job) (the
+      multi-pod job it belongs to); a blocker may also be V(eviction_mode) (a pod's annotation asks for a harsher mode).
     - A host is V(unknown), planned for nothing, with the reason, where its facts name a variable the controller acts on
       (C(gpuops_node_name), a role's variables, C(ansible_kubectl_*); a node's identity comes from the inventory, never
       from what it returns), where another host names the same node, or where its facts are not of the shape
@@ -215,6 +233,7 @@ ledger_invalid:
 
 import time
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
@@ -265,6 +284,8 @@ def main():
         record=dict(type="bool", default=False),
         breaker_reset=dict(type="bool", default=False),
         breaker_reset_reason=dict(type="str"),
+        eviction_modes=dict(type="list", elements="raw"),
+        system_namespaces=dict(type="str"),
         **rp.SETTINGS.argument_spec()
     ))
     p = module.params
@@ -272,6 +293,7 @@ def main():
     def work():
         settings = rp.check_settings(dict((k, p[k]) for k in SETTINGS))
         reset = rp.check_reset(p["breaker_reset"], p["breaker_reset_reason"])
+        policy = eviction.check_policy(p["eviction_modes"], p["system_namespaces"])
         hosts = _hosts(p["hosts"])
         client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
@@ -282,7 +304,7 @@ def main():
             ledger = ledgers.reset(ledger, p["breaker_reset_reason"].strip(), now)
         nodes = [client.sanitize_for_serialization(n) for n in api.list_node().items]
         pods = [client.sanitize_for_serialization(n) for n in api.list_pod_for_all_namespaces().items]
-        result = rp.plan(hosts, nodes, pods, _pdbs(client), ledger, settings, now)
+        result = rp.plan(hosts, nodes, pods, _pdbs(client), ledger, settings, now, policy)
         write = reset or (p["record"] and result.get("tripped_now"))
         if write and not module.check_mode:
             ledger = dict(ledger, breaker=result["breaker"])

@@ -129,6 +129,9 @@ def report(target, results, failure=None):
     row = target["row"]
     if _ran(results.get("release")) and not results["release"].get("failed"):
         return None
+    held = _held(target, row, results.get("quarantine"))
+    if held:
+        return held
     # what stopped the run: the last stage that ran, where it failed; else a task that registers no stage (``failure``)
     last = next((s for s in reversed(STAGES) if _ran(results.get(s))), None)
     failure = failure if isinstance(failure, dict) and failure.get("task") else None
@@ -145,6 +148,28 @@ def report(target, results, failure=None):
            "quarantined": True}
     out["outcome"], out["next"] = _next(failed, at_quarantine, rebooted, target)
     return out
+
+
+# the quarantine's steps after which the role stops for the node without failing it (gpu_quarantine's step)
+HELD = {
+    "awaiting_pods": "the GPUs stay quarantined while the pods of waiting_for run (their eviction modes: allow_completion, "
+                     "delete_after_timeout before its time, a system namespace's pod); a later run goes on once they are gone",
+    "cancelled_by_operator": "an operator took the node out of the remediation by hand (see cancelled_by_operator); the ledger records "
+                             "it, and the plan leaves the node alone for the same signal",
+}
+
+
+def _held(target, row, quarantine):
+    """The report of a node the quarantine left waiting for pods, or that an operator cancelled; else None."""
+    step = quarantine.get("step") if isinstance(quarantine, dict) and not quarantine.get("failed") else None
+    if step not in HELD:
+        return None
+    return {"node": target["node"], "host": target.get("host"), "action": target.get("action"), "gpus": list(row.get("gpus") or []),
+            "reasons": list(row.get("reasons") or []), "keys": list(row.get("keys") or []), "driver_version": row.get("driver_version"),
+            "tried": ["quarantine"], "failed_step": None, "failed_task": None, "error": None, "rebooted": False,
+            "quarantined": step == "awaiting_pods", "outcome": step, "next": HELD[step],
+            "evicted": list(quarantine.get("evicted") or []), "waiting_for": list(quarantine.get("waiting_for") or []),
+            "jobs": list(quarantine.get("jobs") or []), "cancelled_by_operator": quarantine.get("cancelled_by_operator")}
 
 
 def _next(failed, at_quarantine, rebooted, target):

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_facts
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, jobs, node_facts
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.tabwrite import tabwrite
@@ -48,6 +48,8 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms import classify
 
 QUARANTINE_ANNOTATION = "gpuops.fleet/gpu-remediation"
+# the ledger's result of a quarantine an operator cancelled by hand (quarantine.CANCELLED_BY_OPERATOR)
+CANCELLED_BY_OPERATOR = "cancelled_by_operator"
 _DAY = 24 * 3600
 
 
@@ -172,12 +174,21 @@ def pdb_of(pod, pdbs):
     return out
 
 
-def _eviction(pod, reason, pdbs, settings):
+def _eviction(pod, reason, pdbs, settings, policy):
+    """One pod the row's action would take off its GPU: drain's verdict, its PDB, its eviction mode (``eviction.mode_of``:
+    ``mode``, ``timeout_minutes``, ``mode_by``, ``system``; ``mode_error`` where its annotation asks for one it may not
+    have) and the multi-pod job it belongs to (``jobs.job_of``)."""
     name = "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))
     ok, why = drain.pod_verdict(pod, settings["drain_force"], settings["drain_delete_emptydir_data"])
     blocked = [p for p, allowed in pdb_of(pod, pdbs) if not allowed]
-    return {"pod": name, "uid": _meta(pod).get("uid"), "reason": reason, "evict": ok, "note": why,
-            "pdb": blocked[0] if blocked else None}
+    out = {"pod": name, "uid": _meta(pod).get("uid"), "reason": reason, "evict": ok, "note": why,
+           "pdb": blocked[0] if blocked else None, "job": jobs.job_of(pod)}
+    try:
+        found = eviction.mode_of(pod, policy)
+    except eviction.PodModeError as exc:
+        return dict(out, mode=None, timeout_minutes=None, mode_by=None, system=False, mode_error=str(exc))
+    return dict(out, mode=found["mode"], timeout_minutes=found["timeout_minutes"], mode_by=found["by"], system=found["system"],
+                mode_error=None)
 
 
 def _xid_wall(health, xid):
@@ -246,11 +257,13 @@ def _unplannable(item, named):
     return None
 
 
-def plan(items, api_nodes, pods, pdbs, ledger, settings, now):
+def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
     """The plan (see the module docstring). ``items``: ``[{node, host, health, entries[, untrusted]}]``; ``ledger``:
-    ``remediation_ledger.parse``'s; ``now``: epoch seconds. A host whose node cannot be planned (``_unplannable``) is
+    ``remediation_ledger.parse``'s; ``now``: epoch seconds; ``policy``: ``eviction.check_policy``'s (None: the default,
+    every namespace immediate, the system namespaces never). A host whose node cannot be planned (``_unplannable``) is
     ``unknown`` with the reason, and the others are planned as if it were not there."""
     settings = check_settings(settings)
+    policy = policy or eviction.check_policy(None, None)
     nodes_by_name = dict((_meta(n).get("name"), n) for n in api_nodes or ())
     pods_by_uid = dict((_meta(p).get("uid"), p) for p in pods or ())
     breaker = ledger.get("breaker") or {}
@@ -275,7 +288,8 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now):
             rule(row, item=item, api_node=nodes_by_name.get(item["node"]), ledger=ledger, now=now, settings=settings)
         if row["action"] in actions.ACTING:
             row["keys"] = _keys(verdict, health)
-            _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings)
+            _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings, policy)
+            _operator_hold(row, ledger)
     result = _breakers(rows, ledger, settings, now, len(items), nodes_by_name)
     result["nodes"] = rows
     result["settings"] = settings
@@ -321,7 +335,8 @@ def _repeat(row, ledger=None, now=None, settings=None, **dummy):
     ``repeat_node`` times in 7 days, is ``replace``, never another automatic action."""
     if row["action"] not in actions.ACTING:
         return
-    entries = ledger.get("entries") or []
+    # a quarantine an operator cancelled was no remediation
+    entries = [e for e in ledger.get("entries") or [] if e.get("result") != CANCELLED_BY_OPERATOR]
     node_count = sum(1 for e in entries if e.get("node") == row["node"] and now - (e.get("at") or 0) <= 7 * _DAY)
     gpu_counts = dict((g, sum(1 for e in entries if g in (e.get("gpus") or ()) and now - (e.get("at") or 0) <= _DAY)) for g in row["gpus"])
     worst = [g for g, n in gpu_counts.items() if settings["repeat_gpu"] and n >= settings["repeat_gpu"]]
@@ -336,22 +351,44 @@ def _repeat(row, ledger=None, now=None, settings=None, **dummy):
 PLAN_RULES = (_plugin_unhealthy, _repeat)
 
 
-def _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings):
+def _operator_hold(row, ledger):
+    """An operator cancelled this node's last remediation (uncordoned it, or took our taint off: the quarantine closed its
+    ledger entry ``cancelled_by_operator``) and the node shows the same signal, on the same GPUs or fewer: it is left alone
+    (deferred ``cancelled_by_operator``), never quarantined again for it. A new signal, or a remediation since, plans it
+    as before."""
+    last = None
+    for entry in ledger.get("entries") or ():
+        if entry.get("node") == row["node"] and (last is None or (entry.get("at") or 0) >= (last.get("at") or 0)):
+            last = entry
+    if not last or last.get("result") != CANCELLED_BY_OPERATOR:
+        return
+    if not set(row["keys"]) <= set(last.get("keys") or ()) or not set(row["gpus"]) <= set(last.get("gpus") or ()):
+        return
+    row["deferred_reason"] = CANCELLED_BY_OPERATOR
+    row["reasons"].append("an operator cancelled this node's remediation for the same signal (%s) at %s: it is left alone for it; "
+                          "a new signal plans it again" % (", ".join(row["keys"]) or "-", last.get("closed_at")))
+
+
+def _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings, policy):
     """The row's evictions and blockers, by what its action evicts (the actions table): a GPU's pods, the node's, or none."""
     holders, unmapped = pod_gpu_map(item.get("entries"), health.get("gpus") or [])
     row["unmapped_device_ids"] = unmapped
     evicts = actions.evicts(row["action"])
     if evicts == "gpu":
-        _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings)
+        _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings, policy)
     elif evicts == "node":
-        _node_evictions(row, pods, pdbs, settings)
+        _node_evictions(row, pods, pdbs, settings, policy)
     for ev in row["evictions"]:
+        if ev["mode_error"]:
+            row["blockers"].append({"kind": "eviction_mode", "pod": ev["pod"], "detail": ev["mode_error"]})
+        elif ev["system"] or ev["mode"] == eviction.ALLOW_COMPLETION:
+            continue  # never evicted (a system namespace's pod, allow_completion): the quarantine waits for it to end
         if not ev["evict"]:
             row["blockers"].append({"kind": "not_evictable", "pod": ev["pod"], "detail": ev["note"]})
         elif ev["pdb"]:
             row["blockers"].append({"kind": "pdb", "pod": ev["pod"], "pdb": ev["pdb"],
                                     "detail": "PodDisruptionBudget %s allows no disruption now (disruptionsAllowed 0)" % ev["pdb"]})
-    if any(b["kind"] in ("outside_accounting", "host_process", "foreign_pod") for b in row["blockers"]):
+    if any(b["kind"] in ("outside_accounting", "host_process", "foreign_pod", "eviction_mode") for b in row["blockers"]):
         row["deferred_reason"] = "blocked"
 
 
@@ -359,7 +396,7 @@ def _name(pod):
     return "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))
 
 
-def _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings):
+def _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings, policy):
     """A GPU-scoped action: the target GPUs (with the NVLink peers that go with them: ``decision.nvlink_peers``), their pods
     from kubelet's checkpoint, cross-checked with NVML's processes. A pending remap (row 16) waits for a GPU with no pods."""
     gpus = health.get("gpus") or []
@@ -388,7 +425,7 @@ def _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings):
             row["blockers"].append({"kind": "foreign_pod", "pod": _name(pod), "detail": "this node's checkpoint gives %s to pod %s (UID %s), "
                                     "which runs on %s, not on this node: its checkpoint is not trusted" % (", ".join(on), _name(pod), uid, where or "no node")})
             continue
-        row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), pdbs, settings))
+        row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), pdbs, settings, policy))
 
 
 def _process_blockers(uuid, gpu, holders, pods_by_uid):
@@ -407,14 +444,14 @@ def _process_blockers(uuid, gpu, holders, pods_by_uid):
     return out
 
 
-def _node_evictions(row, pods, pdbs, settings):
+def _node_evictions(row, pods, pdbs, settings, policy):
     """A node-scoped action: every pod of the node but those kubectl drain leaves (DaemonSet and mirror pods)."""
     for pod in pods or ():
         if (pod.get("spec") or {}).get("nodeName") != row["node"] or not active(pod):
             continue
         if drain.left_by_drain(pod):
             continue  # kubectl drain leaves them; the reboot restarts them
-        row["evictions"].append(_eviction(pod, "on the node to %s" % row["action"], pdbs, settings))
+        row["evictions"].append(_eviction(pod, "on the node to %s" % row["action"], pdbs, settings, policy))
 
 
 def _threshold(settings, scope):

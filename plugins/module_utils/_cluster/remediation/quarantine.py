@@ -35,15 +35,17 @@ kubectl drain would not evict), a pod that breaks drain's rules now.
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_reboot
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, jobs, node_reboot
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import CANCELLED_BY_OPERATOR as CANCELLED
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_ANNOTATION as REMEDIATION
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, check_value
@@ -53,8 +55,16 @@ CORDON_MARK = "gpuops.fleet/cordoned-for-gpu-health"
 TAINT_KEY = "gpuops.fleet/gpu-unhealthy"
 ACTIONS = actions.ACTING
 RESULTS = ("recovered", "rebooted", "replaced", "needs_human", "rma_candidate", "cancelled")
+# the ledger's result of a quarantine an operator ended by hand (the node uncordoned, or our taint taken off)
+CANCELLED_BY_OPERATOR = CANCELLED
+# the steps of the annotation: the drain's, and the wait for the pods the eviction modes keep (allow_completion,
+# delete_after_timeout before its time, a system namespace's pod on a target GPU)
+AWAITING = "awaiting_pods"
+# the Node condition that says why a node is out (the taint says that it is): False while quarantined for a GPU, True on
+# release, Unknown where an operator cancelled the quarantine; kubelet's status updates patch its own conditions only
+CONDITION = "GPUHealthy"
 # the plan's blockers that no waiting ends; a PDB's is waited on (drain_timeout)
-HARD_BLOCKERS = ("not_evictable", "outside_accounting", "host_process", "foreign_pod")
+HARD_BLOCKERS = ("not_evictable", "outside_accounting", "host_process", "foreign_pod", "eviction_mode")
 POD_REF = re.compile(r"\A[a-z0-9](?:[-a-z0-9]*[a-z0-9])?/[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?\Z")
 
 
@@ -107,6 +117,7 @@ def check_params(p):
         evictions.append({"pod": ref, "uid": item.get("uid") if isinstance(item, dict) else None})
     p["gpus"], p["evictions"] = list(gpus), evictions
     p["blockers"] = [b for b in p.get("blockers") or () if isinstance(b, dict)]
+    p["policy"] = eviction.check_policy(p.get("eviction_modes"), p.get("system_namespaces"))
     return p
 
 
@@ -142,10 +153,13 @@ def _active(pod):
     return active(pod) and not _meta(pod).get("deletionTimestamp")
 
 
-def _targets(p, pods):
-    """``(to_evict [{pod, uid, note}], gone [pod], skipped [{pod, why}], refusals [str])`` by drain's rules."""
+def _targets(p, pods, fault_age, now):
+    """``(to_evict [{pod, uid, note, mode}], gone [pod], skipped [{pod, why}], refusals [str], waiting [{pod, uid, mode, why,
+    age_seconds, job}])``: drain's rules, and the pods' eviction modes ``fault_age`` seconds into the quarantine (a pod the
+    modes keep is waited for: allow_completion, delete_after_timeout before its time, a system namespace's pod on a target
+    GPU; on a node-scoped quarantine a system namespace's pod is left, as a DaemonSet's is)."""
     by_name = dict(("%s/%s" % (_meta(x).get("namespace"), _meta(x).get("name")), x) for x in pods)
-    to_evict, gone, skipped, refusals = [], [], [], []
+    to_evict, gone, skipped, refusals, waiting = [], [], [], [], []
     if p["scope"] == "gpu":
         wanted = p["evictions"]
     else:
@@ -158,12 +172,49 @@ def _targets(p, pods):
         if p["scope"] == "node" and drain.left_by_drain(pod):
             skipped.append({"pod": item["pod"], "why": "a DaemonSet's or mirror pod: kubectl drain leaves it"})
             continue
+        try:
+            found = eviction.mode_of(pod, p["policy"])
+        except eviction.PodModeError as exc:
+            refusals.append(str(exc))
+            continue
+        if found["system"] and p["scope"] == "node":
+            skipped.append({"pod": item["pod"], "why": "a system namespace's pod (%s): never evicted" % found["by"]})
+            continue
+        verdict, why_mode = eviction.decide(found, fault_age)
+        if verdict == "wait":
+            waiting.append({"pod": item["pod"], "uid": _meta(pod).get("uid"), "mode": "system" if found["system"] else found["mode"],
+                            "why": why_mode, "age_seconds": _age(pod, now), "job": jobs.job_of(pod)})
+            continue
         ok, why = drain.pod_verdict(pod, p["drain_force"], p["drain_delete_emptydir_data"])
         if ok:
-            to_evict.append({"pod": item["pod"], "uid": _meta(pod).get("uid"), "note": why})
+            to_evict.append({"pod": item["pod"], "uid": _meta(pod).get("uid"), "note": why, "mode": found["mode"], "mode_note": why_mode})
         else:
             refusals.append(why)
-    return to_evict, gone, skipped, refusals
+    return to_evict, gone, skipped, refusals, waiting
+
+
+def _age(pod, now):
+    """The pod's age in seconds (from its start, else its creation), or None where neither can be read."""
+    stamp = (pod.get("status") or {}).get("startTime") or _meta(pod).get("creationTimestamp")
+    seconds = _epoch(stamp)
+    return None if seconds is None else max(0, int(now - seconds))
+
+
+def _epoch(stamp):
+    """Epoch seconds of an RFC 3339 time as the API serves it (``...Z``) or the client's ``isoformat()`` (``...+00:00``)."""
+    if not isinstance(stamp, str):
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(stamp[:-1] + "+00:00" if stamp.endswith("Z") else stamp)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
+def _rfc3339(now):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
 
 
 def _open_entry(ledger, node):
@@ -202,26 +253,39 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     node = client.sanitize_for_serialization(api.read_node(p["node"]))
     current = annotation(node)
     escalation = _escalation(current, p)
+    cancelled = _operator_cancelled(node, current)
+    if cancelled and not escalation:
+        return cancel(client, api, p, node, current, cancelled, check_mode, api_exception, now)
     _refuse_early(p, current, escalation)
+    ledger, dummy = ledgers.read(api, p["namespace"], api_exception)
+    opened = _open_entry(ledger, p["node"])
+    # the fault's age for delete_after_timeout: from the ledger's entry, which the controller wrote (a node may write its own
+    # Node's annotations, never the ledger)
+    fault_age = max(0, now - int(opened["at"])) if opened and opened.get("at") is not None else 0
     pods = [client.sanitize_for_serialization(x) for x in api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % p["node"]).items]
-    to_evict, gone, skipped, refusals = _targets(p, pods)
+    to_evict, gone, skipped, refusals, waiting = _targets(p, pods, fault_age, now)
     if refusals:
         raise QuarantineError("node %s: refusing to drain, nothing was changed: %s" % (p["node"], "; ".join(refusals)))
     spec = (node.get("spec") or {})
     boot_id = node_reboot.boot_state(node)[0] or None  # what node_reboot compares with, read the same way
     need_cordon = not spec.get("unschedulable")
     taints = _taints_with_ours(node, _taint_value(p["gpus"], p["scope"]))
+    step = AWAITING if waiting else "drained"
     result = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "scope": p["scope"], "evicted": [e["pod"] for e in to_evict],
-              "already_gone": gone, "left_on_node": skipped, "eviction_notes": [e for e in to_evict if e["note"]],
+              "already_gone": gone, "left_on_node": skipped, "eviction_notes": [e for e in to_evict if e["note"] or e["mode_note"]],
+              "waiting_for": waiting, "fault_age_seconds": fault_age,
               "cordoned": need_cordon or bool(current and current.get("cordoned_by_us")),
               "foreign_cordon": bool(spec.get("unschedulable")) and not drain.cordoned_by_us(node, CORDON_MARK),
               "resumed_from": current.get("step") if current else None, "escalated_from": escalation,
               "boot_id": boot_id, "boot_id_at_quarantine": (current or {}).get("boot_id") or boot_id}
     marked = current is not None and taints is None and not need_cordon
-    if marked and current.get("step") == "drained" and not to_evict:
-        return dict(result, changed=False, step="drained", msg="node %s is quarantined and drained already" % p["node"])
+    if marked and current.get("step") == step and not to_evict:
+        result["jobs"] = _jobs(client, api, waiting)
+        return dict(result, changed=False, step=step, msg=_waiting_msg(result) if waiting else
+                    "node %s is quarantined and drained already" % p["node"])
+    result["jobs"] = _jobs(client, api, to_evict + waiting)
     if check_mode:
-        return dict(result, changed=True, step="drained", msg=_msg(result, "would"))
+        return dict(result, changed=True, step=step, msg=_msg(result, "would"))
     record = dict(current or {}, gpus=p["gpus"], action=p["action"], scope=p["scope"], step="draining",
                   started=(current or {}).get("started") or now, run=p.get("run") or (current or {}).get("run"),
                   cordoned_by_us=bool((current or {}).get("cordoned_by_us") or need_cordon),
@@ -229,8 +293,103 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     if escalation:
         record["escalated_from"] = escalation
     _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation)
-    _drain(client, api, p, record, to_evict, clock() + p["drain_timeout"], api_exception, result)
-    return dict(result, changed=True, step="drained", msg=_msg(result, ""))
+    _drain(client, api, p, record, to_evict, clock() + p["drain_timeout"], api_exception, result, step)
+    return dict(result, changed=True, step=step, msg=_msg(result, ""))
+
+
+def _jobs(client, api, pods):
+    """The multi-pod jobs of ``pods`` (evicted or waited for), each with every pod of it in its namespace: a job loses all its
+    workers when one is evicted, so the report names them all."""
+    found = {}
+    for item in pods:
+        namespace, name = item["pod"].split("/", 1)
+        job = item.get("job")
+        if job is None:
+            continue
+        key = (job["namespace"], job["selector"])
+        if key not in found:
+            listed = api.list_namespaced_pod(job["namespace"], label_selector=job["selector"]).items
+            found[key] = dict(job, pods=jobs.members(job, [client.sanitize_for_serialization(x) for x in listed]), affected=[])
+        found[key]["affected"].append(item["pod"])
+    return [found[k] for k in sorted(found)]
+
+
+def _waiting_msg(result):
+    return "node %s is quarantined; its GPUs wait for %s" % (result["node"], "; ".join(
+        "%s (%s, running %s)" % (w["pod"], w["why"], "%d s" % w["age_seconds"] if w["age_seconds"] is not None else "for an unknown time")
+        for w in result["waiting_for"]))
+
+
+def _operator_cancelled(node, current):
+    """What an operator undid of our quarantine by hand (a sentence), or None: our cordon lifted (the node schedulable while
+    the annotation says we cordoned it), or our taint taken off (the annotation and the taint are written in one patch)."""
+    if current is None:
+        return None
+    spec = node.get("spec") or {}
+    undone = []
+    if current.get("cordoned_by_us") and not spec.get("unschedulable"):
+        undone.append("uncordoned")
+    if not any(t.get("key") == TAINT_KEY for t in spec.get("taints") or () if isinstance(t, dict)):
+        undone.append("taint %s removed" % TAINT_KEY)
+    return " and ".join(undone) or None
+
+
+def cancel(client, api, p, node, current, undone, check_mode, api_exception, now):
+    """An operator ended our quarantine by hand: the ledger's entry is closed ``cancelled_by_operator`` (the plan then leaves the
+    node alone for the same signal), and only what is ours comes off (the taint, the annotation, the cordon mark, a pause's
+    labels); the Node condition says Unknown. Nothing is evicted."""
+    result = {"node": p["node"], "gpus": current.get("gpus") or [], "action": current.get("action"), "scope": current.get("scope"),
+              "evicted": [], "waiting_for": [], "jobs": [], "cancelled_by_operator": undone, "was": current, "step": CANCELLED_BY_OPERATOR}
+    msg = ("node %s: an operator %s while it was quarantined (step %s): the remediation of that node is cancelled; the next run "
+           "leaves it alone for the same signal" % (p["node"], undone, current.get("step")))
+    if check_mode:
+        return dict(result, changed=True, msg="would record: " + msg)
+
+    def close(ledger):
+        found = _open_entry(ledger, p["node"])
+        if found is None:
+            return None
+        found.update(closed_at=now, result=CANCELLED_BY_OPERATOR, recover_seconds=None)
+        return ledger
+
+    ledgers.update(api, p["namespace"], close, api_exception)
+    restore, dummy = _unpause_patch(node, current)
+    taints = list((node.get("spec") or {}).get("taints") or [])
+    kept = [t for t in taints if t.get("key") != TAINT_KEY]
+    _patch_node(api, node, {"taints": kept} if len(kept) != len(taints) else {}, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
+    set_condition(api, node, "Unknown", "CancelledByOperator",
+                  "gpuops.fleet's quarantine for %s of %s was cancelled: an operator %s" % (
+                      current.get("action"), ", ".join(current.get("gpus") or []) or "the node", undone), now)
+    return dict(result, changed=True, msg=msg)
+
+
+def condition_reason(keys, action):
+    """A Node condition's reason from the signal (CamelCase, as kubelet's own: ``xid:79`` -> ``Xid79``)."""
+    text = (keys or [action or "GPUFault"])[0]
+    words = re.findall(r"[A-Za-z0-9]+", str(text))
+    return ("".join(w[:1].upper() + w[1:] for w in words) or "GPUFault")[:64]
+
+
+def set_condition(api, node, status, reason, message, now):
+    """The Node's ``GPUHealthy`` condition, through the status subresource (a strategic merge on ``conditions``, keyed by type:
+    kubelet's own conditions stay); nothing is written where ``node`` (as read) says this already. True where it changed."""
+    name = _meta(node)["name"]
+    conditions = ((node.get("status") or {}).get("conditions")) or []
+    old = next((c for c in conditions if isinstance(c, dict) and c.get("type") == CONDITION), None)
+    message = message[:1024]
+    if old and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
+        return False
+    stamp = _rfc3339(now)
+    transition = old.get("lastTransitionTime") if old and old.get("status") == status else stamp
+    api.patch_node_status(name, {"status": {"conditions": [{"type": CONDITION, "status": status, "reason": reason, "message": message,
+                                                             "lastHeartbeatTime": stamp, "lastTransitionTime": transition}]}})
+    return True
+
+
+def _quarantined_condition(api, p, node, now):
+    return set_condition(api, node, "False", condition_reason(p.get("keys"), p["action"]),
+                         "gpuops.fleet quarantined %s for %s (signals: %s)" % (
+                             ", ".join(p["gpus"]) or "the node", p["action"], ", ".join(p.get("keys") or []) or "the plan's"), now)
 
 
 def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation):
@@ -248,9 +407,10 @@ def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception,
     except api_exception as exc:
         raise QuarantineError("node %s could not be marked (%s %s): the node was not changed; %s" % (
             p["node"], getattr(exc, "status", ""), getattr(exc, "reason", "") or "", _ledger_take_back(api, p, opened, api_exception))) from None
+    _quarantined_condition(api, p, node, now)
 
 
-def _drain(client, api, p, record, to_evict, deadline, api_exception, result):
+def _drain(client, api, p, record, to_evict, deadline, api_exception, result, step="drained"):
     """The evictions by kubectl drain's rules, then the wait for the pods to go; the step recorded either way."""
     try:
         for item in to_evict:
@@ -264,7 +424,7 @@ def _drain(client, api, p, record, to_evict, deadline, api_exception, result):
         _set_step(client, api, p["node"], record)
         raise QuarantineError("node %s stays quarantined (step drain_blocked; no reset or reboot may run): %s" % (p["node"], exc),
                               dict(result, changed=True, step="drain_blocked")) from exc
-    record["step"] = "drained"
+    record["step"] = step
     _set_step(client, api, p["node"], record)
 
 
@@ -334,6 +494,9 @@ def _msg(result, verb):
         text = "%s %s" % (" and ".join(d + "ed" for d in did), result["node"])
     if result["evicted"]:
         text += "; %s %s" % ("would evict" if verb else "evicted", ", ".join(result["evicted"]))
+    if result.get("waiting_for"):
+        text += "; %s for %s (their eviction modes: a later run goes on once they are gone)" % (
+            "would wait" if verb else "waits", ", ".join("%s (%s)" % (w["pod"], w["mode"]) for w in result["waiting_for"]))
     return text
 
 
@@ -463,4 +626,7 @@ def release(client, api, p, check_mode, api_exception, now=None):
     if ours_cordon:
         spec["unschedulable"] = False
     _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
+    set_condition(api, node, "True", condition_reason([p["result"]], None),
+                  "gpuops.fleet released the node (%s)%s" % (p["result"], " after %d s in quarantine" % result["recover_seconds"]
+                                                              if result["recover_seconds"] is not None else ""), now)
     return dict(result, changed=True, msg="released %s (%s%s)" % (p["node"], p["result"], ", cordon kept: not ours" if result["foreign_cordon"] else ""))

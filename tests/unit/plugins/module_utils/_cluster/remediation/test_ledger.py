@@ -165,6 +165,13 @@ class FakeApi:
         self.node["spec"].update(body.get("spec") or {})
         return self.node
 
+    def patch_node_status(self, name, body):
+        """A strategic merge of ``status.conditions`` by type, as the API server does."""
+        self.calls.append("patch node status")
+        conditions = [c for c in self.node["status"].get("conditions") or [] if c["type"] not in [n["type"] for n in body["status"]["conditions"]]]
+        self.node["status"]["conditions"] = conditions + body["status"]["conditions"]
+        return self.node
+
     def list_pod_for_all_namespaces(self, **kwargs):
         return type("Pods", (), {"items": []})()
 

@@ -67,14 +67,14 @@ def pod(name, uid, owner="ReplicaSet", phase="Running"):
 def test_targets_by_uid_for_a_gpu_and_by_drains_rules_for_a_node():
     pods = [pod("train-0", "u0"), pod("train-1", "u1"), pod("dcgm", "u2", owner="DaemonSet"), pod("done", "u3", phase="Succeeded")]
     p = params(plan=dict(ROW, evictions=[{"pod": "ml/train-0", "uid": "u0"}, {"pod": "ml/train-1", "uid": "other"}, {"pod": "ml/gone", "uid": "u9"}]))
-    to_evict, gone, skipped, refusals = q._targets(p, pods)
+    to_evict, gone, skipped, refusals, waiting = q._targets(p, pods, 0, 0)
     # train-1 is there with another UID: a pod recreated under that name is not the one the plan named
     assert [e["pod"] for e in to_evict] == ["ml/train-0"] and gone == ["ml/train-1", "ml/gone"] and not skipped and not refusals
     node = params(node="gpu-a", action="reboot")
-    to_evict, gone, skipped, refusals = q._targets(node, pods + [pod("notebook", "u4", owner=None)])
+    to_evict, gone, skipped, refusals, waiting = q._targets(node, pods + [pod("notebook", "u4", owner=None)], 0, 0)
     assert sorted(e["pod"] for e in to_evict) == ["ml/train-0", "ml/train-1"]
     assert [s["pod"] for s in skipped] == ["ml/dcgm"] and gone == ["ml/done"]
-    assert len(refusals) == 1 and "ml/notebook has no controller" in refusals[0]
+    assert len(refusals) == 1 and "ml/notebook has no controller" in refusals[0] and waiting == []
 
 
 class Conflict(Exception):
