@@ -151,7 +151,7 @@ POLICY
   wait_for 60 kube-apiserver curl -fsk -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz" || { stop "$dir"; return 1; }
   "$BINDIR/kube-controller-manager" --kubeconfig="$dir/controller.kubeconfig" \
     --bind-address=127.0.0.1 --secure-port=0 --port=0 --leader-elect=false \
-    --controllers=daemonset,replicaset,serviceaccount,serviceaccount-token,garbagecollector,namespace,disruption \
+    --controllers=daemonset,replicaset,job,serviceaccount,serviceaccount-token,garbagecollector,namespace,disruption \
     --service-account-private-key-file="$dir/sa.key" --root-ca-file="$dir/apiserver.crt" \
     --use-service-account-credentials=false >"$dir/kube-controller-manager.log" 2>&1 &
   echo $! >>"$dir/pids"

@@ -171,7 +171,7 @@ options:
 notes:
   - Needs C(get), C(patch) on nodes, C(get), C(patch) on C(nodes/status) (the C(GPUHealthy) condition), C(list), C(watch) on
     pods, C(create) on C(pods/eviction), and C(get), C(create), C(update) on the ledger ConfigMap in O(namespace)
-    (C(docs/rbac/gpu-remediation.yml)).
+    (C(docs/rbac/gpu-remediation-condition.yml)).
   - An operator who uncordons a node this module quarantined (or takes its taint off) cancels its remediation - the next
     O(state=quarantined) closes the ledger's entry as C(cancelled_by_operator), removes only what this module added, sets the
     condition C(Unknown) and evicts nothing; M(gpuops.fleet.gpu_remediation_plan) then leaves the node alone for the same

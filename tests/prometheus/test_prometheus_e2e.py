@@ -33,6 +33,7 @@ import warnings
 import fakenode
 import pytest
 import yaml
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import metrics as remediation_metrics
 from promrig import COLLECTIONS, BIN, Exposition, free_port, render_role, start_prometheus  # pylint: disable=import-error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,7 +59,26 @@ EXPECTED_ALERTS = {
     ("GPURecoveryActionRequired", None, None),
     ("GPURowRemapFailure", None, None),
     ("GPULost", None, None),
+    # the remediation's: gpu-stuck, quarantined for two hours (more than 3600 s)
+    ("GPUNodeStuckInQuarantine", None, None),
 }
+
+
+def REMEDIATION_LEDGER(now):  # noqa: N802 (a table built at the fixture's time)
+    return {"breaker": {"state": "closed"}, "entries": [
+        {"node": "gpu-stuck", "at": now - 7200, "closed_at": None, "result": None},
+        {"node": "gpu-fresh", "at": now - 60, "closed_at": None, "result": None},
+        {"node": "gpu-a", "at": now - 9000, "closed_at": now - 8960, "result": "recovered", "recover_seconds": 40},
+        {"node": "gpu-b", "at": now - 9000, "closed_at": now - 8300, "result": "recovered", "recover_seconds": 700},
+        {"node": "gpu-c", "at": now - 9000, "closed_at": now - 8000, "result": "cancelled_by_operator", "recover_seconds": None}]}
+
+
+REMEDIATION_NODES = [
+    {"metadata": {"name": "gpu-stuck", "annotations": {"gpuops.fleet/gpu-remediation": json.dumps({"step": "awaiting_pods", "action": "reset",
+                                                                                                      "gpus": ["GPU-1"]})}}},
+    {"metadata": {"name": "gpu-fresh", "annotations": {"gpuops.fleet/gpu-remediation": json.dumps({"step": "drained", "action": "reset",
+                                                                                                      "gpus": ["GPU-2"]})}}},
+    {"metadata": {"name": "gpu-a", "annotations": {}}}]
 GLOST = "GPU-33333333-2222-3333-4444-555555555555"
 GOLD = "GPU-44444444-2222-3333-4444-555555555555"
 
@@ -158,6 +178,10 @@ def prometheus(tmp_path_factory, fake_lib_dir):
                           env=env, capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
+    # the GPU remediation's own series (gpu_remediation_metrics' text), in the same textfile directory: gpu-stuck quarantined
+    # two hours ago (past gpu_monitoring_max_quarantine_seconds), gpu-fresh a minute ago (not)
+    (textfiles / "gpuops-remediation.prom").write_text(remediation_metrics.render(REMEDIATION_LEDGER(time.time()), REMEDIATION_NODES))
+
     processes = []
     node_exporter_port = free_port()
     processes.append(subprocess.Popen(["prometheus-node-exporter", "--web.listen-address=127.0.0.1:%d" % node_exporter_port,
@@ -181,6 +205,7 @@ def prometheus(tmp_path_factory, fake_lib_dir):
     ksm = Exposition(ksm_exposition("lab-healthy"))
     rendered = render_role(tmp, gpu_monitoring_rule_interval="1s", gpu_monitoring_waste_for="6s", gpu_monitoring_overallocation_for="3s",
                            gpu_monitoring_xid_for="0s", gpu_monitoring_exporter_down_for="3s", gpu_monitoring_health_for="2s",
+                           gpu_monitoring_max_quarantine_seconds=3600,
                            gpu_monitoring_scrape_static_targets=[
                                {"node": "lab-healthy", "dcgm": dcgm.address, "node_exporter": "127.0.0.1:%d" % node_exporter_port},
                                {"node": "lab-old-exporter", "dcgm": old_dcgm.address, "node_exporter": "127.0.0.1:%d" % free_port()},
@@ -269,6 +294,27 @@ def test_alerts_fire_and_rules_record(prometheus):
     health = sorted((a["labels"]["alertname"], a["labels"]["gpu"]) for a in alerts
                     if a["labels"]["alertname"] in ("GPURecoveryActionRequired", "GPURowRemapFailure", "GPULost"))
     assert health == [("GPULost", "2"), ("GPURecoveryActionRequired", "1"), ("GPURowRemapFailure", "1")]
+
+
+def test_the_remediations_own_metrics_and_its_stuck_quarantine_alert(prometheus):
+    """gpu_remediation_metrics' text through node_exporter's textfile collector: the quarantined nodes with their step, the
+    outcomes, the release histogram; GPUNodeStuckInQuarantine fires for the node quarantined past the threshold only."""
+    deadline = time.monotonic() + 60
+    while True:
+        stuck = [a for a in firing(prometheus) if a["labels"]["alertname"] == "GPUNodeStuckInQuarantine"]
+        if stuck or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert [a["labels"]["k8s_node"] for a in stuck] == ["gpu-stuck"], stuck
+    assert stuck[0]["labels"]["severity"] == "warning" and "gpu-stuck has been quarantined" in stuck[0]["annotations"]["summary"]
+    steps = api(prometheus, "/api/v1/query", query="gpuops_remediation_quarantined")["result"]
+    assert sorted((r["metric"]["k8s_node"], r["metric"]["step"]) for r in steps) == [("gpu-fresh", "drained"), ("gpu-stuck", "awaiting_pods")]
+    outcomes = api(prometheus, "/api/v1/query", query="gpuops_remediation_outcomes")["result"]
+    assert dict((r["metric"]["result"], float(r["value"][1])) for r in outcomes) == {"recovered": 2, "cancelled_by_operator": 1}
+    under = api(prometheus, "/api/v1/query", query='gpuops_remediation_release_seconds_bucket{le="300"}')["result"]
+    assert [float(r["value"][1]) for r in under] == [1]
+    median = api(prometheus, "/api/v1/query", query="histogram_quantile(0.5, gpuops_remediation_release_seconds_bucket)")["result"]
+    assert 0 < float(median[0]["value"][1]) <= 300
 
 
 def run_report(prometheus, tmp_path, **args):

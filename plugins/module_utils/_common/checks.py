@@ -88,6 +88,7 @@ CHECKS = {
     "resource_name": (r"\A%s\Z" % _QUALIFIED, 316, "an extended resource name such as nvidia.com/gpu"),
     "duration": (r"\A(?:[0-9]+(?:ms|s|m|h|d|w|y))+\Z", 64, "a Prometheus duration such as 30s, 5m, 1h30m"),
     "timespan": (r"\A(?:[0-9]+(?:us|ms|s|sec|m|min|h|hr|d))+\Z", 64, "a systemd time span such as 15s, 1min, 1h30min"),
+    "seconds": (r"\A[0-9]{1,10}\Z", 10, "a whole number of seconds, such as 21600 for 6 hours"),
     "prometheus_name": (r"\A[A-Za-z_:][A-Za-z0-9_.:-]*\Z", 128, "letters, digits and _.:- (a Prometheus job name)"),
     "url": (r"\Ahttps?://[^\s\"'<>\\`{}|^]+\Z", 2048, "an http(s) URL without white space or quotes"),
     "unit_path": (UNIT_PATH.pattern, 4096, "an absolute path of letters, digits and ._@+:,=/- only (it is written into a systemd unit)"),
