@@ -148,7 +148,7 @@ options:
   eviction_modes:
     description:
       - How the pods of each namespace leave a faulty GPU, a list of C({namespace, mode, timeout_minutes}); the first rule
-        whose C(namespace) glob matches the pod's namespace wins, and the last rule must be C(namespace: '*').
+        whose C(namespace) glob matches the pod's namespace wins, and the last rule's C(namespace) must be V(*).
       - C(mode=immediate) evicts through the Eviction API now. C(mode=allow_completion) never evicts - the pod runs to its
         end, the node stays quarantined at step C(awaiting_pods) and the reset waits; a later run goes on once it is gone.
         C(mode=delete_after_timeout) evicts (the Eviction API, so a PodDisruptionBudget still counts) once the node's
@@ -230,7 +230,7 @@ jobs:
   description:
     - The multi-pod jobs of the pods evicted or waited for (a Job, an indexed Job, a JobSet, a Kubeflow PyTorchJob or MPIJob
       by their documented labels), each with C(kind), C(name), C(namespace), C(index), C(affected) (its pods this
-      quarantine evicts or waits for) and C(pods) (every pod of the job, with its node and phase): one worker's eviction
+      quarantine evicts or waits for) and C(pods) (every pod of the job, with its node and phase) - one worker's eviction
       costs the whole job.
   returned: state is quarantined
   type: list

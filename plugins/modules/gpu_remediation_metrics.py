@@ -14,7 +14,7 @@ description:
   - Reads the remediation ledger ConfigMap and the Nodes, and returns the remediation's metrics in Prometheus' text format
     for node_exporter's textfile collector (C(playbooks/gpu_remediation_metrics.yml) writes them to a C(.prom) file).
   - C(gpuops_remediation_quarantined{k8s_node, action, step}) for each node quarantined by gpuops.fleet now, and
-    C(gpuops_remediation_quarantine_started_timestamp_seconds{k8s_node}) (the label C(k8s_node): the scrape's own C(node)
+    C(gpuops_remediation_quarantine_started_timestamp_seconds{k8s_node}) (the label C(k8s_node), since the scrape's own C(node)
     label names the host whose node_exporter serves the file), when its quarantine began (its open ledger entry), which
     the alert C(GPUNodeStuckInQuarantine) of the role C(gpuops.fleet.gpu_monitoring) compares with C(time()), so the
     alert fires on time between two writes.

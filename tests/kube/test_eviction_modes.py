@@ -115,7 +115,7 @@ def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_r
         # the training worker is a Job's pod: the report names the job and its pods
         job = [j for j in held["jobs"] if j["kind"] == "Job"]
         assert job and job[0]["name"] == apps["training"] and [m["pod"] for m in job[0]["pods"]] == [pod["training"]]
-        assert [w for w in writes(run, "kube-system")] == []
+        assert writes(run, "kube-system") == []
 
         # a second run in between writes nothing new
         rc, run = f.play(extra, playbook="gpu_remediation.yml")
@@ -132,7 +132,7 @@ def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_r
         assert node_state(f, name)[1]["step"] == "awaiting_pods"
         assert pods_of(f, spaces["training"], apps["training"])[0].metadata.uid == uid["training"]  # still running
         assert pods_of(f, spaces["system"], apps["system"])[0].metadata.uid == uid["system"]
-        assert [w for w in writes(run, "kube-system")] == []
+        assert writes(run, "kube-system") == []
 
         # the training pod ends (as kubelet reports it), kube-system's owner removes its own pod: the next run resets, releases
         training = pods_of(f, spaces["training"], apps["training"])[0]

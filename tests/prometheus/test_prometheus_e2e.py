@@ -74,10 +74,10 @@ def REMEDIATION_LEDGER(now):  # noqa: N802 (a table built at the fixture's time)
 
 
 REMEDIATION_NODES = [
-    {"metadata": {"name": "gpu-stuck", "annotations": {"gpuops.fleet/gpu-remediation": json.dumps({"step": "awaiting_pods", "action": "reset",
-                                                                                                      "gpus": ["GPU-1"]})}}},
-    {"metadata": {"name": "gpu-fresh", "annotations": {"gpuops.fleet/gpu-remediation": json.dumps({"step": "drained", "action": "reset",
-                                                                                                      "gpus": ["GPU-2"]})}}},
+    {"metadata": {"name": "gpu-stuck", "annotations": {"gpuops.fleet/gpu-remediation": json.dumps(
+        {"step": "awaiting_pods", "action": "reset", "gpus": ["GPU-1"]})}}},
+    {"metadata": {"name": "gpu-fresh", "annotations": {"gpuops.fleet/gpu-remediation": json.dumps(
+        {"step": "drained", "action": "reset", "gpus": ["GPU-2"]})}}},
     {"metadata": {"name": "gpu-a", "annotations": {}}}]
 GLOST = "GPU-33333333-2222-3333-4444-555555555555"
 GOLD = "GPU-44444444-2222-3333-4444-555555555555"

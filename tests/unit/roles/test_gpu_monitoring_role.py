@@ -50,10 +50,10 @@ def test_argument_specs_match_defaults_and_the_readme_lists_every_variable():
 
 def test_promtool_checks_the_rules(rendered):
     proc = promtool("check", "rules", str(rendered / "gpuops-gpu-memory.rules.yml"))
-    assert proc.returncode == 0 and "SUCCESS: 18 rules found" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "SUCCESS: 19 rules found" in proc.stdout, proc.stdout + proc.stderr
     rules = yaml.safe_load((rendered / "gpuops-gpu-memory.rules.yml").read_text())
     alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
-    assert sorted(a["alert"] for a in alerts) == ["GPUExporterDown", "GPULost", "GPUMemoryMetricsDown", "GPUMemoryOverAllocation", "GPUMemoryWaste",
+    assert sorted(a["alert"] for a in alerts) == ["GPUExporterDown", "GPULost", "GPUMemoryMetricsDown", "GPUMemoryOverAllocation", "GPUMemoryWaste", "GPUNodeStuckInQuarantine",
                                                   "GPURecoveryActionRequired", "GPURowRemapFailure", "GPUXidCountMissing", "GPUXidErrors"]
     for alert in alerts:
         assert alert["annotations"]["runbook"] and alert["annotations"]["runbook_url"].endswith("#" + alert["alert"].lower())

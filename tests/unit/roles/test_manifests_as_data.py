@@ -85,6 +85,11 @@ def string_variables(role):
     return sorted(names)
 
 
+def internal_numbers(role):
+    specs = role_checks.load(role, "meta", "argument_specs.yml")["argument_specs"]
+    return sorted(name for entry in specs.values() for name, spec in (entry.get("options") or {}).items() if spec.get("type") == "int")
+
+
 def render(role, name, values):
     text = role_checks.render_text(role, name, values)
     if name.endswith((".service.j2", ".timer.j2")):
@@ -207,7 +212,8 @@ def test_each_kind(kind, good, bad):
 def test_every_check_names_a_variable_of_its_role_and_every_such_variable_is_checked():
     for role in TEMPLATES:
         internal = role_checks.load(role, "vars", "main.yml") or {}
-        specs = set(string_variables(role))
+        # a string variable, or a number that reaches a rule as text (gpu_monitoring_max_quarantine_seconds, kind seconds)
+        specs = set(string_variables(role)) | set(internal_numbers(role))
         for name in ("__%s_checks" % role, "__%s_node_checks" % role):
             for kind, fields in (internal.get(name) or {}).items():
                 for var, expr in fields.items():

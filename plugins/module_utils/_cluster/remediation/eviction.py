@@ -184,5 +184,5 @@ def decide(found, fault_age):
     due = found["timeout_minutes"] * 60
     if fault_age >= due:
         return "evict", "delete_after_timeout (%s): the fault is %d s old, past its %d min" % (found["by"], fault_age, found["timeout_minutes"])
-    return "wait", "delete_after_timeout (%s): evicted in %d s, when the fault is %d min old" % (found["by"], due - fault_age,
-                                                                                                  found["timeout_minutes"])
+    return "wait", "delete_after_timeout (%s): evicted in %d s, when the fault is %d min old" % (
+        found["by"], due - fault_age, found["timeout_minutes"])

@@ -381,8 +381,9 @@ def set_condition(api, node, status, reason, message, now):
         return False
     stamp = _rfc3339(now)
     transition = old.get("lastTransitionTime") if old and old.get("status") == status else stamp
-    api.patch_node_status(name, {"status": {"conditions": [{"type": CONDITION, "status": status, "reason": reason, "message": message,
-                                                             "lastHeartbeatTime": stamp, "lastTransitionTime": transition}]}})
+    ours = {"type": CONDITION, "status": status, "reason": reason, "message": message, "lastHeartbeatTime": stamp,
+            "lastTransitionTime": transition}
+    api.patch_node_status(name, {"status": {"conditions": [ours]}})
     return True
 
 
@@ -626,7 +627,6 @@ def release(client, api, p, check_mode, api_exception, now=None):
     if ours_cordon:
         spec["unschedulable"] = False
     _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
-    set_condition(api, node, "True", condition_reason([p["result"]], None),
-                  "gpuops.fleet released the node (%s)%s" % (p["result"], " after %d s in quarantine" % result["recover_seconds"]
-                                                              if result["recover_seconds"] is not None else ""), now)
+    after = " after %d s in quarantine" % result["recover_seconds"] if result["recover_seconds"] is not None else ""
+    set_condition(api, node, "True", condition_reason([p["result"]], None), "gpuops.fleet released the node (%s)%s" % (p["result"], after), now)
     return dict(result, changed=True, msg="released %s (%s%s)" % (p["node"], p["result"], ", cordon kept: not ours" if result["foreign_cordon"] else ""))
