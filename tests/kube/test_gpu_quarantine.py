@@ -108,8 +108,8 @@ def test_a_gpu_scoped_quarantine_evicts_only_the_faulty_gpus_pod_and_the_release
     # then one node patch to quarantine, the GPUHealthy condition (the status subresource), one patch for the step
     # (a 1.20 API server answers policy/v1's eviction 404 first: drain.evict then asks policy/v1beta1; only that one succeeds)
     assert evictions(run) == [pod0.split("/")[1]]
-    assert [w[:2] for w in writes(run) if w[1] != "pods/eviction"] == [("create", "configmaps"), ("patch", "nodes"), ("patch", "nodes/status"),
-                                                                    ("patch", "nodes")]
+    assert [w[:2] for w in writes(run) if w[1] != "pods/eviction"] == [
+        ("create", "configmaps"), ("patch", "nodes"), ("patch", "nodes/status"), ("patch", "nodes")]
     unschedulable, record, marked, taints = node_state(f, name)
     assert unschedulable and marked and taints == [(TAINT, G[0][:12], "NoSchedule")]
     assert (record["gpus"], record["action"], record["scope"], record["step"], record["run"], record["cordoned_by_us"]) == (

@@ -53,7 +53,8 @@ def test_promtool_checks_the_rules(rendered):
     assert proc.returncode == 0 and "SUCCESS: 19 rules found" in proc.stdout, proc.stdout + proc.stderr
     rules = yaml.safe_load((rendered / "gpuops-gpu-memory.rules.yml").read_text())
     alerts = [r for g in rules["groups"] for r in g["rules"] if "alert" in r]
-    assert sorted(a["alert"] for a in alerts) == ["GPUExporterDown", "GPULost", "GPUMemoryMetricsDown", "GPUMemoryOverAllocation", "GPUMemoryWaste", "GPUNodeStuckInQuarantine",
+    assert sorted(a["alert"] for a in alerts) == ["GPUExporterDown", "GPULost", "GPUMemoryMetricsDown", "GPUMemoryOverAllocation", "GPUMemoryWaste",
+                                                  "GPUNodeStuckInQuarantine",
                                                   "GPURecoveryActionRequired", "GPURowRemapFailure", "GPUXidCountMissing", "GPUXidErrors"]
     for alert in alerts:
         assert alert["annotations"]["runbook"] and alert["annotations"]["runbook_url"].endswith("#" + alert["alert"].lower())
