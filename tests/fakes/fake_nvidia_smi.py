@@ -165,6 +165,56 @@ def reset(node, path, ids):
     return 0
 
 
+RECOVERY = {"0": "None", "1": "Reset", "2": "Reboot", "3": "Drain P2P", "4": "Drain and Reset"}
+
+
+def _row(indent, key, value=None):
+    """One line of nvidia-smi -q: the key padded to column 42 from the line's start, then ': value' (a section has none)."""
+    text = "    " * indent + key
+    return text + "\n" if value is None else "%s: %s\n" % (text.ljust(42), value)
+
+
+def query_all(node, records):
+    """``nvidia-smi -q``: its layout (the NVSMI LOG banner, the attached GPUs, one section per GPU keyed by its bus ID, 4
+    spaces an indent, values at column 44), with the lines an RMA ticket reads: product name, serial number, UUID, board
+    part number, the recovery action, ECC errors and remapped rows. The GPU's other sections are left out here."""
+    per = {}
+    for rec in records:
+        if rec[0] in ("board", "recovery", "ecc", "remap") and len(rec) > 1:
+            per.setdefault((rec[0], rec[1]), rec[2:])
+    out = ["\n==============NVSMI LOG==============\n\n", _row(0, "Timestamp", "Tue Dec  1 12:00:00 2026"),
+           _row(0, "Driver Version", node["driver"]), _row(0, "CUDA Version", "12.2"), "\n",
+           _row(0, "Attached GPUs", len(node["gpus"]))]
+    for i, gpu in enumerate(node["gpus"]):
+        key = str(i)
+        board = per.get(("board", key))
+        ecc = per.get(("ecc", key)) or ["0", "0", "0", "0"]
+        remap = per.get(("remap", key))
+        out.append("GPU %s\n" % gpu[2])
+        out.append(_row(1, "Product Name", gpu[1]))
+        out.append(_row(1, "Serial Number", board[0] if board else "N/A"))
+        out.append(_row(1, "GPU UUID", gpu[0]))
+        out.append(_row(1, "Minor Number", gpu[4] if len(gpu) > 4 else i))
+        out.append(_row(1, "Board Part Number", board[1] if board and len(board) > 1 else "N/A"))
+        out.append(_row(1, "GPU Recovery Action", RECOVERY.get((per.get(("recovery", key)) or ["0"])[0], "Unknown")))
+        out.append(_row(1, "ECC Errors"))
+        out.append(_row(2, "Volatile"))
+        out.append(_row(3, "SRAM Correctable", ecc[0]))
+        out.append(_row(3, "SRAM Uncorrectable", ecc[1]))
+        out.append(_row(2, "Aggregate"))
+        out.append(_row(3, "SRAM Correctable", ecc[2]))
+        out.append(_row(3, "SRAM Uncorrectable", ecc[3]))
+        out.append(_row(1, "Remapped Rows"))
+        if remap:
+            for name, value in zip(("Correctable Error", "Uncorrectable Error", "Pending", "Remapping Failure Occurred"), remap):
+                out.append(_row(2, name, value if name.startswith(("Corr", "Uncorr")) else ("Yes" if value == "1" else "No")))
+        else:
+            out.append(_row(2, "Correctable Error", "N/A"))
+        out.append("\n")
+    sys.stdout.write("".join(out))
+    return 0
+
+
 def mode(value):
     return {"-1": "[N/A]", "0": "Disabled", "1": "Enabled"}[value]
 
@@ -186,6 +236,8 @@ def main(argv):
             for m in sorted((m for m in node["migs"] if int(m[0]) == i), key=lambda m: int(m[1])):
                 sys.stdout.write("  MIG %-11s Device %2d: (UUID: %s)\n" % (m[3], int(m[1]), m[2]))
         return 0
+    if argv == ["-q"]:
+        return query_all(node, _records(config_path()))
     ids = argv[argv.index("-i") + 1] if "-i" in argv and argv.index("-i") + 1 < len(argv) else None
     if argv[:1] == ["-pm"] and len(argv) == 4 and argv[1] in ("0", "1") and ids:
         return persistence(node, config_path(), argv[1], ids)

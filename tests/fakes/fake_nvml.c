@@ -25,6 +25,8 @@
  *   arch|<gpu>|<nvml arch>            nvmlDeviceGetArchitecture (default 7, Ampere)
  *   lost|<gpu>                        nvmlDeviceGetHandleByIndex returns 15 (GPU is lost), as for a GPU off the bus
  *   reset_required|<gpu>              every query but UUID, name, PCI info and minor returns 16 (reset required)
+ *   board|<gpu>|<serial>|<part number>   nvmlDeviceGetSerial, nvmlDeviceGetBoardPartNumber (no line: NOT_SUPPORTED, as
+ *                                     on a GeForce board, which has no serial in its InfoROM)
  * Events (the device plugin's health loop: nvmlEventSetCreate, nvmlDeviceRegisterEvents, nvmlEventSetWait_v2):
  *   xid|<gpu>|<xid>                   an XID critical error event (nvmlEventTypeXidCriticalError). The file is read
  *                                     again at each wait; an event set delivers only the xid lines appended after it was
@@ -60,6 +62,8 @@ typedef struct {
     int recovery, lost, reset_required, persistence, arch, temp, slowdown, shutdown, ecc_mode;
     unsigned long long clocks, remap[4], retired[3], ecc[4];
     link_t links[MAX_LINKS];
+    int board;
+    char serial[32], part[32];
 } health_t;
 
 typedef struct dev {
@@ -111,7 +115,7 @@ static void load(void) {
         else if (!strcmp(kind, "uuid_error")) { int i = atoi(field(&s)); if (i >= 0 && i < MAX_GPUS) gpus[i].uuid_error = atoi(field(&s)); }
         else if (!strcmp(kind, "recovery") || !strcmp(kind, "remap") || !strcmp(kind, "retired") || !strcmp(kind, "ecc")
                  || !strcmp(kind, "persistence") || !strcmp(kind, "temp") || !strcmp(kind, "clocks") || !strcmp(kind, "nvlink")
-                 || !strcmp(kind, "arch") || !strcmp(kind, "lost") || !strcmp(kind, "reset_required")) {
+                 || !strcmp(kind, "arch") || !strcmp(kind, "lost") || !strcmp(kind, "reset_required") || !strcmp(kind, "board")) {
             int i = atoi(field(&s)), k;
             health_t *h;
             if (i < 0 || i >= MAX_GPUS) continue;
@@ -126,6 +130,11 @@ static void load(void) {
             else if (!strcmp(kind, "arch")) h->arch = atoi(field(&s));
             else if (!strcmp(kind, "lost")) h->lost = 1;
             else if (!strcmp(kind, "reset_required")) h->reset_required = 1;
+            else if (!strcmp(kind, "board")) {
+                h->board = 1;
+                snprintf(h->serial, sizeof h->serial, "%s", field(&s));
+                snprintf(h->part, sizeof h->part, "%s", field(&s));
+            }
             else {
                 int link = atoi(field(&s));
                 link_t *l;
@@ -409,6 +418,10 @@ int nvmlDeviceGetTemperatureThreshold(dev_t_ *d, int which, unsigned *v) {
     return 0;
 }
 int nvmlDeviceGetCurrentClocksEventReasons(dev_t_ *d, unsigned long long *v) { WHOLE_GPU(d); *v = d->h.clocks; return 0; }
+/* NVML_DEVICE_SERIAL_BUFFER_SIZE 30, NVML_DEVICE_PART_NUMBER_BUFFER_SIZE 80 (nvml.h): the InfoROM's, readable on a GPU
+ * that needs a reset too (nvidia-smi -q prints them then) */
+int nvmlDeviceGetSerial(dev_t_ *d, char *v, unsigned len) { CHECK_INIT(); CHECK_DEV(d); if (d->is_mig) return 3; if (!d->h.board) return 3; return copy_str(v, len, d->h.serial); }
+int nvmlDeviceGetBoardPartNumber(dev_t_ *d, char *v, unsigned len) { CHECK_INIT(); CHECK_DEV(d); if (d->is_mig) return 3; if (!d->h.board) return 3; return copy_str(v, len, d->h.part); }
 
 static int any_link(const dev_t_ *d) {
     int i;
