@@ -64,6 +64,19 @@ def build_lib(out_dir, defines=()):
     return out_dir
 
 
+def dcgm_dir(out_dir):
+    """A directory holding the fake ``dcgmi`` (fake_dcgmi.py), for a test that puts DCGM on a fake node's PATH (the default
+    lib dir has none: a node without DCGM keeps the verification pod as its gate); returns it."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "dcgmi")
+    with open(os.path.join(HERE, "fake_dcgmi.py")) as src, open(path + ".tmp", "w") as dst:
+        dst.write("#!%s\n" % sys.executable)
+        dst.write(src.read())
+    os.chmod(path + ".tmp", 0o755)
+    os.replace(path + ".tmp", path)
+    return out_dir
+
+
 def _build_locked(out_dir, defines):
     lib = os.path.join(out_dir, "libnvidia-ml.so.1")
     command = (["gcc", "-Wall", "-Wextra", "-Werror", "-O2", "-shared", "-fPIC", "-Wl,-soname,libnvidia-ml.so.1"]

@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: DCGM's diagnostic as the gate before a remediated GPU is released (module
+gpu_diag), on the node.
+
+``dcgmi diag -r <level> -i <GPU ids> -j``: DCGM's JSON, as NVVS writes it (DCGM's ``nvvs`` JsonOutput, and its own
+test of real output, ``JsonResult: Deserialize real output``)::
+
+    {"DCGM GPU Diagnostic": {"test_categories": [
+        {"category": "Deployment", "tests": [{"name": "Denylist", "results": [{"gpu_ids": "0,1", "status": "PASS"}]}, null, ...]},
+        {"category": "Hardware", "tests": [{"name": "GPU Memory", "results": [{"gpu_ids": "1", "status": "Fail",
+                                             "warnings": [{"warning": "...", "error_id": 83}], "info": ["..."]}]}]}],
+     "version": "3.3.5"}}
+
+What the parse tolerates, because real output has it: text before the JSON (a warning line), ``null`` between tests,
+``gpu_ids`` as a CSV string (a software test's, for every GPU) or a number, status in any case (``PASS``, ``Fail``,
+``SKIPPED``), warnings as objects or strings, a ``runtime_error``. What it never does: take an output with no result for
+the asked GPUs for a pass. The exit code is read only where there is no JSON.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError, ParameterError, ResultError
+from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, hostroot
+
+LEVELS = (1, 2, 3, 4)
+STATUSES = {"PASS": "pass", "FAIL": "fail", "WARN": "warn", "WARNING": "warn", "SKIP": "skip", "SKIPPED": "skip", "NOT RUN": "skip"}
+MAX_TEXT = 400
+
+ARGUMENT_SPEC = dict(
+    gpus=dict(type="list", elements="str", required=True),
+    level=dict(type="int", default=2),
+    driver_root=dict(type="path"),
+)
+
+
+class DiagError(ResultError):
+    """DCGM's diagnostic failed on a remediated GPU, or gave no verdict (``result`` holds what it said)."""
+
+
+def _ids(value):
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, str):
+        return [int(v) for v in value.split(",") if v.strip().isdigit()]
+    return []
+
+
+def _warnings(result):
+    out = []
+    for item in result.get("warnings") or ():
+        if isinstance(item, dict):
+            text = item.get("warning")
+            code = item.get("error_id")
+            out.append(("%s (error %s)" % (text, code) if code is not None else str(text))[:MAX_TEXT])
+        elif isinstance(item, str):
+            out.append(item[:MAX_TEXT])
+    return out
+
+
+def parse(text):
+    """``{"version", "runtime_error", "results": [{category, test, gpus, status, warnings}]}`` of dcgmi's JSON; None where the
+    text holds no JSON object."""
+    text = text or ""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end < start:
+        return None
+    try:
+        data = json.loads(text[start:end + 1])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    root = data.get("DCGM GPU Diagnostic", data.get("DCGM Diagnostic", data))
+    root = root if isinstance(root, dict) else {}
+    found = {"version": str(root.get("version") or "")[:32] or None,
+             "runtime_error": str(root.get("runtime_error") or data.get("runtime_error") or "")[:MAX_TEXT] or None, "results": []}
+    for category in root.get("test_categories") or ():
+        if not isinstance(category, dict):
+            continue
+        for test in category.get("tests") or ():
+            if not isinstance(test, dict):
+                continue
+            for result in test.get("results") or ():
+                if not isinstance(result, dict):
+                    continue
+                status = STATUSES.get(str(result.get("status") or "").strip().upper(), "unknown")
+                found["results"].append({"category": str(category.get("category") or "")[:64], "test": str(test.get("name") or "")[:64],
+                                         "gpus": _ids(result.get("gpu_ids")), "status": status, "warnings": _warnings(result)})
+    return found
+
+
+def verdict(parsed, indices):
+    """``(passed, failed [results], reason)`` for the GPUs ``indices``: a fail (or an unknown status) on any of them fails;
+    no result naming them, or a runtime error, is no verdict (reason), never a pass."""
+    if parsed is None:
+        return False, [], "dcgmi wrote no JSON"
+    if parsed["runtime_error"]:
+        return False, [], "DCGM's runtime error: %s" % parsed["runtime_error"]
+    ours = [r for r in parsed["results"] if set(r["gpus"]) & set(indices)]
+    if not ours:
+        return False, [], "dcgmi's results name none of GPUs %s" % ",".join(map(str, indices))
+    failed = [r for r in ours if r["status"] in ("fail", "unknown")]
+    return not failed, failed, None
+
+
+def _indices(driver_root, uuids):
+    """NVML's index of each UUID (DCGM's GPU ids are NVML's indices); InventoryError where one is not on the node."""
+    try:
+        pynvml = gpu_inventory.open_nvml(driver_root)
+    except (BackendUnavailable, InventoryError) as exc:
+        raise InventoryError(gpu_inventory.explain("nvml: %s" % exc)) from None
+    try:
+        by_uuid = {}
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            by_uuid[gpu_inventory.nvml_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index)))] = index
+    except pynvml.NVMLError as exc:
+        raise InventoryError("NVML query failed: %s" % exc) from None
+    finally:
+        gpu_inventory.nvml_shutdown(pynvml)
+    missing = [u for u in uuids if u not in by_uuid]
+    if missing:
+        raise InventoryError("GPU %s is not on this node (NVML has %s)" % (", ".join(missing), ", ".join(sorted(by_uuid)) or "none"))
+    return [by_uuid[u] for u in uuids]
+
+
+def check(params):
+    gpus = params.get("gpus") or []
+    if not gpus:
+        raise ParameterError("gpus", "name the remediated GPUs (UUIDs) the diagnostic must pass")
+    for i, uuid in enumerate(gpus):
+        if not isinstance(uuid, str) or not GPU_ID.match(uuid):
+            raise ParameterError("gpus[%d]" % i, "%r is not a GPU UUID (GPU-...)" % (uuid,))
+    if params.get("level") not in LEVELS:
+        raise ParameterError("level", "%r is not a dcgmi diag level (1 quick, 2 medium, 3 long, 4 extended)" % (params.get("level"),))
+    return gpus
+
+
+def run_gate(params, run, get_bin_path, check_mode=False):
+    """The gate's result: ``gate: none`` (with why) where the node has no dcgmi (the verification pod stays the gate),
+    ``gate: dcgm`` with ``passed`` and the results; DiagError where it failed or gave no verdict (the message names the
+    failing test and GPU)."""
+    gpus = check(params)
+    base = hostroot.root()
+    found, run = hostroot.tools(("dcgmi",), get_bin_path, run, base)
+    if not found["dcgmi"]:
+        return {"gate": "none", "dcgm": False, "reason": "dcgmi is not on the node: the verification pod is the gate", "level": params["level"]}
+    driver_root = params.get("driver_root") or None
+    if driver_root and base is not None:
+        driver_root = hostroot.local(driver_root, base)
+    indices = _indices(driver_root, gpus)
+    argv = [found["dcgmi"], "diag", "-r", str(params["level"]), "-i", ",".join(map(str, indices)), "-j"]
+    result = {"gate": "dcgm", "dcgm": True, "level": params["level"], "gpus": dict(zip(gpus, indices)), "command": " ".join(argv[1:])}
+    if check_mode:
+        return dict(result, skipped=True, passed=None, reason="check mode: the diagnostic loads the GPUs, it does not run")
+    rc, out, err = run(argv)
+    parsed = parse(out)
+    passed, failed, reason = verdict(parsed, indices)
+    result.update(passed=passed, rc=rc, version=(parsed or {}).get("version"), failed=failed,
+                  results=(parsed or {}).get("results", [])[:200])
+    if passed:
+        return result
+    by_index = dict((i, u) for u, i in zip(gpus, indices))
+    if failed:
+        named = "; ".join("%s (%s) on GPU %s%s" % (f["test"], f["category"], ", ".join("%d (%s)" % (g, by_index[g]) for g in f["gpus"] if g in by_index),
+                                                  ": " + " | ".join(f["warnings"]) if f["warnings"] else "") for f in failed)
+        raise DiagError("DCGM diagnostic level %d failed: %s" % (params["level"], named), result)
+    raise DiagError("DCGM diagnostic level %d gave no verdict (%s; dcgmi exited %d: %s)" % (
+        params["level"], reason, rc, ((err or out) or "").strip()[:MAX_TEXT]), result)

@@ -1,0 +1,114 @@
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_diag: DCGM's JSON read as real output has it (the parse, pure), and the module run by ansible-playbook on a fake
+node: with the fake dcgmi a failing test fails the task naming it and the GPU, a pass passes, DCGM's runtime error is no
+pass; without dcgmi nothing runs and the gate is none (the verification pod's)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import fakenode
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import diag
+
+G = ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0", "GPU-11111111-2222-3333-4444-555555555555"]
+# DCGM 3.1's own test of real output (JsonResult: Deserialize real output), cut to two tests: text before the JSON, a null
+# between tests, a software test's gpu_ids as one CSV string, per-GPU results with numbers
+REAL = """WARNING: THIS SHOULD NOT HAPPEN
+{
+"DCGM GPU Diagnostic" : {
+  "test_categories" : [
+    {"category" : "Deployment", "tests" : [
+      {"name" : "Denylist", "results" : [{"gpu_ids" : "0,1,2,3,4,5,6,7", "status" : "PASS"}]},
+      null,
+      {"name" : "NVML Library", "results" : [{"gpu_ids" : "0,1,2,3,4,5,6,7", "status" : "PASS"}]}]},
+    {"category" : "Custom", "tests" : [
+      {"name" : "software", "results" : [{"gpu_ids" : 0, "status" : "PASS"}, {"gpu_ids" : 1, "status" : "PASS"}]}]}],
+  "version" : "3.1.0"
+}
+}
+"""
+
+
+def test_real_output_parses_and_a_fail_on_our_gpu_fails_while_one_on_another_does_not():
+    parsed = diag.parse(REAL)
+    assert parsed["version"] == "3.1.0" and len(parsed["results"]) == 4
+    assert diag.verdict(parsed, [1]) == (True, [], None)
+    failing = json.loads(REAL[REAL.index("{"):])
+    failing["DCGM GPU Diagnostic"]["test_categories"][1]["tests"][0]["results"][1] = {
+        "gpu_ids": "1", "status": "Fail", "warnings": [{"warning": "Pages retired", "error_id": 83}]}
+    parsed = diag.parse(json.dumps(failing))
+    passed, failed, reason = diag.verdict(parsed, [1])
+    assert not passed and [(f["test"], f["gpus"], f["warnings"]) for f in failed] == [("software", [1], ["Pages retired (error 83)"])]
+    assert diag.verdict(parsed, [0])[0]  # GPU 0's results pass: another GPU's failure is not this gate's
+
+
+@pytest.mark.parametrize("text, why", [
+    ("", "dcgmi wrote no JSON"),
+    ("Error: unable to connect to the host engine", "dcgmi wrote no JSON"),
+    ('{"DCGM GPU Diagnostic": {"runtime_error": "The GPU is in use", "version": "3.3.5"}}', "DCGM's runtime error: The GPU is in use"),
+    ('{"DCGM GPU Diagnostic": {"test_categories": [], "version": "4.2.3"}}', "dcgmi's results name none of GPUs 1"),
+    ('{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "GPU Memory", "results": '
+     '[{"gpu_ids": "0", "status": "Fail"}]}]}]}}', "dcgmi's results name none of GPUs 1"),
+])
+def test_no_verdict_is_never_a_pass(text, why):
+    passed, failed, reason = diag.verdict(diag.parse(text), [1])
+    assert not passed and not failed and reason == why
+
+
+def test_an_unknown_status_on_our_gpu_fails():
+    text = '{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "GPU Memory", "results": ' \
+           '[{"gpu_ids": "1", "status": "Broken"}]}]}]}}'
+    passed, failed, dummy = diag.verdict(diag.parse(text), [1])
+    assert not passed and failed[0]["status"] == "unknown"
+
+
+def records(*extra):
+    return [fakenode.gpu(G[0], fakenode.A100, "00000000:3B:00.0", 40960, 0), fakenode.gpu(G[1], fakenode.A100, "00000000:5E:00.0", 40960, 1)] \
+        + list(extra)
+
+
+def with_dcgm(env, tmp_path):
+    env = dict(env)
+    env["PATH"] = fakenode.dcgm_dir(str(tmp_path / "dcgm")) + os.pathsep + env["PATH"]
+    return env
+
+
+def test_a_failing_test_on_the_gpu_fails_the_gate_naming_it(fake_node, playbook, tmp_path):
+    env = with_dcgm(fake_node(records("dcgm_fail|1|GPU Memory|Memory errors detected on GPU 1 (SIMULATED)|83")), tmp_path)
+    playbook("gpu_diag.yml", env, target=G[1])
+    got = json.loads((tmp_path / "diag.json").read_text())
+    assert got["in_check"]["gate"] == "dcgm" and got["in_check"]["passed"] is None and not got["in_check"]["changed"]
+    level2 = got["level2"]
+    assert level2["failed"] and level2["gate"] == "dcgm" and level2["passed"] is False and level2["rc"] == 226
+    assert level2["msg"] == ("DCGM diagnostic level 2 failed: GPU Memory (Hardware) on GPU 1 (%s): Memory errors detected on GPU 1 "
+                             "(SIMULATED) (error 83)" % G[1])
+    # it ran once (check mode ran nothing), on GPU 1 only, at level 2, with JSON
+    with open(env["GPUOPS_FAKE_NVML_CONFIG"] + ".dcgmi-runs") as handle:
+        runs = handle.read().splitlines()
+    assert runs == ["diag -r 2 -i 1 -j"]
+    assert got["bad_level"]["failed"] and "level" in got["bad_level"]["msg"]
+    assert got["not_here"]["failed"] and "GPU-99999999-2222-3333-4444-555555555555 is not on this node" in got["not_here"]["msg"]
+
+
+def test_a_pass_passes_and_a_runtime_error_does_not(fake_node, playbook, tmp_path):
+    env = with_dcgm(fake_node(records("dcgm_fail|0|GPU Memory|another GPU's failure|83")), tmp_path)
+    playbook("gpu_diag.yml", env, target=G[1])
+    level2 = json.loads((tmp_path / "diag.json").read_text())["level2"]
+    assert not level2.get("failed") and level2["passed"] and level2["version"] == "3.3.5" and level2["gpus"] == {G[1]: 1}
+    assert {(r["test"], r["status"]) for r in level2["results"] if 1 in r["gpus"]} >= {("GPU Memory", "pass"), ("PCIe", "pass")}
+    env = with_dcgm(fake_node(records("dcgm_runtime_error|The GPU is in use by another client (SIMULATED)")), tmp_path)
+    playbook("gpu_diag.yml", env, target=G[1])
+    level2 = json.loads((tmp_path / "diag.json").read_text())["level2"]
+    assert level2["failed"] and "gave no verdict (DCGM's runtime error: The GPU is in use" in level2["msg"]
+
+
+def test_without_dcgm_nothing_runs_and_the_gate_is_the_verification_pods(fake_node, playbook, tmp_path):
+    env = fake_node(records("dcgm_fail|1|GPU Memory|would fail|83"))
+    playbook("gpu_diag.yml", env, target=G[1])
+    level2 = json.loads((tmp_path / "diag.json").read_text())["level2"]
+    assert not level2.get("failed") and (level2["gate"], level2["dcgm"]) == ("none", False) and "verification pod" in level2["reason"]
+    assert not os.path.exists(env["GPUOPS_FAKE_NVML_CONFIG"] + ".dcgmi-runs")
