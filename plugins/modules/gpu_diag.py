@@ -15,7 +15,7 @@ description:
     on O(gpus) (their NVML indices, which are DCGM's GPU ids) and reads its JSON - the categories, tests and each GPU's
     result. A test that fails on one of O(gpus) fails the task, naming the test, its category, the GPU and DCGM's warning;
     so does an output with no result for them, or DCGM's runtime error - never a pass.
-  - Where DCGM is absent, changes nothing and returns C(gate=none) with why; the role C(gpuops.fleet.gpu_remediation) then
+  - Where DCGM is absent, changes nothing and returns C(gate=no_dcgm) with why; the role C(gpuops.fleet.gpu_remediation) then
     keeps its verification pod as the gate, and its report says which gate ran.
   - Check mode does not run the diagnostic (it loads the GPUs for minutes at level 2 and up).
   - The diagnostic runs for its level's time (level 1 about a minute, 2 a few minutes, 3 and 4 up to hours).
@@ -62,7 +62,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 gate:
-  description: V(dcgm) where the diagnostic ran, V(none) where DCGM is not on the node (the verification pod is the gate).
+  description: V(dcgm) where the diagnostic ran, V(no_dcgm) where DCGM is not on the node (the verification pod is the gate).
   returned: always
   type: str
 passed:

@@ -41,10 +41,10 @@ def test_the_allowed_actions_choices_are_the_tables_automated_actions():
 
 def test_each_stage_is_registered_once_and_every_registered_result_is_a_stage():
     registered = [t["register"] for t in _tasks(yaml.safe_load(_read("tasks", "main.yml"))) if "register" in t]
-    assert sorted(registered) == sorted(outcome.STAGE_VARS)
+    assert sorted(registered) == sorted(outcome.STAGE_VARS + outcome.AFTER_REPORT)
     assert len(set(registered)) == len(registered)
     # the report reads them in the table's order
-    assert list(actions.STAGES)[0] == "quarantine" and list(actions.STAGES)[-2:] == ["recovery", "release"]
+    assert list(actions.STAGES)[0] == "quarantine" and list(actions.STAGES)[-3:] == ["recovery", "diag", "release"]
 
 
 def test_the_role_reads_only_flags_the_targets_give_and_runs_a_block_for_each_automated_action():

@@ -22,6 +22,8 @@ STAGES = actions.STAGES
 # gpu_remediation_<stage>, but the post-check's, as gpu_remediation_verify is the role's switch of the verification pod
 REGISTERED_AS = {"verify": "post_check"}
 STAGE_VARS = tuple("gpu_remediation_" + REGISTERED_AS.get(s, s) for s in STAGES)
+# what the role registers after the report is made, for it (the RMA evidence): never a stage
+AFTER_REPORT = ("gpu_remediation_evidence",)
 RMA_NEXT = ("replace the GPU: open an RMA with NVIDIA, attaching nvidia-bug-report.sh's log from this node and this report "
             "(the GPUs' UUIDs, the XIDs and recovery action the plan saw); the node stays quarantined until it is released")
 
@@ -145,7 +147,7 @@ def report(target, results, failure=None):
            "reasons": list(row.get("reasons") or []), "keys": list(row.get("keys") or []), "driver_version": row.get("driver_version"),
            "tried": actions.tried(lambda stage: _ran(results.get(stage))), "failed_step": failed,
            "failed_task": failure["task"] if failure else None, "error": _error(failed, results, failure), "rebooted": rebooted,
-           "quarantined": True}
+           "quarantined": True, "gate": _gate(results)}
     out["outcome"], out["next"] = _next(failed, at_quarantine, rebooted, target)
     return out
 
@@ -172,6 +174,13 @@ def _held(target, row, quarantine):
             "jobs": list(quarantine.get("jobs") or []), "cancelled_by_operator": quarantine.get("cancelled_by_operator")}
 
 
+def _gate(results):
+    """The gate before the release that ran: ``dcgm`` (DCGM's diagnostic), else None (the verification pod, where it runs, is
+    the role's own task: its failure names it)."""
+    diag = results.get("diag")
+    return "dcgm" if _ran(diag) and diag.get("gate") == "dcgm" else None
+
+
 def _next(failed, at_quarantine, rebooted, target):
     """``(outcome, what to do next)`` of a node the run leaves quarantined."""
     if failed is None and at_quarantine == "rma_candidate":
@@ -180,6 +189,10 @@ def _next(failed, at_quarantine, rebooted, target):
         return at_quarantine, "investigate: the plan could not name an automatic action (see reasons); release the node when done"
     if failed == "verify" and rebooted:
         return "rma_candidate", "the GPU did not recover from a reboot; " + RMA_NEXT
+    if failed == "diag":
+        return "needs_human", ("DCGM's diagnostic failed on the remediated GPUs (see error: the test, the GPU, DCGM's warning): the GPU "
+                               "is not released; run dcgmi diag -r 3 on it, and open an RMA if it fails again (the evidence is in "
+                               "this report); the node stays quarantined until it is released")
     if failed == "recovery":
         return "needs_human", ("the device plugin's new pod is not Ready on the node, or its allocatable GPUs are below capacity (see "
                                "error): NVML found the GPUs healthy, so look at the plugin pod (its log, its image); the node stays "

@@ -49,8 +49,9 @@ ACTING = tuple(n for n in NAMES if TABLE[n]["scope"])
 AUTOMATED = tuple(n for n in NAMES if TABLE[n]["automated"])
 NODE_SCOPED = tuple(n for n in NAMES if TABLE[n]["scope"] == "node")
 # the role's registered results, in the order it runs them: the quarantine, each automated action's block, the recovery
-# check and the release (roles/gpu_remediation/tasks/main.yml registers gpu_remediation_<stage>; a test holds them together)
-STAGES = ("quarantine",) + tuple(s for n in AUTOMATED for s in TABLE[n]["stages"]) + ("recovery", "release")
+# check, DCGM's diagnostic (the gate where DCGM is installed) and the release (roles/gpu_remediation/tasks/main.yml registers
+# gpu_remediation_<stage>; a test holds them together)
+STAGES = ("quarantine",) + tuple(s for n in AUTOMATED for s in TABLE[n]["stages"]) + ("recovery", "diag", "release")
 
 
 def severity(action):

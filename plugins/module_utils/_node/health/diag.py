@@ -144,14 +144,14 @@ def check(params):
 
 
 def run_gate(params, run, get_bin_path, check_mode=False):
-    """The gate's result: ``gate: none`` (with why) where the node has no dcgmi (the verification pod stays the gate),
+    """The gate's result: ``gate: no_dcgm`` (with why) where the node has no dcgmi (the verification pod stays the gate),
     ``gate: dcgm`` with ``passed`` and the results; DiagError where it failed or gave no verdict (the message names the
     failing test and GPU)."""
     gpus = check(params)
     base = hostroot.root()
     found, run = hostroot.tools(("dcgmi",), get_bin_path, run, base)
     if not found["dcgmi"]:
-        return {"gate": "none", "dcgm": False, "reason": "dcgmi is not on the node: the verification pod is the gate", "level": params["level"]}
+        return {"gate": "no_dcgm", "dcgm": False, "reason": "dcgmi is not on the node: the verification pod is the gate", "level": params["level"]}
     driver_root = params.get("driver_root") or None
     if driver_root and base is not None:
         driver_root = hostroot.local(driver_root, base)

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """gpu_diag: DCGM's JSON read as real output has it (the parse, pure), and the module run by ansible-playbook on a fake
 node: with the fake dcgmi a failing test fails the task naming it and the GPU, a pass passes, DCGM's runtime error is no
-pass; without dcgmi nothing runs and the gate is none (the verification pod's)."""
+pass; without dcgmi nothing runs and the gate is no_dcgm (the verification pod's)."""
 
 from __future__ import annotations
 
@@ -110,5 +110,5 @@ def test_without_dcgm_nothing_runs_and_the_gate_is_the_verification_pods(fake_no
     env = fake_node(records("dcgm_fail|1|GPU Memory|would fail|83"))
     playbook("gpu_diag.yml", env, target=G[1])
     level2 = json.loads((tmp_path / "diag.json").read_text())["level2"]
-    assert not level2.get("failed") and (level2["gate"], level2["dcgm"]) == ("none", False) and "verification pod" in level2["reason"]
+    assert not level2.get("failed") and (level2["gate"], level2["dcgm"]) == ("no_dcgm", False) and "verification pod" in level2["reason"]
     assert not os.path.exists(env["GPUOPS_FAKE_NVML_CONFIG"] + ".dcgmi-runs")
