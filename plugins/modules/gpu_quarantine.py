@@ -241,6 +241,13 @@ fault_age_seconds:
   returned: state is quarantined
   type: int
   version_added: 0.4.0
+condition_error:
+  description:
+    - Why the Node condition C(GPUHealthy) could not be written (no C(patch) on C(nodes/status)), or null. It never stops
+      a quarantine, a cancel or a release - the taint says a node is out, the condition why - and the task warns.
+  returned: when the condition was to change
+  type: str
+  version_added: 0.4.0
 cancelled_by_operator:
   description: What an operator undid by hand (C(uncordoned), the taint removed), where the remediation was cancelled.
   returned: step is cancelled_by_operator
@@ -356,7 +363,10 @@ def main():
         # a QuarantineError's result (where the node stands) comes back beside its message (k8s_watch.failure)
         return step(client, api, p, module.check_mode, ApiException)
 
-    module.exit_json(**run(module, work))
+    result = run(module, work)
+    if result.get("condition_error"):
+        module.warn(result["condition_error"])
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """GPU health, part 2, on a REAL kubelet v1.20.2 node (SIMULATED GPUs: fake NVML, fake nvidia-smi, a fake device
-plugin running the real plugin's XID health loop): quarantine, reset, recover, release.
+plugin running the real plugin's XID health loop): quarantine, reset, recover, release; the GPUHealthy Node condition
+through the real kubelet's status updates.
 
 Three GPUs, one ReplicaSet pod on each. An XID 48 with NVML's recovery action "reset" hits train-b's GPU: the plugin
 marks it Unhealthy and the real kubelet lowers allocatable to 2. The plan's row goes to gpuops.fleet.gpu_quarantine:
@@ -65,6 +66,19 @@ def playbook(node, tmp, name, tasks, hosts="localhost", through_api=False, exec_
     return [t["hosts"][hosts if hosts != "localhost" else "localhost"] for t in out["plays"][0]["tasks"]]
 
 
+def condition(node):
+    """(status, reason) of the Node's GPUHealthy condition, or None."""
+    found = [c for c in node.cluster.core.read_node_status(realnode.NAME).status.conditions or [] if c.type == "GPUHealthy"]
+    return (found[0].status, found[0].reason) if found else None
+
+
+def kubelet_status_patches(cluster, offset):
+    """How many status patches the real kubelet made since ``offset`` (the audit log: its user agent)."""
+    return sum(1 for e in cluster.audit_events(offset, user="admin")
+               if e["verb"] == "patch" and (e.get("objectRef") or {}).get("subresource") == "status"
+               and (e.get("objectRef") or {}).get("resource") == "nodes" and (e.get("userAgent") or "").startswith("kubelet"))
+
+
 def containers(node):
     """{pod name: container ID} of the namespace's running pods."""
     found = {}
@@ -112,6 +126,23 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     assert holders(node, target) == []
     assert dict((n, c) for n, c in containers(node).items() if n in kept) == kept  # the other GPUs' containers kept running
 
+    # the Node condition GPUHealthy (nodes/status): False while quarantined, and it outlives 2 minutes of the real kubelet's
+    # own status updates (every 4 s here: --node-status-update-frequency; a strategic merge keyed by type on both sides)
+    watched = time.monotonic()
+    assert condition(node) == ("False", "Recovery1"), condition(node)
+    kubelet_offset = node.cluster.audit_offset()
+    seen = set()
+    while time.monotonic() - watched < 120:
+        seen.add(condition(node))
+        time.sleep(5)
+    seen.add(condition(node))
+    patches = kubelet_status_patches(node.cluster, kubelet_offset)
+    assert seen == {("False", "Recovery1")} and patches >= 10, (seen, patches)
+    assert [c.status for c in node.cluster.core.read_node_status(realnode.NAME).status.conditions if c.type == "Ready"] == ["True"]
+    watched = time.monotonic() - watched
+    seconds["the condition watched through kubelet's status updates (not counted below)"] = watched
+    seconds["kubelet's status patches while watched"] = patches
+
     # the plugin's health loop holds NVML: the reset is refused, nothing changed. The resets run through the API alone
     # (gpuops.fleet.k8s_node: a node pod, chrooted into the host), as on a managed cluster without SSH
     node.namespace(NODE_PODS)
@@ -149,7 +180,8 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
         "state": "released", "node": realnode.NAME, "namespace": NAMESPACE, "result": "recovered"}}])[0]
     assert released["changed"] and released["uncordoned"], released
     seconds["release"] = time.monotonic() - step
-    seconds["quarantine to release"] = time.monotonic() - started
+    seconds["quarantine to release"] = time.monotonic() - started - watched
+    assert condition(node) == ("True", "Recovered"), condition(node)
     calls = realnode.api_calls(node.cluster, offset)
     # train-b's replacement is admitted on the reset GPU; the other pods never restarted
     wait(lambda: len(containers(node)) == 3, "train-b's replacement running", timeout=180)

@@ -292,7 +292,7 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
                   boot_id=(current or {}).get("boot_id") or boot_id)
     if escalation:
         record["escalated_from"] = escalation
-    _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation)
+    result["condition_error"] = _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation)
     _drain(client, api, p, record, to_evict, clock() + p["drain_timeout"], api_exception, result, step)
     return dict(result, changed=True, step=step, msg=_msg(result, ""))
 
@@ -357,9 +357,10 @@ def cancel(client, api, p, node, current, undone, check_mode, api_exception, now
     taints = list((node.get("spec") or {}).get("taints") or [])
     kept = [t for t in taints if t.get("key") != TAINT_KEY]
     _patch_node(api, node, {"taints": kept} if len(kept) != len(taints) else {}, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
-    set_condition(api, node, "Unknown", "CancelledByOperator",
-                  "gpuops.fleet's quarantine for %s of %s was cancelled: an operator %s" % (
-                      current.get("action"), ", ".join(current.get("gpus") or []) or "the node", undone), now)
+    result["condition_error"] = set_condition(api, node, "Unknown", "CancelledByOperator",
+                                              "gpuops.fleet's quarantine for %s of %s was cancelled: an operator %s" % (
+                                                  current.get("action"), ", ".join(current.get("gpus") or []) or "the node", undone),
+                                              now, api_exception)
     return dict(result, changed=True, msg=msg)
 
 
@@ -370,27 +371,34 @@ def condition_reason(keys, action):
     return ("".join(w[:1].upper() + w[1:] for w in words) or "GPUFault")[:64]
 
 
-def set_condition(api, node, status, reason, message, now):
+def set_condition(api, node, status, reason, message, now, api_exception):
     """The Node's ``GPUHealthy`` condition, through the status subresource (a strategic merge on ``conditions``, keyed by type:
-    kubelet's own conditions stay); nothing is written where ``node`` (as read) says this already. True where it changed."""
+    kubelet's own conditions stay); nothing is written where ``node`` (as read) says this already. None, or why it could not
+    be written (a sentence): the condition says why a node is out, the taint that it is, so a refusal (no ``patch`` on
+    ``nodes/status``) is reported, never a reason to leave a quarantine or a release half done."""
     name = _meta(node)["name"]
     conditions = ((node.get("status") or {}).get("conditions")) or []
     old = next((c for c in conditions if isinstance(c, dict) and c.get("type") == CONDITION), None)
     message = message[:1024]
     if old and (old.get("status"), old.get("reason"), old.get("message")) == (status, reason, message):
-        return False
+        return None
     stamp = _rfc3339(now)
     transition = old.get("lastTransitionTime") if old and old.get("status") == status else stamp
     ours = {"type": CONDITION, "status": status, "reason": reason, "message": message, "lastHeartbeatTime": stamp,
             "lastTransitionTime": transition}
-    api.patch_node_status(name, {"status": {"conditions": [ours]}})
-    return True
+    try:
+        api.patch_node_status(name, {"status": {"conditions": [ours]}})
+    except api_exception as exc:
+        return ("the Node condition %s=%s could not be written (%s %s): grant patch on nodes/status (docs/rbac/gpu-remediation-"
+                "condition.yml)" % (CONDITION, status, getattr(exc, "status", ""), getattr(exc, "reason", "") or ""))
+    return None
 
 
-def _quarantined_condition(api, p, node, now):
+def _quarantined_condition(api, p, node, now, api_exception):
     return set_condition(api, node, "False", condition_reason(p.get("keys"), p["action"]),
                          "gpuops.fleet quarantined %s for %s (signals: %s)" % (
-                             ", ".join(p["gpus"]) or "the node", p["action"], ", ".join(p.get("keys") or []) or "the plan's"), now)
+                             ", ".join(p["gpus"]) or "the node", p["action"], ", ".join(p.get("keys") or []) or "the plan's"), now,
+                         api_exception)
 
 
 def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation):
@@ -408,7 +416,7 @@ def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception,
     except api_exception as exc:
         raise QuarantineError("node %s could not be marked (%s %s): the node was not changed; %s" % (
             p["node"], getattr(exc, "status", ""), getattr(exc, "reason", "") or "", _ledger_take_back(api, p, opened, api_exception))) from None
-    _quarantined_condition(api, p, node, now)
+    return _quarantined_condition(api, p, node, now, api_exception)
 
 
 def _drain(client, api, p, record, to_evict, deadline, api_exception, result, step="drained"):
@@ -628,5 +636,6 @@ def release(client, api, p, check_mode, api_exception, now=None):
         spec["unschedulable"] = False
     _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
     after = " after %d s in quarantine" % result["recover_seconds"] if result["recover_seconds"] is not None else ""
-    set_condition(api, node, "True", condition_reason([p["result"]], None), "gpuops.fleet released the node (%s)%s" % (p["result"], after), now)
+    result["condition_error"] = set_condition(api, node, "True", condition_reason([p["result"]], None),
+                                              "gpuops.fleet released the node (%s)%s" % (p["result"], after), now, api_exception)
     return dict(result, changed=True, msg="released %s (%s%s)" % (p["node"], p["result"], ", cordon kept: not ours" if result["foreign_cordon"] else ""))

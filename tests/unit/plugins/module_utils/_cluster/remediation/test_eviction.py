@@ -147,3 +147,21 @@ def test_the_multi_pod_job_of_a_pod_by_its_controllers_documented_labels(labels,
         other = pod("ml", name="other", labels=labels)
         members = jobs.members(found, [other, pod("ml", name="stranger", labels={"app": "x"}), pod("ml2", name="far", labels=labels)])
         assert [m["pod"] for m in members] == ["ml/other"]
+
+
+def test_the_plan_leaves_a_node_an_operator_took_back_alone_for_the_same_signal_only():
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
+
+    def row(keys, gpus=(G0,)):
+        return {"node": "gpu-a", "keys": list(keys), "gpus": list(gpus), "reasons": [], "deferred_reason": None}
+
+    cancelled = {"node": "gpu-a", "at": 100, "closed_at": 200, "result": "cancelled_by_operator", "keys": ["recovery:1"], "gpus": [G0]}
+    held = row(["recovery:1"])
+    rp._operator_hold(held, {"entries": [cancelled]})  # pylint: disable=protected-access
+    assert held["deferred_reason"] == "cancelled_by_operator" and "an operator cancelled" in held["reasons"][0]
+    for fresh, entries in ((row(["recovery:1", "xid:79"]), [cancelled]),  # a new signal
+                           (row(["recovery:1"], gpus=(G0, "GPU-other")), [cancelled]),  # another GPU
+                           (row(["recovery:1"]), [cancelled, dict(cancelled, at=300, closed_at=400, result="recovered")]),  # since
+                           (row(["recovery:1"]), [dict(cancelled, node="gpu-b")])):  # another node's
+        rp._operator_hold(fresh, {"entries": entries})  # pylint: disable=protected-access
+        assert fresh["deferred_reason"] is None, fresh

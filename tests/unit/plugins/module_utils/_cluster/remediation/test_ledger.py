@@ -240,3 +240,47 @@ def test_a_release_of_a_node_whose_entry_has_a_nan_time_releases_it():
     assert released["changed"] and released["recover_seconds"] == 5 and not api.node["spec"]["unschedulable"]
     back = ledgers.parse(api.cm, WHERE)
     assert [(e["node"], e["closed_at"]) for e in back["entries"]] == [("b", None), ("a", NOW + 5)] and len(back["invalid"]) == 1
+
+
+def _condition(api):
+    found = [c for c in api.node["status"].get("conditions") or [] if c["type"] == q.CONDITION]
+    return (found[0]["status"], found[0]["reason"]) if found else None
+
+
+def test_the_node_condition_says_why_and_a_refused_condition_never_stops_the_quarantine_or_the_release():
+    api = FakeApi(ledgers.empty())
+    api.node["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
+    done = q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    assert done["condition_error"] is None and _condition(api) == ("False", "Xid48")
+    assert [c["type"] for c in api.node["status"]["conditions"]] == ["Ready", q.CONDITION]  # kubelet's own stays
+    again = q.quarantine(api, api, params(), False, ApiError, now=NOW + 5)
+    assert not again["changed"] and "patch node status" not in api.calls[api.calls.index("patch node status") + 1:]
+
+    refusing = FakeApi(ledgers.empty())
+
+    def forbidden(name, body):
+        refusing.calls.append("patch node status")
+        raise ApiError(403, "Forbidden")
+
+    refusing.patch_node_status = forbidden
+    done = q.quarantine(refusing, refusing, params(), False, ApiError, now=NOW)
+    assert done["step"] == "drained" and refusing.node["spec"]["unschedulable"], "the quarantine went on"
+    assert "could not be written (403 Forbidden): grant patch on nodes/status" in done["condition_error"]
+    released = q.release(refusing, refusing, params(state="released"), False, ApiError, now=NOW + 60)
+    assert released["changed"] and not refusing.node["spec"]["unschedulable"] and "403" in released["condition_error"]
+
+
+def test_an_operators_uncordon_cancels_the_quarantine_closes_the_entry_and_takes_off_only_ours():
+    api = FakeApi(ledgers.empty())
+    q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    api.node["spec"]["taints"].append({"key": "example.com/theirs", "effect": "NoSchedule"})
+    api.node["spec"]["unschedulable"] = False  # kubectl uncordon
+    preview = q.quarantine(api, api, params(), True, ApiError, now=NOW + 30)
+    assert preview["changed"] and preview["step"] == q.CANCELLED_BY_OPERATOR and q.REMEDIATION in api.node["metadata"]["annotations"]
+    done = q.quarantine(api, api, params(), False, ApiError, now=NOW + 30)
+    assert done["step"] == q.CANCELLED_BY_OPERATOR and done["cancelled_by_operator"] == "uncordoned" and done["evicted"] == []
+    entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
+    assert (entry["result"], entry["closed_at"], entry["keys"]) == ("cancelled_by_operator", NOW + 30, ["xid:48"])
+    assert api.node["spec"]["taints"] == [{"key": "example.com/theirs", "effect": "NoSchedule"}]
+    assert q.REMEDIATION not in api.node["metadata"]["annotations"] and q.CORDON_MARK not in api.node["metadata"]["annotations"]
+    assert _condition(api) == ("Unknown", "CancelledByOperator")
