@@ -51,8 +51,8 @@ def test_a_failing_dcgm_diagnostic_keeps_the_node_quarantined_with_its_rma_evide
     assert [(g["uuid"], g["serial"], g["board_part_number"], g["target"]) for g in evidence["gpus"]] == [
         (G[0], "1652020012345", "692-2G506-0200-002", True), (G[1], "1652020012346", "692-2G506-0200-002", False),
         (G[2], "1652020012347", "692-2G506-0200-002", False)]
-    assert [(x["code"], x["line"][:30]) for x in evidence["xids"]] == [(13, "NVRM: Xid (PCI:0000:00:07): 13"),
-                                                                        (154, "NVRM: Xid (PCI:0000:00:07): 15")]
+    assert [(x["code"], x["line"][:30]) for x in evidence["xids"]] == [
+        (13, "NVRM: Xid (PCI:0000:00:07): 13"), (154, "NVRM: Xid (PCI:0000:00:07): 15")]
     assert "Serial Number                         : 1652020012345" in evidence["nvidia_smi_q"]
     assert evidence["bug_report"] == {"skipped": "not allowed (bug_report: false)"}
     assert SECRET not in json.dumps(report)

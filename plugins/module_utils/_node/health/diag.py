@@ -131,6 +131,13 @@ def _indices(driver_root, uuids):
     return [by_uuid[u] for u in uuids]
 
 
+def _named(failure, by_index):
+    """``GPU Memory (Hardware) on GPU 1 (GPU-...): <DCGM's warnings>``."""
+    gpus = ", ".join("%d (%s)" % (g, by_index[g]) for g in failure["gpus"] if g in by_index)
+    warned = ": " + " | ".join(failure["warnings"]) if failure["warnings"] else ""
+    return "%s (%s) on GPU %s%s" % (failure["test"], failure["category"], gpus, warned)
+
+
 def check(params):
     gpus = params.get("gpus") or []
     if not gpus:
@@ -169,8 +176,7 @@ def run_gate(params, run, get_bin_path, check_mode=False):
         return result
     by_index = dict((i, u) for u, i in zip(gpus, indices))
     if failed:
-        named = "; ".join("%s (%s) on GPU %s%s" % (f["test"], f["category"], ", ".join("%d (%s)" % (g, by_index[g]) for g in f["gpus"] if g in by_index),
-                                                  ": " + " | ".join(f["warnings"]) if f["warnings"] else "") for f in failed)
+        named = "; ".join(_named(f, by_index) for f in failed)
         raise DiagError("DCGM diagnostic level %d failed: %s" % (params["level"], named), result)
     raise DiagError("DCGM diagnostic level %d gave no verdict (%s; dcgmi exited %d: %s)" % (
         params["level"], reason, rc, ((err or out) or "").strip()[:MAX_TEXT]), result)
