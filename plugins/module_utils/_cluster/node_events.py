@@ -30,7 +30,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 KINDS = ("startup", "heartbeat", "gpu_unallocatable", "gpu_restored", "node_rebooted", "node_not_ready", "node_ready",
          "remediation_step", "node_removed", "gpu_faults", "gpu_faults_throttled", "node_reboots", "node_reboots_throttled")
 # the quarantine's steps (_cluster/remediation/quarantine.py); any other text of the annotation is reported as "other"
-STEPS = ("draining", "drained", "drain_blocked")
+STEPS = ("draining", "drained", "drain_blocked", "awaiting_pods")
 _BOOT_ID = re.compile(r"\A[0-9A-Za-z-]{1,64}\Z")
 DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*", "aliyun.com/gpu-mem")
 REMEDIATION = "gpuops.fleet/gpu-remediation"  # the quarantine's annotation (_cluster/remediation/plan.py QUARANTINE_ANNOTATION)

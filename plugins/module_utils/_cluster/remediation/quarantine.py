@@ -60,6 +60,7 @@ CANCELLED_BY_OPERATOR = CANCELLED
 # the steps of the annotation: the drain's, and the wait for the pods the eviction modes keep (allow_completion,
 # delete_after_timeout before its time, a system namespace's pod on a target GPU)
 AWAITING = "awaiting_pods"
+STEPS = ("draining", "drained", "drain_blocked", AWAITING)
 # the Node condition that says why a node is out (the taint says that it is): False while quarantined for a GPU, True on
 # release, Unknown where an operator cancelled the quarantine; kubelet's status updates patch its own conditions only
 CONDITION = "GPUHealthy"

@@ -165,3 +165,8 @@ def test_the_plan_leaves_a_node_an_operator_took_back_alone_for_the_same_signal_
                            (row(["recovery:1"]), [dict(cancelled, node="gpu-b")])):  # another node's
         rp._operator_hold(fresh, {"entries": entries})  # pylint: disable=protected-access
         assert fresh["deferred_reason"] is None, fresh
+
+
+def test_the_event_source_knows_every_step_the_quarantine_writes():
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+    assert node_events.STEPS == q.STEPS
