@@ -198,7 +198,7 @@ def test_quarantine_reset_recover_release_on_the_real_kubelet(real_node, tmp_pat
     step = time.monotonic()
     padding = watch.until(120)
     seen, patches = watch.stop()
-    assert seen == {("False", "Recovery1")} and patches >= 2, (seen, patches)
+    assert seen == {("False", "Recovery1")} and patches >= 1, (seen, patches)
     assert [c.status for c in node.cluster.core.read_node_status(realnode.NAME).status.conditions if c.type == "Ready"] == ["True"]
     seconds["the condition watched through the real kubelet's status patches"] = watch.seconds
     seconds["kubelet's status patches while watched"] = patches
