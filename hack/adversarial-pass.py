@@ -49,6 +49,7 @@ BASELINE = {
     "daemonset_rollout": {"name": "nvidia-device-plugin", "namespace": "kube-system"},
     "gpu_quarantine": {"state": "quarantined", "node": "gpu-1", "action": "reset", "gpus": ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"]},
     "gpu_reset": {"gpus": ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"]},
+    "gpu_diag": {"gpus": ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"]},
     "node_reboot": {"node": "gpu-1", "previous_boot_id": "5b0e6f0a-0000-4000-8000-000000000001", "timeout": 1},
 }
 STR = ["", " ", "\x00", "a\nb: c", "../../../etc/passwd", "x" * 5000, "{{ 7 * 7 }}", "\u00fcn\u00efc\u00f6de\u2028", "-1",
