@@ -85,5 +85,5 @@ def test_every_node_module_fails_through_the_edge_and_catches_none_of_our_errors
         runs = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "run"
                 and isinstance(c.func.value, ast.Name) and c.func.value.id == "edge"]
         assert len(runs) == 1, (name, len(runs))
-    assert set(seen) == {"gpu_health_info.py", "gpu_reset.py", "gpu_uuid_facts.py", "guard_install.py", "kubelet_checkpoint.py", "kubelet_checkpoint_info.py",
-                         "kubelet_config_info.py"}
+    assert set(seen) == {"gpu_diag.py", "gpu_health_info.py", "gpu_reset.py", "gpu_rma_evidence.py", "gpu_uuid_facts.py", "guard_install.py",
+                         "kubelet_checkpoint.py", "kubelet_checkpoint_info.py", "kubelet_config_info.py"}
