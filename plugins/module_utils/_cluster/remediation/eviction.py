@@ -86,7 +86,7 @@ def check_policy(rules, system_namespaces):
     if checked[-1]["namespace"] != "*":
         raise ParameterError("eviction_modes[%d].namespace" % (len(checked) - 1), "the last rule must be namespace '*' (the mode of "
                              "every other namespace, chosen, not a default), got %r" % checked[-1]["namespace"])
-    if system_namespaces in (None,):
+    if system_namespaces is None:
         system_namespaces = DEFAULT_SYSTEM
     if not isinstance(system_namespaces, str):
         raise ParameterError("system_namespaces", "expected a regular expression (text), got %s" % type(system_namespaces).__name__)

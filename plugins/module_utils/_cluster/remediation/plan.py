@@ -48,8 +48,10 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms import classify
 
 QUARANTINE_ANNOTATION = "gpuops.fleet/gpu-remediation"
-# the ledger's result of a quarantine an operator cancelled by hand (quarantine.CANCELLED_BY_OPERATOR)
+# the ledger's result of a quarantine an operator cancelled by hand (the quarantine writes it, the plan's hold reads it)
 CANCELLED_BY_OPERATOR = "cancelled_by_operator"
+# the blockers that keep a node out of the plan (deferred "blocked"); the quarantine refuses them too, and not_evictable
+DEFERRING_BLOCKERS = ("outside_accounting", "host_process", "foreign_pod", "eviction_mode")
 _DAY = 24 * 3600
 
 
@@ -388,7 +390,7 @@ def _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings, policy)
         elif ev["pdb"]:
             row["blockers"].append({"kind": "pdb", "pod": ev["pod"], "pdb": ev["pdb"],
                                     "detail": "PodDisruptionBudget %s allows no disruption now (disruptionsAllowed 0)" % ev["pdb"]})
-    if any(b["kind"] in ("outside_accounting", "host_process", "foreign_pod", "eviction_mode") for b in row["blockers"]):
+    if any(b["kind"] in DEFERRING_BLOCKERS for b in row["blockers"]):
         row["deferred_reason"] = "blocked"
 
 

@@ -45,7 +45,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, jobs, node_reboot
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import CANCELLED_BY_OPERATOR as CANCELLED
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import CANCELLED_BY_OPERATOR, DEFERRING_BLOCKERS
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_ANNOTATION as REMEDIATION
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, check_value
@@ -55,8 +55,6 @@ CORDON_MARK = "gpuops.fleet/cordoned-for-gpu-health"
 TAINT_KEY = "gpuops.fleet/gpu-unhealthy"
 ACTIONS = actions.ACTING
 RESULTS = ("recovered", "rebooted", "replaced", "needs_human", "rma_candidate", "cancelled")
-# the ledger's result of a quarantine an operator ended by hand (the node uncordoned, or our taint taken off)
-CANCELLED_BY_OPERATOR = CANCELLED
 # the steps of the annotation: the drain's, and the wait for the pods the eviction modes keep (allow_completion,
 # delete_after_timeout before its time, a system namespace's pod on a target GPU)
 AWAITING = "awaiting_pods"
@@ -65,7 +63,7 @@ STEPS = ("draining", "drained", "drain_blocked", AWAITING)
 # release, Unknown where an operator cancelled the quarantine; kubelet's status updates patch its own conditions only
 CONDITION = "GPUHealthy"
 # the plan's blockers that no waiting ends; a PDB's is waited on (drain_timeout)
-HARD_BLOCKERS = ("not_evictable", "outside_accounting", "host_process", "foreign_pod", "eviction_mode")
+HARD_BLOCKERS = ("not_evictable",) + DEFERRING_BLOCKERS
 POD_REF = re.compile(r"\A[a-z0-9](?:[-a-z0-9]*[a-z0-9])?/[a-z0-9](?:[-a-z0-9.]*[a-z0-9])?\Z")
 
 
@@ -303,7 +301,6 @@ def _jobs(client, api, pods):
     workers when one is evicted, so the report names them all."""
     found = {}
     for item in pods:
-        namespace, name = item["pod"].split("/", 1)
         job = item.get("job")
         if job is None:
             continue
@@ -337,27 +334,18 @@ def _operator_cancelled(node, current):
 
 def cancel(client, api, p, node, current, undone, check_mode, api_exception, now):
     """An operator ended our quarantine by hand: the ledger's entry is closed ``cancelled_by_operator`` (the plan then leaves the
-    node alone for the same signal), and only what is ours comes off (the taint, the annotation, the cordon mark, a pause's
-    labels); the Node condition says Unknown. Nothing is evicted."""
+    node alone for the same signal), and only what is ours comes off, as a release takes it off (``_ours``: the taint, the
+    annotation, our cordon and its mark where the operator took off the taint only, a pause's labels); the Node condition
+    says Unknown. Nothing is evicted."""
     result = {"node": p["node"], "gpus": current.get("gpus") or [], "action": current.get("action"), "scope": current.get("scope"),
               "evicted": [], "waiting_for": [], "jobs": [], "cancelled_by_operator": undone, "was": current, "step": CANCELLED_BY_OPERATOR}
     msg = ("node %s: an operator %s while it was quarantined (step %s): the remediation of that node is cancelled; the next run "
            "leaves it alone for the same signal" % (p["node"], undone, current.get("step")))
     if check_mode:
         return dict(result, changed=True, msg="would record: " + msg)
-
-    def close(ledger):
-        found = _open_entry(ledger, p["node"])
-        if found is None:
-            return None
-        found.update(closed_at=now, result=CANCELLED_BY_OPERATOR, recover_seconds=None)
-        return ledger
-
-    ledgers.update(api, p["namespace"], close, api_exception)
-    restore, dummy = _unpause_patch(node, current)
-    taints = list((node.get("spec") or {}).get("taints") or [])
-    kept = [t for t in taints if t.get("key") != TAINT_KEY]
-    _patch_node(api, node, {"taints": kept} if len(kept) != len(taints) else {}, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
+    _close_entry(api, p, now, CANCELLED_BY_OPERATOR, api_exception)
+    spec, restore = _ours(node, current)
+    _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
     result["condition_error"] = set_condition(api, node, "Unknown", "CancelledByOperator",
                                               "gpuops.fleet's quarantine for %s of %s was cancelled: an operator %s" % (
                                                   current.get("action"), ", ".join(current.get("gpus") or []) or "the node", undone),
@@ -600,41 +588,55 @@ def unpause(client, api, p, check_mode, api_exception):
     return dict(result, changed=True, msg="%s %s's labels %s" % ("would restore" if check_mode else "restored", p["node"], labels))
 
 
+def _ours(node, current):
+    """``(spec, labels)`` of the one patch that takes off what a quarantine of ours put on ``node``: our taint (by its key), our
+    cordon (only with our mark), a pause's labels restored; the caller's patch also removes our annotation and mark."""
+    taints = list((node.get("spec") or {}).get("taints") or [])
+    kept = [t for t in taints if t.get("key") != TAINT_KEY]
+    spec = {}
+    if len(kept) != len(taints):
+        spec["taints"] = kept
+    if drain.cordoned_by_us(node, CORDON_MARK):
+        spec["unschedulable"] = False
+    restore, dummy = _unpause_patch(node, current)
+    return spec, restore
+
+
+def _close_entry(api, p, now, outcome, api_exception):
+    """The node's open ledger entry closed with ``outcome``: its seconds from quarantine to release, but for an operator's cancel
+    (no release)."""
+
+    def close(ledger):
+        found = _open_entry(ledger, p["node"])
+        if found is None:
+            return None
+        found.update(closed_at=now, result=outcome,
+                     recover_seconds=None if outcome == CANCELLED_BY_OPERATOR else now - int(found["at"]))
+        return ledger
+
+    ledgers.update(api, p["namespace"], close, api_exception)
+
+
 def release(client, api, p, check_mode, api_exception, now=None):
     """The module's result for ``state: released``: only what is ours comes off; the ledger entry is closed."""
     now = int(now if now is not None else time.time())
     node = client.sanitize_for_serialization(api.read_node(p["node"]))
     current = annotation(node)
-    ours_cordon = drain.cordoned_by_us(node, CORDON_MARK)
-    taints = list((node.get("spec") or {}).get("taints") or [])
-    kept = [t for t in taints if t.get("key") != TAINT_KEY]
+    spec, restore = _ours(node, current)
+    ours_cordon = "unschedulable" in spec
     ledger, dummy = ledgers.read(api, p["namespace"], api_exception)
     entry = _open_entry(ledger, p["node"])
-    result = {"node": p["node"], "uncordoned": ours_cordon, "untainted": len(kept) != len(taints), "was": current,
+    result = {"node": p["node"], "uncordoned": ours_cordon, "untainted": "taints" in spec, "was": current,
               "foreign_cordon": bool((node.get("spec") or {}).get("unschedulable")) and not ours_cordon,
               "recover_seconds": (now - int(entry["at"])) if entry and entry.get("at") is not None else None, "result": p["result"]}
-    restore, dummy = _unpause_patch(node, current)
     result["restored_labels"] = restore or {}
-    if current is None and not ours_cordon and len(kept) == len(taints) and entry is None:
+    if current is None and not spec and entry is None:
         return dict(result, changed=False, msg="node %s carries nothing of a GPU remediation" % p["node"])
     if check_mode:
         return dict(result, changed=True, msg="would release %s" % p["node"])
     if entry is not None:
         # the ledger first: where it cannot be written, the node stays quarantined as it was (and counts as in flight, as it is)
-
-        def close(fresh):
-            found = _open_entry(fresh, p["node"])
-            if found is None:
-                return None
-            found.update(closed_at=now, result=p["result"], recover_seconds=(now - int(found["at"])))
-            return fresh
-
-        ledgers.update(api, p["namespace"], close, api_exception)
-    spec = {}
-    if len(kept) != len(taints):
-        spec["taints"] = kept
-    if ours_cordon:
-        spec["unschedulable"] = False
+        _close_entry(api, p, now, p["result"], api_exception)
     _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
     after = " after %d s in quarantine" % result["recover_seconds"] if result["recover_seconds"] is not None else ""
     result["condition_error"] = set_condition(api, node, "True", condition_reason([p["result"]], None),

@@ -284,3 +284,14 @@ def test_an_operators_uncordon_cancels_the_quarantine_closes_the_entry_and_takes
     assert api.node["spec"]["taints"] == [{"key": "example.com/theirs", "effect": "NoSchedule"}]
     assert q.REMEDIATION not in api.node["metadata"]["annotations"] and q.CORDON_MARK not in api.node["metadata"]["annotations"]
     assert _condition(api) == ("Unknown", "CancelledByOperator")
+
+
+def test_an_operator_who_takes_off_only_our_taint_gets_the_node_back_our_cordon_lifted_with_its_mark():
+    """Before: the cancel removed our cordon's mark and left the cordon, which then belonged to nobody."""
+    api = FakeApi(ledgers.empty())
+    q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    api.node["spec"]["taints"] = [t for t in api.node["spec"]["taints"] if t["key"] != q.TAINT_KEY]  # kubectl taint ... -
+    done = q.quarantine(api, api, params(), False, ApiError, now=NOW + 30)
+    assert done["step"] == q.CANCELLED_BY_OPERATOR and done["cancelled_by_operator"] == "taint %s removed" % q.TAINT_KEY
+    assert not api.node["spec"]["unschedulable"] and q.CORDON_MARK not in api.node["metadata"]["annotations"]
+    assert ledgers.parse(api.cm, WHERE)["entries"][-1]["result"] == "cancelled_by_operator"
