@@ -143,11 +143,9 @@ def report(target, results, failure=None):
         return None
     proofs = [actions.TABLE[a]["tried_by"] for a in actions.AUTOMATED]  # the reboot's proof says whether the node rebooted
     rebooted = any(_ran(results.get(s)) and bool(results[s].get("rebooted")) for s in proofs)
-    out = {"node": target["node"], "host": target.get("host"), "action": target.get("action"), "gpus": list(row.get("gpus") or []),
-           "reasons": list(row.get("reasons") or []), "keys": list(row.get("keys") or []), "driver_version": row.get("driver_version"),
-           "tried": actions.tried(lambda stage: _ran(results.get(stage))), "failed_step": failed,
-           "failed_task": failure["task"] if failure else None, "error": _error(failed, results, failure), "rebooted": rebooted,
-           "quarantined": True, "gate": _gate(results)}
+    out = dict(_about(target, row), tried=actions.tried(lambda stage: _ran(results.get(stage))), failed_step=failed,
+               failed_task=failure["task"] if failure else None, error=_error(failed, results, failure), rebooted=rebooted,
+               quarantined=True, gate=_gate(results))
     out["outcome"], out["next"] = _next(failed, at_quarantine, rebooted, target)
     return out
 
@@ -166,12 +164,16 @@ def _held(target, row, quarantine):
     step = quarantine.get("step") if isinstance(quarantine, dict) and not quarantine.get("failed") else None
     if step not in HELD:
         return None
+    return dict(_about(target, row), tried=["quarantine"], failed_step=None, failed_task=None, error=None, rebooted=False,
+                quarantined=step == "awaiting_pods", outcome=step, next=HELD[step], evicted=list(quarantine.get("evicted") or []),
+                waiting_for=list(quarantine.get("waiting_for") or []), jobs=list(quarantine.get("jobs") or []),
+                cancelled_by_operator=quarantine.get("cancelled_by_operator"))
+
+
+def _about(target, row):
+    """What every report says of its node: the target and the plan row's GPUs, reasons, signal keys and driver."""
     return {"node": target["node"], "host": target.get("host"), "action": target.get("action"), "gpus": list(row.get("gpus") or []),
-            "reasons": list(row.get("reasons") or []), "keys": list(row.get("keys") or []), "driver_version": row.get("driver_version"),
-            "tried": ["quarantine"], "failed_step": None, "failed_task": None, "error": None, "rebooted": False,
-            "quarantined": step == "awaiting_pods", "outcome": step, "next": HELD[step],
-            "evicted": list(quarantine.get("evicted") or []), "waiting_for": list(quarantine.get("waiting_for") or []),
-            "jobs": list(quarantine.get("jobs") or []), "cancelled_by_operator": quarantine.get("cancelled_by_operator")}
+            "reasons": list(row.get("reasons") or []), "keys": list(row.get("keys") or []), "driver_version": row.get("driver_version")}
 
 
 def _gate(results):
