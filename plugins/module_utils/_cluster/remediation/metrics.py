@@ -26,9 +26,7 @@ so no name can add a line or a series.
 
 from __future__ import annotations
 
-import json
-
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_ANNOTATION
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine
 
 BUCKETS = (60, 300, 900, 1800, 3600, 7200, 21600, 86400)
 PREFIX = "gpuops_remediation_"
@@ -43,14 +41,12 @@ def _labels(**labels):
 
 
 def _step(node):
-    text = ((node.get("metadata") or {}).get("annotations") or {}).get(QUARANTINE_ANNOTATION)
-    if text is None:
-        return None
+    """Our annotation's record (``quarantine.annotation``, the quarantine's own strict read), ``{"step": "unreadable"}`` for
+    one it would refuse, None for none."""
     try:
-        record = json.loads(text)
-    except ValueError:
-        record = None
-    return record if isinstance(record, dict) else {"step": "unreadable"}
+        return quarantine.annotation(node)
+    except quarantine.QuarantineError:
+        return {"step": "unreadable"}
 
 
 def render(ledger, nodes):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError, ParameterError, ResultError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, ParameterError, ResultError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, hostroot
 
 LEVELS = (1, 2, 3, 4)
@@ -111,20 +111,13 @@ def verdict(parsed, indices):
     return not failed, failed, None
 
 
-def _indices(driver_root, uuids):
-    """NVML's index of each UUID (DCGM's GPU ids are NVML's indices); InventoryError where one is not on the node."""
-    try:
-        pynvml = gpu_inventory.open_nvml(driver_root)
-    except (BackendUnavailable, InventoryError) as exc:
-        raise InventoryError(gpu_inventory.explain("nvml: %s" % exc)) from None
-    try:
-        by_uuid = {}
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            by_uuid[gpu_inventory.nvml_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(index)))] = index
-    except pynvml.NVMLError as exc:
-        raise InventoryError("NVML query failed: %s" % exc) from None
-    finally:
-        gpu_inventory.nvml_shutdown(pynvml)
+def _indices(run, driver_root, uuids):
+    """NVML's index of each UUID (DCGM's GPU ids are NVML's indices), from the node's inventory read through NVML
+    (``gpu_inventory.gather``); InventoryError where it cannot be read or a GPU is not on the node."""
+    facts = gpu_inventory.gather(run, "nvml", driver_root=driver_root)
+    if not facts["available"]:
+        raise InventoryError(facts["reason"] or "NVML could not be read")
+    by_uuid = dict((g["uuid"], g["index"]) for g in facts["gpus"])
     missing = [u for u in uuids if u not in by_uuid]
     if missing:
         raise InventoryError("GPU %s is not on this node (NVML has %s)" % (", ".join(missing), ", ".join(sorted(by_uuid)) or "none"))
@@ -162,7 +155,7 @@ def run_gate(params, run, get_bin_path, check_mode=False):
     driver_root = params.get("driver_root") or None
     if driver_root and base is not None:
         driver_root = hostroot.local(driver_root, base)
-    indices = _indices(driver_root, gpus)
+    indices = _indices(run, driver_root, gpus)
     argv = [found["dcgmi"], "diag", "-r", str(params["level"]), "-i", ",".join(map(str, indices)), "-j"]
     result = {"gate": "dcgm", "dcgm": True, "level": params["level"], "gpus": dict(zip(gpus, indices)), "command": " ".join(argv[1:])}
     if check_mode:
