@@ -15,20 +15,13 @@ marks come off, and the next run leaves the node alone for the same signal. Bad 
 
 from __future__ import annotations
 
-import json
 import time
 
-from test_gpu_health_plan import G, WRITES
-from test_gpu_quarantine import REMEDIATION, TAINT, evictions, ledger, node_state, remediation_fleet
+from test_gpu_health_plan import G, running
+from test_gpu_quarantine import REMEDIATION, TAINT, evictions, ledger, node_state, remediation_fleet, report, writes
 
 G4 = G + ["GPU-55555555-2222-3333-4444-555555555555"]
 CONDITION = "GPUHealthy"
-
-
-def writes(run, namespace=None):
-    return [(c["verb"], c["objectRef"]["resource"] + ("/" + c["objectRef"]["subresource"] if c["objectRef"].get("subresource") else ""),
-             c["objectRef"].get("namespace"), c["objectRef"].get("name")) for c in run.api_calls
-            if c["verb"] in WRITES and (namespace is None or c["objectRef"].get("namespace") == namespace)]
 
 
 def gpu_pod_template(app, node, restart="Always"):
@@ -48,18 +41,9 @@ def training_job(f, namespace, app, node):
         "backoffLimit": 0, "template": gpu_pod_template(app, node, restart="OnFailure")}})
 
 
-def pods_of(f, namespace, app):
-    return [p for p in f.cluster.core.list_namespaced_pod(namespace, label_selector="app=%s" % app).items
-            if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
-
-
 def condition(f, name):
     found = [c for c in f.node(name).status.conditions or [] if c.type == CONDITION]
     return (found[0].status, found[0].reason) if found else None
-
-
-def report(f, name):
-    return json.loads((f.tmp / "report" / ("gpu-remediation-%s.json" % name)).read_text())
 
 
 def mixed_fleet(fleet, fake_lib_dir):
@@ -82,7 +66,7 @@ def mixed_fleet(fleet, fake_lib_dir):
     for kind in ("inference", "batch", "system"):
         replica_set(f, spaces[kind], apps[kind], name)
     for kind in apps:
-        f.wait(lambda kind=kind: pods_of(f, spaces[kind], apps[kind]), "%s's pod running" % kind)
+        f.wait(lambda kind=kind: running(f, apps[kind], spaces[kind]), "%s's pod running" % kind)
     cfg = f.tmp / "nodes" / name / "fake_nvml.cfg"
     with open(str(cfg), "a") as handle:
         handle.write("".join("recovery|%d|1\n" % i for i in range(4)))
@@ -95,8 +79,8 @@ def mixed_fleet(fleet, fake_lib_dir):
 
 def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_reset_waits_for_it(fleet, fake_lib_dir):
     f, name, spaces, apps, extra = mixed_fleet(fleet, fake_lib_dir)
-    pod = dict((k, "%s/%s" % (spaces[k], pods_of(f, spaces[k], apps[k])[0].metadata.name)) for k in apps)
-    uid = dict((k, pods_of(f, spaces[k], apps[k])[0].metadata.uid) for k in apps)
+    pod = dict((k, "%s/%s" % (spaces[k], running(f, apps[k], spaces[k])[0].metadata.name)) for k in apps)
+    uid = dict((k, running(f, apps[k], spaces[k])[0].metadata.uid) for k in apps)
     try:
         rc, run = f.play(extra, playbook="gpu_remediation.yml")
         assert rc == 0, run.failure()
@@ -121,7 +105,7 @@ def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_r
         rc, run = f.play(extra, playbook="gpu_remediation.yml")
         assert rc == 0, run.failure()
         assert writes(run) == [] and evictions(run) == []
-        assert pods_of(f, spaces["batch"], apps["batch"])[0].metadata.uid == uid["batch"]
+        assert running(f, apps["batch"], spaces["batch"])[0].metadata.uid == uid["batch"]
 
         # the batch pod goes once the fault (the ledger's entry) is a minute old
         opened = [e for e in ledger(f)["entries"] if e["node"] == name and not e["closed_at"]][0]["at"]
@@ -130,15 +114,15 @@ def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_r
         assert rc == 0, run.failure()
         assert evictions(run) == [pod["batch"].split("/")[1]]
         assert node_state(f, name)[1]["step"] == "awaiting_pods"
-        assert pods_of(f, spaces["training"], apps["training"])[0].metadata.uid == uid["training"]  # still running
-        assert pods_of(f, spaces["system"], apps["system"])[0].metadata.uid == uid["system"]
+        assert running(f, apps["training"], spaces["training"])[0].metadata.uid == uid["training"]  # still running
+        assert running(f, apps["system"], spaces["system"])[0].metadata.uid == uid["system"]
         assert writes(run, "kube-system") == []
 
         # the training pod ends (as kubelet reports it), kube-system's owner removes its own pod: the next run resets, releases
-        training = pods_of(f, spaces["training"], apps["training"])[0]
+        training = running(f, apps["training"], spaces["training"])[0]
         f.cluster.core.patch_namespaced_pod_status(training.metadata.name, spaces["training"], {"status": {"phase": "Succeeded"}})
         f.cluster.apps.delete_namespaced_replica_set(apps["system"], "kube-system", propagation_policy="Foreground")
-        f.wait(lambda: not pods_of(f, "kube-system", apps["system"]), "kube-system's pod gone")
+        f.wait(lambda: not running(f, apps["system"], "kube-system"), "kube-system's pod gone")
         rc, run = f.play(extra, playbook="gpu_remediation.yml")
         assert rc == 0, run.failure()
         assert evictions(run) == []

@@ -36,8 +36,9 @@ def replica_set(f, name, node, scheduled=False):
     })
 
 
-def running(f, app):
-    pods = f.cluster.core.list_namespaced_pod(f.namespace, label_selector="app=%s" % app).items
+def running(f, app, namespace=None):
+    """The running pods of ``app`` in ``namespace`` (the fleet's own by default), none being deleted."""
+    pods = f.cluster.core.list_namespaced_pod(namespace or f.namespace, label_selector="app=%s" % app).items
     return [p for p in pods if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
 
 

@@ -75,9 +75,16 @@ def node_state(f, name):
     return bool(node.spec.unschedulable), json.loads(ann[REMEDIATION]) if REMEDIATION in ann else None, MARK in ann, taints
 
 
-def writes(run):
+def writes(run, namespace=None):
+    """The run's writes as (verb, resource[/subresource], name): all, or those in ``namespace``."""
     return [(c["verb"], c["objectRef"]["resource"] + ("/" + c["objectRef"]["subresource"] if c["objectRef"].get("subresource") else ""),
-             c["objectRef"].get("name")) for c in run.api_calls if c["verb"] in WRITES]
+             c["objectRef"].get("name")) for c in run.api_calls
+            if c["verb"] in WRITES and (namespace is None or c["objectRef"].get("namespace") == namespace)]
+
+
+def report(f, name):
+    """The node's remediation report (the role's gpu-remediation-<node>.json in the fleet's report directory)."""
+    return json.loads((f.tmp / "report" / ("gpu-remediation-%s.json" % name)).read_text())
 
 
 def evictions(run):

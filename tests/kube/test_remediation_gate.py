@@ -14,6 +14,7 @@ import os
 import fakenode
 from test_gpu_health_plan import G
 from test_gpu_quarantine import ledger, node_state, remediation_fleet
+from test_gpu_quarantine import report as node_report
 
 SECRET = "token=eyJhbGciOiJSUzI1NiIsImtpZCI6IkSIMULATED"
 
@@ -43,7 +44,7 @@ def test_a_failing_dcgm_diagnostic_keeps_the_node_quarantined_with_its_rma_evide
     unschedulable, record, marked, taints = node_state(f, name)
     assert unschedulable and record is not None and taints, "the node was released"
     assert not [e for e in ledger(f)["entries"] if e["node"] == name][-1]["closed_at"]
-    report = json.loads((f.tmp / "report" / ("gpu-remediation-%s.json" % name)).read_text())
+    report = node_report(f, name)
     assert (report["outcome"], report["failed_step"], report["gate"]) == ("needs_human", "diag", "dcgm"), report
     assert "GPU Memory (Hardware) on GPU 0 (%s): Memory errors detected on GPU 0 (SIMULATED) (error 83)" % G[0] in report["error"]
     evidence = report["evidence"]
