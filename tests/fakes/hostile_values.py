@@ -9,7 +9,12 @@ import copy
 
 DELETE = object()  # the key removed
 VALUES = [DELETE, None, 0, -1, 2 ** 70, 1.5, float("nan"), float("inf"), True, "", "x" * 70000, "{{ lookup('pipe', 'id') }}",
-          "\u2028", [], [None], [1], [{}], {}, {"a": [1]}]
+          "\u2028", [], [None], [1], [{}], {}, {"a": [1]},
+          # issue 57: a lone surrogate (JSON's escaped "\ud800" decodes to one; it cannot be written as UTF-8), a digit that is
+          # isdigit() but no int ('\u00b2'), 5,000 digits (int() refuses past 4,300; a JSON number that long fails json.loads
+          # itself, so no such int ever arrives parsed), and JSON nested 20,000 deep in 40 KB of text (json.loads of it raises
+          # RecursionError)
+          "\ud800", "\u00b2", "9" * 5000, "[" * 20000 + "]" * 20000]
 
 
 def paths(value, path=()):

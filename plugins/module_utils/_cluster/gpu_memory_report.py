@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import digits
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.tabwrite import tabwrite
 
@@ -132,7 +133,7 @@ def report(results, namespaces=None, nodes=None):
         used = used_by_uuid.get(labels.get("uuid"), ({}, None))[1]
         gpus.append({"node": labels.get("node"), "gpu": labels.get("gpu"), "uuid": labels.get("uuid"), "used_gib": _gib(used),
                      "total_gib": _gib(total), "percent": int(round(used / total * 100)) if used is not None and total else None})
-    gpus.sort(key=lambda g: (g["node"] or "", int(g["gpu"]) if str(g["gpu"]).isdigit() else 0))
+    gpus.sort(key=lambda g: (g["node"] or "", digits(str(g["gpu"])) or 0))
     by_node = {}
     for gpu in gpus:
         entry = by_node.setdefault(gpu["node"], {"node": gpu["node"], "gpus": 0, "used_gib": 0.0, "total_gib": 0.0})

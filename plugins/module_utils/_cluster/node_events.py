@@ -24,11 +24,12 @@ import re
 import threading
 import weakref
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, digits, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 KINDS = ("startup", "heartbeat", "gpu_unallocatable", "gpu_restored", "node_rebooted", "node_not_ready", "node_ready",
-         "remediation_step", "node_removed", "gpu_faults", "gpu_faults_throttled", "node_reboots", "node_reboots_throttled")
+         "remediation_step", "node_removed", "node_unreadable", "gpu_faults", "gpu_faults_throttled", "node_reboots",
+         "node_reboots_throttled")
 # the quarantine's steps (_cluster/remediation/quarantine.py); any other text of the annotation is reported as "other"
 STEPS = ("draining", "drained", "drain_blocked", "awaiting_pods")
 _BOOT_ID = re.compile(r"\A[0-9A-Za-z-]{1,64}\Z")
@@ -85,15 +86,46 @@ def dns_name(name):
 
 
 def _count(value):
-    text = str(value).strip()
-    return int(text) if text.isdigit() and len(text) < 10 else None
+    number = digits(value if isinstance(value, str) else str(value) if is_int(value) else None)
+    return number if number is not None and number < 10 ** 9 else None
 
 
 def view(node, resources=DEFAULT_RESOURCES, by_label=False):
     """What the events compare of a Node: ``{name, resource_version, gpus: {resource: [capacity, allocatable]}, boot_id,
     ready, step}``; None for a node with no GPU resource in its capacity (unless ``by_label``: the list was selected by
     label) or whose name is not a Kubernetes name. A field of the wrong type is as absent: one node's bad data is no
-    exception for the source (it would end the activation for every node)."""
+    exception for the source (it would end the activation for every node). Where reading it raises all the same (any
+    exception: a value nested too deep, a number too long), the view says ``unreadable`` (``_unreadable``): that node is
+    reported, and the watch goes on for the others."""
+    try:
+        return _view(node, resources, by_label)
+    except Exception as exc:  # noqa: BLE001 (one object's data: whatever it raises is about that node only)
+        return _unreadable(node, exc)
+
+
+def _unreadable(node, exc):
+    """The view of a Node whose data raised ``exc``: no GPUs, Ready and boot unknown, and why (the exception's type, never its
+    text: it may quote the node's data). None where even its name cannot be read as a Kubernetes name."""
+    try:
+        meta = _dict(_dict(node).get("metadata"))
+        name = meta.get("name") if dns_name(meta.get("name")) else None
+        version = meta.get("resourceVersion")
+        version = version[:64] if isinstance(version, str) else ""
+    except Exception:  # noqa: BLE001
+        return None
+    if name is None:
+        return None
+    return {"name": name, "resource_version": version, "gpus": {}, "boot_id": None, "ready": None, "step": None,
+            "unreadable": "its Node's data could not be read (%s)" % (exc.args[0] if isinstance(exc, _Marked) else type(exc).__name__)}
+
+
+class _Marked(Exception):
+    pass
+
+
+def _view(node, resources, by_label):
+    if _UNREADABLE in _dict(node):
+        raise _Marked(node[_UNREADABLE])
     meta = _dict(_dict(node).get("metadata"))
     name = meta.get("name")
     if not dns_name(name):
@@ -111,7 +143,8 @@ def view(node, resources=DEFAULT_RESOURCES, by_label=False):
     conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
     ready = next((c.get("status") for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"), None)
     boot = _dict(status.get("nodeInfo")).get("bootID")
-    return {"name": name, "resource_version": str(meta.get("resourceVersion") or "")[:64], "gpus": gpus,
+    version = meta.get("resourceVersion")
+    return {"name": name, "resource_version": version[:64] if isinstance(version, str) else "", "gpus": gpus,
             "boot_id": boot if isinstance(boot, str) and _BOOT_ID.match(boot) else ("invalid" if boot else None),
             "ready": ready if ready in ("True", "False", "Unknown") else None, "step": _step(meta)}
 
@@ -120,9 +153,21 @@ def _dict(value):
     return value if isinstance(value, dict) else {}
 
 
+_UNREADABLE = "gpuops_unreadable"
+
+
 def slim(node):
     """What ``view`` reads of a Node, the rest dropped as the list and the watch deliver it (its images and managedFields
-    were most of the source's memory at a thousand Nodes)."""
+    were most of the source's memory at a thousand Nodes). Never raises: a Node it cannot slim keeps its name and version
+    and is marked, so its view says unreadable."""
+    try:
+        return _slim(node)
+    except Exception as exc:  # noqa: BLE001 (one object's data)
+        meta = _dict(_dict(node).get("metadata"))
+        return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion")}, _UNREADABLE: type(exc).__name__}
+
+
+def _slim(node):
     meta, status = _dict(_dict(node).get("metadata")), _dict(_dict(node).get("status"))
     annotations = _dict(meta.get("annotations"))
     conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
@@ -139,7 +184,7 @@ def _step(meta):
         return None
     try:
         found = json.loads(text) if isinstance(text, str) and len(text) < 65536 else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, a number past int()'s digits, arrays nested past the interpreter's depth
         found = None
     step = found.get("step") if isinstance(found, dict) else None
     if not isinstance(step, str):
@@ -155,6 +200,8 @@ def withheld(state):
 def unhealthy(state):
     """Why a node's view is unhealthy now (a list; empty: healthy): GPUs withheld, not Ready, in a remediation."""
     why = ["%s %d of %d allocatable" % (r, free, have) for r, (have, free) in sorted(state["gpus"].items()) if free < have]
+    if state.get("unreadable"):
+        why.append(state["unreadable"])
     if state["ready"] not in (None, "True"):
         why.append("Ready is %s" % state["ready"])
     if state["step"]:
@@ -183,6 +230,13 @@ def changes(before, after, observed):
     before is news only where it is unhealthy."""
     if after is None:
         return [_event("node_removed", before, {}, observed)] if before else []
+    if after.get("unreadable") or (before or {}).get("unreadable"):
+        # a node whose data cannot be read (or can again): said once per change, never a fault of its own (it names no GPU)
+        if after.get("unreadable") and not (before or {}).get("unreadable"):
+            return [_event("node_unreadable", after, {"unreadable": after["unreadable"]}, observed)]
+        if before is None or after.get("unreadable"):
+            return []
+        before = None if not before.get("gpus") else before
     if before is None:  # a GPU node that appears unhealthy is news (a healthy one is not)
         if not unhealthy(after):
             return []
@@ -229,8 +283,8 @@ class Tracker:
     def apply(self, kind, node, observed):
         """One watch notification (ADDED, MODIFIED, DELETED, BOOKMARK): its events."""
         meta = _dict(_dict(node).get("metadata"))
-        if meta.get("resourceVersion"):
-            self.resource_version = str(meta["resourceVersion"])
+        if isinstance(meta.get("resourceVersion"), str) and meta["resourceVersion"]:
+            self.resource_version = meta["resourceVersion"][:64]
         if kind == "BOOKMARK":
             return []
         name = meta.get("name") if dns_name(meta.get("name")) else None

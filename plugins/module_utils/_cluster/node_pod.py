@@ -46,7 +46,7 @@ import re
 import secrets
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.beside_host import HOST_ROOT, HOST_ROOT_ENV
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, check_pinned_image, check_value
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, check_pinned_image, check_value, digits
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
 LABEL = "gpuops.fleet/node-pod"
@@ -124,9 +124,9 @@ def origin(boot_id, pid_namespace, pid, start_time):
 def parse_origin(text):
     """(boot_id, pid_namespace, pid, start_time) of an ORIGIN annotation, or None where it is not one."""
     parts = str(text or "").split("/")
-    if len(parts) != 4 or not parts[2].isdigit() or not all(parts):
+    if len(parts) != 4 or digits(parts[2]) is None or parts[2] != parts[2].strip() or not all(parts):
         return None
-    return parts[0], parts[1], int(parts[2]), parts[3]
+    return parts[0], parts[1], digits(parts[2]), parts[3]
 
 
 def pod_name(node, run):
@@ -260,8 +260,8 @@ def job_state(poll_stdout):
     text = poll_stdout.decode(errors="replace") if isinstance(poll_stdout, bytes) else str(poll_stdout)
     for line in text.splitlines():
         line = line.strip()
-        if line.startswith("gpuops-rc=") and line[len("gpuops-rc="):].isdigit():
-            return "done", int(line[len("gpuops-rc="):])
+        if line.startswith("gpuops-rc=") and digits(line[len("gpuops-rc="):]) is not None:
+            return "done", digits(line[len("gpuops-rc="):])
         if line in ("gpuops-running", "gpuops-lost"):
             return line[len("gpuops-"):], None
     return None

@@ -28,13 +28,35 @@ _TRUE = ("true", "yes", "on", "1")
 _FALSE = ("false", "no", "off", "0")
 
 
+# the most digits a whole number read from text may have: a count, a port, seconds or bytes never need more, and Python's
+# int() refuses more than 4,300 (a ValueError, where a node, a pod or an alert supplies the text)
+MAX_DIGITS = 18
+_DIGITS = re.compile(r"\A\s*([0-9]{1,%d})\s*\Z" % MAX_DIGITS)
+
+
+def digits(value):
+    """A whole number from a text of ASCII digits (at most MAX_DIGITS, spaces around allowed), else None. Never raises,
+    whatever the value: ``str.isdigit`` takes '²' and 5,000 digits, on which ``int()`` raises; this takes neither."""
+    if not isinstance(value, str):
+        return None
+    found = _DIGITS.match(value)
+    return int(found.group(1)) if found else None
+
+
 def as_int(field, value):
     """A whole number from a number or a string of digits (``-e``, AWX surveys); else ParameterError naming ``field``."""
     if is_int(value):
         return value
-    if isinstance(value, str) and re.match(r"\A\s*[0-9]+\s*\Z", value):
-        return int(value)
-    raise ParameterError(field, "expected a whole number, got %r" % (value,))
+    number = digits(value)
+    if number is not None:
+        return number
+    raise ParameterError(field, "expected a whole number, got %s" % _shown(value))
+
+
+def _shown(value):
+    """A value for a message: its repr, cut to 80 characters (a 5,000-digit text is not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def as_bool(field, value):

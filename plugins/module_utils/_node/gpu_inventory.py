@@ -29,6 +29,7 @@ import hashlib
 import os
 import re
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import digits
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot
 
@@ -264,8 +265,7 @@ def _smi_mode(value):
 
 
 def _int_or_none(value):
-    value = value.strip()
-    return int(value) if value.isdigit() else None
+    return digits(value)
 
 
 def _minor_from_proc(proc_root, bus_id):

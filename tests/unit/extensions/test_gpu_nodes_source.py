@@ -170,3 +170,26 @@ def test_the_reboots_of_a_window_are_one_node_reboots_event_less_the_remediation
                for e in events if e["gpuops"]["kind"].startswith("node_reboots")]
     assert windows == [("node_reboots", ["a", "b"], [], ["a", "b", "localhost"]), ("node_reboots_throttled", [], ["a"], None)]
     assert not [e for e in events if e["gpuops"]["kind"].startswith("gpu_faults")]
+
+
+def test_one_nodes_hostile_data_never_blinds_the_watch_for_another_nodes_fault(monkeypatch):
+    """Issue 57, item 7: a 40 KB annotation of nested arrays raised RecursionError out of the view; the source took it for a lost
+    connection, listed again, raised again, for ever, and another node's withheld GPU made no event. Now node h, its Node
+    with every field replaced by each hostile value in turn (hostile_values, issue 57's included), is at most ``unreadable``:
+    the watch is never listed again for it, and a's fault is one gpu_faults event."""
+    import hostile_values
+
+    hostile = node("h", 2)
+    hostile["metadata"]["annotations"] = {node_events.REMEDIATION: '{"step": "drained"}'}
+    notes = [{"type": "MODIFIED", "raw_object": shape} for dummy, dummy2, shape in hostile_values.mutations(hostile)]
+    notes.append({"type": "MODIFIED", "raw_object": dict(hostile, metadata=dict(hostile["metadata"], resourceVersion="9998", annotations={
+        node_events.REMEDIATION: "[" * 20000 + "]" * 20000}))})
+    notes.append({"type": "MODIFIED", "raw_object": node("a", 9999, free=7)})
+    events, lister = run(monkeypatch, [[node("a", 1), hostile]], [notes, [], []])
+    assert len(notes) > 300
+    assert lister.calls == 1 and not [e for e in events if e["gpuops"].get("error")], [e for e in events if e["gpuops"].get("error")][:2]
+    # a's fault is in a window's run (h's own shapes may withhold a GPU of h's: that is h's data about h)
+    assert "a" in [n for e in events if e["gpuops"]["kind"] == "gpu_faults" for n in e["gpuops"]["nodes"]]
+    # the deep annotation is h's step "unreadable", said about h alone
+    steps = [e["gpuops"] for e in events if e["gpuops"]["kind"] == "remediation_step" and e["gpuops"]["changed"]["step"]["after"] == "unreadable"]
+    assert steps and set(e["node"] for e in steps) == {"h"}

@@ -43,7 +43,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.tabwrite imp
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions, decision
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import xid_catalog
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, digits, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms import classify
 
@@ -328,8 +328,7 @@ def _plugin_unhealthy(row, api_node=None, **dummy):
 
 def _quantity(value):
     """A count resource's quantity (``"8"``), or None where it is not a plain integer."""
-    text = str(value).strip()
-    return int(text) if text.isdigit() else None
+    return digits(value if isinstance(value, str) else str(value) if is_int(value) else None)
 
 
 def _repeat(row, ledger=None, now=None, settings=None, **dummy):

@@ -20,6 +20,7 @@ Used on both sides of the wall: the node reads the kernel log, the controller pl
 
 from __future__ import annotations
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import digits
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 
@@ -129,7 +130,7 @@ def check_overrides(field, value):
     out = {}
     for key, name in value.items():
         text = str(key).strip()
-        if not text.isdigit() or int(text) not in CATALOG:
+        if digits(text) not in CATALOG:
             raise ParameterError(field, "%r is not an XID of NVIDIA's catalog (known: 8 to 161, not every number): give one the catalog "
                                  "lists" % (key,))
         if name not in BUCKET_NAMES:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, digits, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, ParameterError, ResultError
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, hostroot
 
@@ -43,14 +43,20 @@ class DiagError(ResultError):
     """DCGM's diagnostic failed on a remediated GPU, or gave no verdict (``result`` holds what it said)."""
 
 
+# DCGM's GPU ids are NVML's indices: a node has at most a few dozen; an id past this is no GPU of ours
+MAX_GPU_ID = 1023
+
+
 def _ids(value):
-    if isinstance(value, bool):
-        return []
-    if isinstance(value, int):
-        return [value]
-    if isinstance(value, str):
-        return [int(v) for v in value.split(",") if v.strip().isdigit()]
-    return []
+    """The GPU ids of a result's ``gpu_ids`` (a number, or a CSV string): only whole numbers of a GPU's range; anything else
+    (5,000 digits, '²', a float, a list) names no GPU."""
+    if is_int(value):
+        found = [value]
+    elif isinstance(value, str) and len(value) <= 4096:
+        found = [digits(v) for v in value.split(",")]
+    else:
+        found = []
+    return [v for v in found if v is not None and 0 <= v <= MAX_GPU_ID]
 
 
 def _warnings(result):
@@ -99,7 +105,8 @@ def parse(text):
 
 def verdict(parsed, indices):
     """``(passed, failed [results], reason)`` for the GPUs ``indices``: a fail (or an unknown status) on any of them fails;
-    no result naming them, or a runtime error, is no verdict (reason), never a pass."""
+    a GPU with no PASS of its own (no result naming it, or only SKIPPED, WARN or NOT RUN: no test ran on it), or a runtime
+    error, is no verdict (reason), never a pass."""
     if parsed is None:
         return False, [], "dcgmi wrote no JSON"
     if parsed["runtime_error"]:
@@ -108,7 +115,13 @@ def verdict(parsed, indices):
     if not ours:
         return False, [], "dcgmi's results name none of GPUs %s" % ",".join(map(str, indices))
     failed = [r for r in ours if r["status"] in ("fail", "unknown")]
-    return not failed, failed, None
+    if failed:
+        return False, failed, None
+    untested = [i for i in indices if not any(r["status"] == "pass" and i in r["gpus"] for r in ours)]
+    if untested:
+        return False, [], ("no test passed on GPU %s (its results are all skipped, warned or not run): no test proved it, so it is "
+                           "no pass" % ",".join(map(str, untested)))
+    return True, [], None
 
 
 def _indices(run, driver_root, uuids):

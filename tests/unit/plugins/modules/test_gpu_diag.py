@@ -66,6 +66,35 @@ def test_an_unknown_status_on_our_gpu_fails():
     assert not passed and failed[0]["status"] == "unknown"
 
 
+def _one(results):
+    return json.dumps({"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "GPU Memory",
+                                                                                                    "results": results}]}]}})
+
+
+@pytest.mark.parametrize("results", [
+    [{"gpu_ids": "1", "status": "SKIPPED"}],
+    [{"gpu_ids": "1", "status": "SKIP"}, {"gpu_ids": "1", "status": "NOT RUN"}, {"gpu_ids": "1", "status": "Warn"}],
+    [{"gpu_ids": "0,1", "status": "SKIPPED"}, {"gpu_ids": "0", "status": "PASS"}],
+])
+def test_a_gpu_no_test_passed_on_is_no_verdict_never_a_pass(results):
+    """Issue 57, item 13: results that are all SKIPPED (or warned, not run) proved nothing about the GPU: no verdict."""
+    passed, failed, reason = diag.verdict(diag.parse(_one(results)), [1])
+    assert (passed, failed) == (False, []) and reason.startswith("no test passed on GPU 1"), reason
+
+
+def test_each_gpu_needs_a_pass_of_its_own():
+    parsed = diag.parse(_one([{"gpu_ids": "0", "status": "PASS"}, {"gpu_ids": "1", "status": "SKIPPED"}]))
+    assert diag.verdict(parsed, [0]) == (True, [], None)
+    assert not diag.verdict(parsed, [0, 1])[0] and "GPU 1" in diag.verdict(parsed, [0, 1])[2]
+
+
+@pytest.mark.parametrize("gpu_ids", ["\u00b2", "1" * 5000, "\u0661", "1.0", 1.0, "-1", 10 ** 40, [1], {"1": 1}, True, None, "9" * 19])
+def test_gpu_ids_that_name_no_gpu_are_no_verdict_never_a_traceback(gpu_ids):
+    """A hostile or broken dcgmi's gpu_ids (a superscript digit, 5,000 digits, a float, a list): no GPU, so no verdict."""
+    passed, failed, reason = diag.verdict(diag.parse(_one([{"gpu_ids": gpu_ids, "status": "PASS"}])), [1])
+    assert (passed, failed) == (False, []) and reason == "dcgmi's results name none of GPUs 1"
+
+
 def records(*extra):
     return [fakenode.gpu(G[0], fakenode.A100, "00000000:3B:00.0", 40960, 0), fakenode.gpu(G[1], fakenode.A100, "00000000:5E:00.0", 40960, 1)] \
         + list(extra)

@@ -168,3 +168,28 @@ def test_a_slim_node_has_the_same_view_whatever_the_node_says():
     big = json.loads(json.dumps(full))
     big["status"]["images"] = [{"names": ["registry.example.com/team/trainer@sha256:%064x" % i], "sizeBytes": i} for i in range(50)]
     assert len(json.dumps(ne.slim(big))) < len(json.dumps(big)) / 5
+
+
+class _Raising(dict):
+    """A Node whose every read raises: whatever a future field's reading may raise, as data of that node alone."""
+
+    def get(self, *args):
+        raise RecursionError("maximum recursion depth exceeded")
+
+
+def test_a_node_whose_data_raises_is_unreadable_said_once_and_the_tracker_goes_on():
+    """Issue 57, item 7: any exception from one Node's data makes that node unreadable (an event about it alone), never an
+    exception out of the tracker (the source would take it for a lost connection and relist for ever)."""
+    tracker = ne.Tracker()
+    tracker.start([node("a", 1), node("h", 2)], "2", T)
+    bad = _Raising(metadata={"name": "h", "resourceVersion": "3"})
+    assert ne.view(bad) is None  # not even its name could be read: nothing to say about it
+    marked = ne.slim({"metadata": {"name": "h", "resourceVersion": "3"}, "status": _Raising()})
+    assert marked["gpuops_unreadable"] == "RecursionError"
+    assert kinds(tracker.apply("MODIFIED", marked, T)) == [("node_unreadable", "h")]
+    assert tracker.views["h"]["unreadable"] == "its Node's data could not be read (RecursionError)"
+    assert tracker.apply("MODIFIED", dict(marked, metadata={"name": "h", "resourceVersion": "4"}), T) == []  # said once
+    assert kinds(tracker.apply("MODIFIED", node("a", 5, free=7), T)) == [("gpu_unallocatable", "a")]
+    # h readable again, and withholding a GPU: news
+    assert kinds(tracker.apply("MODIFIED", node("h", 6, free=7), T)) == [("gpu_unallocatable", "h")]
+    assert "its Node's data could not be read" not in " ".join(ne.unhealthy(tracker.views["h"]))

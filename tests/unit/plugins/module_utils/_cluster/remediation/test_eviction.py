@@ -170,3 +170,14 @@ def test_the_plan_leaves_a_node_an_operator_took_back_alone_for_the_same_signal_
 def test_the_event_source_knows_every_step_the_quarantine_writes():
     from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
     assert node_events.STEPS == q.STEPS
+
+
+@pytest.mark.parametrize("text", ["delete_after_timeout:" + "9" * 5000, "delete_after_timeout:\u00b2", "delete_after_timeout:\u0661",
+                                  "delete_after_timeout:1_000", "delete_after_timeout:+5", "delete_after_timeout:" + "1" * 19,
+                                  "x" * 100000])
+def test_a_tenants_hostile_annotation_is_that_pods_named_error_never_a_crash(text):
+    """Issue 57, item 8: 5,000 digits raised ValueError (Python's 4,300-digit limit) out of the plan. Now the pod's annotation
+    is its own named error, bounded in size."""
+    with pytest.raises(ev.PodModeError) as err:
+        ev.mode_of(pod("batch", annotations={ev.ANNOTATION: text}), ev.check_policy(RULES, None))
+    assert str(err.value).startswith("pod batch/p: annotation %s" % ev.ANNOTATION) and len(str(err.value)) < 600, str(err.value)[:300]

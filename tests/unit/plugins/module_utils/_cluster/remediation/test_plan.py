@@ -335,3 +335,17 @@ def test_a_host_whose_facts_named_a_controller_variable_is_unknown_with_the_reas
     items = [{"node": "a", "host": "a", "health": {}, "entries": [], "untrusted": "host a returned facts named as variables ..."}]
     row = one(plan(items), "a")
     assert (row["state"], row["action"], row["reasons"]) == ("unknown", "none", ["host a returned facts named as variables ..."])
+
+
+def test_a_tenants_hostile_eviction_annotation_blocks_its_node_only_and_the_plan_goes_on():
+    """Issue 57, item 8: one pod's annotation of 5,000 digits crashed the whole plan (ValueError); it is a blocker naming the
+    pod, on its node only, and the other faulty node is planned."""
+    hostile = pod(1, node="a")
+    hostile["metadata"]["annotations"] = {"gpuops.fleet/eviction-mode": "delete_after_timeout:" + "9" * 5000}
+    items = [{"node": "a", "health": health([gpu(0, recovery=1)]), "entries": [entry(uid(1), [G[0]])]},
+             {"node": "b", "health": health([gpu(0, recovery=1, uuid=G[1])], driver="570.1"), "entries": []}] + fleet(0, total=8)
+    result = plan(items, pods=[hostile], max_nodes_per_run=5, breaker_percent=50)
+    a, b = one(result, "a"), one(result, "b")
+    assert a["deferred_reason"] == "blocked" and [k["kind"] for k in a["blockers"]] == ["eviction_mode"], a["blockers"]
+    assert "ml/p1" in a["blockers"][0]["detail"] and len(a["blockers"][0]["detail"]) < 600
+    assert b["batch"] == 1 and b["action"] == "reset"
