@@ -18,6 +18,15 @@ description:
     is not changed. Then it cordons the node with the mark C(gpuops.fleet/cordoned-for-gpu-health) (a node someone else
     cordoned keeps their cordon, and it stays theirs), adds the taint C(gpuops.fleet/gpu-unhealthy=<GPU>:NoSchedule) and
     writes the annotation C(gpuops.fleet/gpu-remediation) (the GPUs, action, scope, step and start).
+  - The ledger's open entry is the quarantine's record, the truth about what was done and where it stands (its step,
+    whether this module cordoned the node, the labels a pause changed and their previous values, the boot ID at quarantine):
+    the ConfigMap sits in O(namespace), which no kubelet may write. The annotation mirrors it for people and is never read
+    back: a node's kubelet may write its own annotations, C(spec.unschedulable) and conditions, so a node that writes the
+    annotation on itself neither skips, cancels nor steers its quarantine. Give every state the same O(namespace).
+  - An operator cancels a quarantine by removing its taint (C(kubectl taint node <node> gpuops.fleet/gpu-unhealthy-)), which
+    only a cluster user can do (NodeRestriction refuses a kubelet's change of its taints): the next O(state=quarantined)
+    closes the entry C(cancelled_by_operator), takes off what is ours and evicts nothing. An uncordon alone cancels nothing
+    (a kubelet may uncordon itself): it is reported (RV(uncordoned_while_quarantined)) and the quarantine holds.
   - The ledger is trimmed by size, the oldest closed entries first; an entry holds at most 64 characters of the node's
     driver version and 32 of its signal keys. An entry of the ledger this collection did not write as it stands is
     reported by M(gpuops.fleet.gpu_remediation_plan) and counts for nothing.
@@ -26,17 +35,18 @@ description:
     only the pods the plan mapped to the target GPUs are evicted, each by its UID, so pods on the node's other GPUs keep
     running; with O(scope=node) every pod on the node but DaemonSet and mirror pods.
   - A PodDisruptionBudget that still refuses at O(drain_timeout) leaves the node quarantined at step C(drain_blocked) and
-    fails the task, so no reset or reboot runs while the GPU's pods do. A killed run leaves the annotation; the next run
+    fails the task, so no reset or reboot runs while the GPU's pods do. A killed run leaves its ledger entry; the next run
     for the same GPUs resumes from it. A run on a node already quarantined and drained changes nothing.
   - Refused before any change, naming the cause - a node already in a remediation for other GPUs or another action, a
     blocker of the plan no drain ends (a pod that uses the GPU outside kubelet's accounting, a host process), a pod
     C(kubectl drain) would not evict (no controller without O(drain_force), C(emptyDir) without
     O(drain_delete_emptydir_data)).
   - O(state=paused) and O(state=unpaused) take NVML's clients (the device plugin, dcgm-exporter) off a quarantined node
-    for a reset and bring them back, by node labels their DaemonSets exclude (see O(pause_labels)).
+    for a reset and bring them back, by node labels their DaemonSets exclude (see O(pause_labels)). The labels' previous
+    values are kept in the ledger entry before the labels change; O(state=unpaused) and the release restore those keys only.
   - O(state=released) closes the node's ledger entry with O(result) and its seconds from quarantine to release, then
-    removes only what this module added (the taint, the annotation, the cordon only with its mark, and a pause's
-    labels, restored); where the ledger cannot be written, the node stays quarantined.
+    removes only what this module added, as the entry says (the taint, the annotation, the cordon where the entry says this
+    module set it, and a pause's labels, restored); where the ledger cannot be written, the node stays quarantined.
   - Check mode reports the cordon, taint and evictions and writes nothing.
   - Runs on the controller against the cluster, with kubernetes.core's client and authentication options.
 author:
@@ -130,7 +140,7 @@ options:
     choices: [recovered, rebooted, replaced, needs_human, rma_candidate, cancelled]
     default: recovered
   namespace:
-    description: The namespace of the ledger ConfigMap C(gpuops-remediation-ledger).
+    description: The namespace of the ledger ConfigMap C(gpuops-remediation-ledger), the quarantine's record; the same for every state.
     type: str
     default: gpuops-system
   drain_timeout:
@@ -249,7 +259,7 @@ condition_error:
   type: str
   version_added: 0.4.0
 cancelled_by_operator:
-  description: What an operator undid by hand (C(uncordoned), the taint removed), where the remediation was cancelled.
+  description: What an operator undid by hand (the taint removed), where the remediation was cancelled.
   returned: step is cancelled_by_operator
   type: str
   version_added: 0.4.0
@@ -277,8 +287,15 @@ foreign_cordon:
   description: The node was cordoned by someone else; that cordon stays.
   returned: always
   type: bool
+uncordoned_while_quarantined:
+  description:
+    - Where the node is schedulable again while its quarantine holds (its own kubelet, or a cluster user, uncordoned it), what
+      that means and how to cancel; null otherwise. An uncordon alone cancels nothing.
+  returned: state is quarantined
+  type: str
+  version_added: 0.4.0
 resumed_from:
-  description: The step an earlier, unfinished run left in the annotation.
+  description: The step an earlier, unfinished run left in the ledger entry.
   returned: state is quarantined
   type: str
 escalated_from:
@@ -291,7 +308,7 @@ boot_id:
   type: str
 boot_id_at_quarantine:
   description:
-    - The Node's bootID when it was first quarantined (kept in the annotation, so a run killed after a reboot still
+    - The Node's bootID when it was first quarantined (kept in the ledger entry, so a run killed after a reboot still
       knows it). Give it to M(gpuops.fleet.node_reboot) as its O(gpuops.fleet.node_reboot#module:previous_boot_id); where
       it differs from RV(boot_id), the node has rebooted since.
   returned: state is quarantined

@@ -11,8 +11,12 @@ module: gpu_remediation_metrics
 short_description: The GPU remediation's own metrics (quarantined nodes, outcomes, time to release) for Prometheus
 version_added: 0.4.0
 description:
-  - Reads the remediation ledger ConfigMap and the Nodes, and returns the remediation's metrics in Prometheus' text format
-    for node_exporter's textfile collector (C(playbooks/gpu_remediation_metrics.yml) writes them to a C(.prom) file).
+  - Reads the remediation ledger ConfigMap, the controller's own record, and returns the remediation's metrics in Prometheus'
+    text format for node_exporter's textfile collector (C(playbooks/gpu_remediation_metrics.yml) writes them to a C(.prom)
+    file). Nothing is read from the Nodes: a node's kubelet may write the annotation C(gpuops.fleet/gpu-remediation) on its
+    own Node as easily as the quarantine does, so it would say what the node likes.
+  - A value that cannot be written as UTF-8 (a tampered ledger's lone surrogate) is the label value C(unreadable); the
+    other series are written.
   - C(gpuops_remediation_quarantined{k8s_node, action, step}) for each node quarantined by gpuops.fleet now, and
     C(gpuops_remediation_quarantine_started_timestamp_seconds{k8s_node}) (the label C(k8s_node), since the scrape's own C(node)
     label names the host whose node_exporter serves the file), when its quarantine began (its open ledger entry), which
@@ -42,7 +46,7 @@ options:
     type: str
     default: gpuops-system
 notes:
-  - Needs C(list) on nodes and C(get) on the ledger ConfigMap in O(namespace).
+  - Needs C(get) on the ledger ConfigMap in O(namespace).
 requirements:
   - kubernetes (Python client)
 """
@@ -73,7 +77,6 @@ quarantined:
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import metrics
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_ANNOTATION
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import ApiException
 
@@ -91,9 +94,8 @@ def main():
         client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
         ledger, dummy = ledgers.read(api, module.params["namespace"], ApiException)
-        nodes = [client.sanitize_for_serialization(n) for n in api.list_node().items]
-        ours = sorted(n["metadata"]["name"] for n in nodes if QUARANTINE_ANNOTATION in (n["metadata"].get("annotations") or {}))
-        return {"changed": False, "text": metrics.render(ledger, nodes), "quarantined": ours}
+        ours = sorted(set(e["node"] for e in ledger.get("entries") or () if not e.get("closed_at")))
+        return {"changed": False, "text": metrics.render(ledger), "quarantined": ours}
 
     module.exit_json(**run(module, work))
 

@@ -22,7 +22,11 @@ description:
   - Evictions follow C(kubectl drain)'s rules; a PodDisruptionBudget whose C(status.disruptionsAllowed) is 0 is named
     as a blocker.
   - Breakers. At most O(max_nodes_per_run) nodes per run, and at most max(O(breaker_min_nodes),
-    O(breaker_percent)% of the GPU nodes in scope) quarantined at once (O(breaker_max_nodes) at most). One signal
+    O(breaker_percent)% of the GPU nodes in scope) quarantined at once (O(breaker_max_nodes) at most). The GPU nodes in
+    scope are every Node the API shows with a GPU resource in its capacity (or the label C(nvidia.com/gpu.present=true)),
+    with the run's hosts: never the run's C(--limit) alone, so an event-driven run limited to one node, a scheduled run and
+    an AWX slice get the same cap. In flight are the ledger's open entries whose Node carries the quarantine's taint (or
+    opened in the last 10 minutes): never a Node's own annotation, which its kubelet may write. One signal
     key with one driver version on min(O(same_signal_nodes), max(2, O(same_signal_percent)% of scope)) nodes or more,
     this run and the ledger's last O(breaker_window) seconds together, is a fleet event that trips the breaker and
     fails the task. A tripped breaker (kept in the ledger with O(record=true)) refuses every later run until
@@ -204,10 +208,15 @@ summary:
 capacity:
   description:
     - The capacity breaker's C(cap), the nodes C(in_flight) (quarantined by us) and the C(room) this run had.
-    - C(stale_open_entries) names the nodes whose ledger entry is open while the node carries no quarantine of ours, for
-      more than 10 minutes (a run killed between the two writes); they do not count as in flight.
+    - C(stale_open_entries) names the nodes whose ledger entry is open while the node carries no taint of ours, for
+      more than 10 minutes (a run killed between the two writes, a cancel not yet recorded); they do not count as in flight.
   returned: when the breaker is closed
   type: dict
+scope:
+  description: The GPU nodes in scope the breakers' percentages are of (the API's GPU Nodes with the run's hosts).
+  returned: always
+  type: int
+  version_added: 0.4.0
 settings:
   description: The thresholds the plan used.
   returned: always

@@ -9,8 +9,9 @@ Job's worker (``training-*`` allow_completion), an inference ReplicaSet's (``inf
 evicted at once; the node waits at awaiting_pods with the Node condition GPUHealthy False; a second run writes nothing;
 after the minute the batch pod goes; nothing in kube-system is touched (no write of ours there, ever); once the training
 pod has ended and kube-system's owner removed its pod, the next run resets the GPUs and releases the node (GPUHealthy
-True). Then an operator's uncordon cancels a quarantine: the ledger and the report say cancelled_by_operator, only our
-marks come off, and the next run leaves the node alone for the same signal. Bad rules fail before any node is touched.
+True). Then an operator's removal of our taint (which no kubelet may make) cancels a quarantine: the ledger and the report
+say cancelled_by_operator, only our marks come off, and the next run leaves the node alone for the same signal (an uncordon
+alone cancels nothing: tests/kube/test_hostile_node.py). Bad rules fail before any node is touched.
 """
 
 from __future__ import annotations
@@ -135,15 +136,16 @@ def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_r
         f.cluster.apps.delete_collection_namespaced_replica_set("kube-system", label_selector="app=%s" % apps["system"])
 
 
-def test_an_operators_uncordon_cancels_the_remediation_and_the_next_run_leaves_the_node_alone(fleet, fake_lib_dir):
+def test_an_operator_who_removes_our_taint_cancels_the_remediation_and_the_next_run_leaves_the_node_alone(fleet, fake_lib_dir):
     f, name, dummy, dummy2, extra = remediation_fleet(fleet, fake_lib_dir)
     extra = dict(extra, gpu_remediation_mode="quarantine")
     rc, run = f.play(extra, playbook="gpu_remediation.yml")
     assert rc == 0, run.failure()
     assert node_state(f, name)[0] and condition(f, name) == ("False", "Recovery1")
 
-    # the operator takes the node back: kubectl uncordon
-    f.cluster.core.patch_node(name, {"spec": {"unschedulable": False}})
+    # the operator takes the node back as the guide says: kubectl taint node <node> gpuops.fleet/gpu-unhealthy-
+    node = f.node(name)
+    f.cluster.core.patch_node(name, {"spec": {"taints": [f.cluster.api_client.sanitize_for_serialization(t) for t in node.spec.taints or [] if t.key != TAINT]}})
     rc, run = f.play(dict(extra, gpu_remediation_mode="remediate"), playbook="gpu_remediation.yml")
     assert rc == 0, run.failure()
     assert evictions(run) == []
@@ -152,7 +154,8 @@ def test_an_operators_uncordon_cancels_the_remediation_and_the_next_run_leaves_t
     entry = [e for e in ledger(f)["entries"] if e["node"] == name][-1]
     assert entry["result"] == "cancelled_by_operator" and entry["closed_at"] and entry["keys"] == ["recovery:1"]
     held = report(f, name)
-    assert held["outcome"] == "cancelled_by_operator" and held["cancelled_by_operator"] == "uncordoned" and not held["quarantined"]
+    assert held["outcome"] == "cancelled_by_operator" and held["cancelled_by_operator"] == "removed the taint %s" % TAINT
+    assert not held["quarantined"]
     assert condition(f, name) == ("Unknown", "CancelledByOperator")
 
     # the same signal: the plan leaves the node alone, nothing is written

@@ -111,12 +111,14 @@ def test_a_gpu_scoped_quarantine_evicts_only_the_faulty_gpus_pod_and_the_release
 
     result, run = module(f, args)
     assert result["changed"] and result["step"] == "drained" and result["evicted"] == [pod0], result
-    # exactly one eviction, for GPU 0's pod; the ledger's entry first (where it cannot be written the node is left as it was),
-    # then one node patch to quarantine, the GPUHealthy condition (the status subresource), one patch for the step
-    # (a 1.20 API server answers policy/v1's eviction 404 first: drain.evict then asks policy/v1beta1; only that one succeeds)
+    # exactly one eviction, for GPU 0's pod; the ledger's entry first (the record: where it cannot be written the node is
+    # left as it was), then one node patch to quarantine, the GPUHealthy condition (the status subresource), the ledger's
+    # step draining (the node is marked), the evictions, the ledger's step drained and its mirror on the node (a 1.20 API
+    # server answers policy/v1's eviction 404 first: drain.evict then asks policy/v1beta1; only that one succeeds)
     assert evictions(run) == [pod0.split("/")[1]]
     assert [w[:2] for w in writes(run) if w[1] != "pods/eviction"] == [
-        ("create", "configmaps"), ("patch", "nodes"), ("patch", "nodes/status"), ("patch", "nodes")]
+        ("create", "configmaps"), ("patch", "nodes"), ("patch", "nodes/status"), ("update", "configmaps"), ("update", "configmaps"),
+        ("patch", "nodes")]
     unschedulable, record, marked, taints = node_state(f, name)
     assert unschedulable and marked and taints == [(TAINT, G[0][:12], "NoSchedule")]
     assert (record["gpus"], record["action"], record["scope"], record["step"], record["run"], record["cordoned_by_us"]) == (
@@ -126,6 +128,7 @@ def test_a_gpu_scoped_quarantine_evicts_only_the_faulty_gpus_pod_and_the_release
     f.wait(lambda: not [p for p in running(f, "on-gpu0") if p.metadata.uid == uids["on-gpu0"]], "GPU 0's pod gone")
     entry = ledger(f)["entries"][-1]
     assert (entry["node"], entry["gpus"], entry["action"], entry["closed_at"], entry["run"]) == (name, [G[0]], "reset", None, "job-41")
+    assert (entry["step"], entry["scope"], entry["cordoned_by_us"]) == ("drained", "gpu", True)  # the record: the annotation mirrors it
 
     # a second run writes nothing
     result, run = module(f, args)
@@ -268,19 +271,19 @@ def test_pause_takes_the_nvml_clients_pods_off_the_drained_node_and_unpause_brin
     row = plan_row(f, name)
     selector = [{"name": "nvidia-device-plugin-ds"}]
 
-    refused, run = module(f, {"state": "paused", "node": name, "pause_pods": selector})
+    refused, run = module(f, {"state": "paused", "node": name, "namespace": f.namespace, "pause_pods": selector})
     assert refused["failed"] and "not quarantined and drained" in refused["msg"] and writes(run) == []
 
     result, run = module(f, {"state": "quarantined", "plan": row, "namespace": f.namespace, "drain_timeout": 60})
     assert result["step"] == "drained", result
-    paused, run = module(f, {"state": "paused", "node": name, "pause_pods": selector, "pause_timeout": 60})
+    paused, run = module(f, {"state": "paused", "node": name, "namespace": f.namespace, "pause_pods": selector, "pause_timeout": 60})
     assert paused["changed"] and paused["previous_labels"] == {"gpuops.fleet/gpu-maintenance": "false"}, paused
     assert name not in [p.spec.node_name for p in f.plugin_pods()]  # the controller took the plugin off this node only
     assert len(f.plugin_pods()) == len(plugin) - 1
-    again, run = module(f, {"state": "paused", "node": name, "pause_pods": selector, "pause_timeout": 60})
+    again, run = module(f, {"state": "paused", "node": name, "namespace": f.namespace, "pause_pods": selector, "pause_timeout": 60})
     assert not again["changed"] and [w for w in writes(run) if w[1] == "nodes"] == []
 
-    unpaused, run = module(f, {"state": "unpaused", "node": name})
+    unpaused, run = module(f, {"state": "unpaused", "node": name, "namespace": f.namespace})
     assert unpaused["changed"] and unpaused["restored_labels"] == {"gpuops.fleet/gpu-maintenance": "false"}, unpaused
     rollout = {"namespace": f.namespace, "name": "nvidia-device-plugin-daemonset", "nodes": [name], "verify_current": True, "pod_timeout": 60}
     back = f.module("gpuops.fleet.daemonset_rollout", rollout)

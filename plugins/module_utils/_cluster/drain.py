@@ -40,7 +40,8 @@ class DrainError(GpuopsError):
 
 
 def _meta(obj):
-    return obj.get("metadata") or {}
+    found = obj.get("metadata") if isinstance(obj, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def controller(pod):
@@ -99,7 +100,8 @@ def drain_plan(rows, pods, force=False, delete_emptydir_data=False):
 
 def cordoned_by_us(node, annotation=ANNOTATION):
     """Whether the node is cordoned with our mark (``annotation``: a sharing switch's, or another task's)."""
-    return bool((node.get("spec") or {}).get("unschedulable")) and annotation in (_meta(node).get("annotations") or {})
+    spec, annotations = node.get("spec"), _meta(node).get("annotations")
+    return bool(isinstance(spec, dict) and spec.get("unschedulable")) and isinstance(annotations, dict) and annotation in annotations
 
 
 def cordon(api, node, mode):

@@ -123,13 +123,17 @@ def _rank(mode, minutes):
 
 
 def _name(pod):
-    meta = pod.get("metadata") or {}
+    meta = _dict(_dict(pod).get("metadata"))
     return "%s/%s" % (meta.get("namespace"), meta.get("name"))
+
+
+def _dict(value):
+    return value if isinstance(value, dict) else {}
 
 
 def annotation_mode(pod):
     """``(mode, minutes)`` the pod's annotation asks for, or None; PodModeError where it is not one."""
-    text = ((pod.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION)
+    text = _dict(_dict(_dict(pod).get("metadata")).get("annotations")).get(ANNOTATION)
     if text is None:
         return None
     mode, sep, minutes = str(text).strip().partition(":")
@@ -147,7 +151,8 @@ def annotation_mode(pod):
 def mode_of(pod, policy):
     """``{"mode", "timeout_minutes", "by", "system"}`` for one pod: its namespace's rule, made gentler by its annotation; a
     pod of a system namespace is ``system`` (never evicted). PodModeError where its annotation asks for a harsher mode."""
-    namespace = (pod.get("metadata") or {}).get("namespace") or ""
+    namespace = _dict(_dict(pod).get("metadata")).get("namespace")
+    namespace = namespace if isinstance(namespace, str) else ""
     if policy["system"] is not None and policy["system"].search(namespace):
         return {"mode": None, "timeout_minutes": None, "by": "system_namespaces %s" % policy["system_pattern"], "system": True}
     index, rule = next((i, r) for i, r in enumerate(policy["rules"]) if fnmatch.fnmatchcase(namespace, r["namespace"]))

@@ -7,9 +7,14 @@ breakers last across runs.
 
 One key, ``ledger.json``: ``{"version": 1, "breaker": {"state": "closed"|"tripped", "reason", "keys", "at",
 "reset_reason", "reset_at"}, "paused": false, "entries": [{"node", "gpus", "action", "keys",
-"driver_version", "at", "closed_at", "result", "run"}]}``; times are epoch seconds. The breaker never closes
-by itself (NVSentinel's "will NOT automatically reset"): only a reset with a reason does, and the
-reason and time are kept.
+"driver_version", "at", "closed_at", "result", "run", "step", "scope", "cordoned_by_us", "paused_labels", "boot_id"}]}``;
+times are epoch seconds. The breaker never closes by itself (NVSentinel's "will NOT automatically reset"): only a reset
+with a reason does, and the reason and time are kept.
+
+**The truth about what we did.** A node's open entry is its quarantine's record: its step (``STEPS``), whether we cordoned
+it, the labels a pause changed (their previous values), its boot ID at quarantine. A kubelet may write its own Node's
+annotations, ``spec.unschedulable`` and conditions, never a ConfigMap in the controller's namespace: what the controller
+reads back to decide a write (what to cancel, uncordon or restore; what is in flight) comes from here, never from the Node.
 
 **What cannot be read.** A ledger whose top level or breaker is not this (not JSON, another version, a breaker
 of another shape) is an error naming the ConfigMap, never an empty ledger: an empty ledger would close a
@@ -50,6 +55,12 @@ ATTEMPTS = 3
 # an open entry whose node carries no quarantine annotation counts as in flight this long (seconds): the time between the
 # ledger's write and the node's patch; after it, an entry left open (a run killed there, a release of old) counts no more
 STALE_OPEN = 600
+# an open entry is the quarantine's record (the controller's: no kubelet may write this namespace), its step one of these:
+# ``marking`` from the entry's write until the node's patch (cordon, taint, annotation) is known done, then the drain's
+# steps (quarantine.py). The node's annotation mirrors it for people; it is never read back as the truth.
+MARKING = "marking"
+STEPS = (MARKING, "draining", "drained", "drain_blocked", "awaiting_pods")
+MAX_PAUSED = 16
 
 
 class LedgerError(GpuopsError):
@@ -81,6 +92,12 @@ _ENTRY = {
     "run": (True, lambda v: isinstance(v, str) and len(v) <= 256),
     "recover_seconds": (True, _finite),
     "escalated_from": (True, lambda v: isinstance(v, str) and len(v) <= 32),
+    "step": (True, lambda v: v in STEPS),
+    "scope": (True, lambda v: v in ("gpu", "node")),
+    "cordoned_by_us": (True, lambda v: isinstance(v, bool)),
+    "boot_id": (True, lambda v: isinstance(v, str) and len(v) <= 64),
+    "paused_labels": (True, lambda v: isinstance(v, dict) and len(v) <= MAX_PAUSED and all(
+        isinstance(k, str) and len(k) <= 317 and (x is None or isinstance(x, str) and len(x) <= 63) for k, x in v.items())),
 }
 _BREAKER = {
     "reason": lambda v: isinstance(v, str),

@@ -5,10 +5,10 @@
 """PRIVATE to the gpuops.fleet collection: the remediation's own metrics, pure (module gpu_remediation_metrics), in
 Prometheus' text exposition format (version 0.0.4) for node_exporter's textfile collector.
 
-From the ledger (the controller's record: each quarantine's start, result and seconds to release) and the Nodes (our
-annotation's step, which says where a quarantined node stands now):
+From the ledger alone, the controller's record (each quarantine's start, step, result and seconds to release); never from
+a Node, whose kubelet may write our annotation on it as easily as we do:
 
-* ``gpuops_remediation_quarantined{k8s_node, action, step}`` 1 per node quarantined by us now;
+* ``gpuops_remediation_quarantined{k8s_node, action, step}`` 1 per node quarantined by us now (an open ledger entry);
 * ``gpuops_remediation_quarantine_started_timestamp_seconds{k8s_node}``: when its open ledger entry began (the stuck-quarantine
   alert compares it with ``time()``, so a file written an hour ago still ages right);
 * ``gpuops_remediation_outcomes{result}``: the closed entries the ledger keeps, per result (a gauge: the ledger is trimmed
@@ -20,70 +20,72 @@ The text holds no time of its own (its file changes only when the remediation do
 ``node_textfile_mtime_seconds`` says how old it is).
 
 The node is the label ``k8s_node``: the scrape's own ``node`` label names the host whose node_exporter serves the file.
-Node names are label values from the API; a label value is escaped as the format says (backslash, double quote, newline),
-so no name can add a line or a series.
+A label value is escaped as the format says (backslash, double quote, newline), so no value can add a line or a series; one
+that cannot be written as UTF-8 (a lone surrogate, which JSON's ``"\ud800"`` decodes to) is ``unreadable``, so one bad
+entry never stops the file of every node.
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine
-
 BUCKETS = (60, 300, 900, 1800, 3600, 7200, 21600, 86400)
 PREFIX = "gpuops_remediation_"
+UNREADABLE = "unreadable"
+
+
+def _text(value):
+    """A label's value as text, or ``unreadable`` where it cannot be written as UTF-8."""
+    text = str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return UNREADABLE
+    return text
 
 
 def _label(value):
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return _text(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _labels(**labels):
     return "{%s}" % ",".join('%s="%s"' % (k, _label(v)) for k, v in sorted(labels.items())) if labels else ""
 
 
-def _step(node):
-    """Our annotation's record (``quarantine.annotation``, the quarantine's own strict read), ``{"step": "unreadable"}`` for
-    one it would refuse, None for none."""
-    try:
-        return quarantine.annotation(node)
-    except quarantine.QuarantineError:
-        return {"step": "unreadable"}
+def _open(ledger):
+    """``{node: (action, step, started)}`` of the ledger's open entries (the earliest where a node has two)."""
+    found = {}
+    for entry in ledger.get("entries") or ():
+        if entry.get("closed_at") or entry.get("at") is None:
+            continue
+        name = entry["node"]
+        if name not in found or entry["at"] < found[name][2]:
+            found[name] = (entry.get("action") or "", entry.get("step") or "", entry["at"])
+    return found
 
 
-def render(ledger, nodes):
+def render(ledger):
     """The exposition text (ends with a newline)."""
     lines = []
 
     def family(name, kind, helptext, samples):
         lines.append("# HELP %s%s %s" % (PREFIX, name, helptext))
         lines.append("# TYPE %s%s %s" % (PREFIX, name, kind))
+        seen = set()
         for suffix, labels, value in samples:
-            lines.append("%s%s%s%s %s" % (PREFIX, name, suffix, _labels(**labels), _number(value)))
+            line = "%s%s%s%s" % (PREFIX, name, suffix, _labels(**labels))
+            if line not in seen:  # two unreadable values are one series: node_exporter refuses a file that repeats one
+                seen.add(line)
+                lines.append("%s %s" % (line, _number(value)))
 
-    open_at = {}
-    for entry in ledger.get("entries") or ():
-        if not entry.get("closed_at") and entry.get("at") is not None:
-            open_at[entry["node"]] = min(entry["at"], open_at.get(entry["node"], entry["at"]))
-    quarantined = []
-    for node in nodes or ():
-        record = _step(node)
-        if record is None:
-            continue
-        name = (node.get("metadata") or {}).get("name")
-        quarantined.append((name, record))
-    quarantined.sort(key=lambda q: str(q[0]))
+    quarantined = sorted(_open(ledger).items(), key=lambda item: _text(item[0]))
     family("quarantined", "gauge", "1 for each node quarantined by gpuops.fleet now, with its action and step.",
-           [("", {"k8s_node": n, "action": str(r.get("action") or ""), "step": str(r.get("step") or "")}, 1) for n, r in quarantined])
-    started = []
-    for name, record in quarantined:
-        at = open_at.get(name, record.get("started"))
-        if isinstance(at, (int, float)) and not isinstance(at, bool):
-            started.append(("", {"k8s_node": name}, at))
+           [("", {"k8s_node": n, "action": a, "step": st}, 1) for n, (a, st, dummy) in quarantined])
     family("quarantine_started_timestamp_seconds", "gauge", "When the quarantine of each quarantined node began (its ledger entry).",
-           started)
+           [("", {"k8s_node": n}, at) for n, (dummy, dummy2, at) in quarantined])
     closed = [e for e in ledger.get("entries") or () if e.get("closed_at")]
     results = {}
     for entry in closed:
-        results[str(entry.get("result") or "unknown")] = results.get(str(entry.get("result") or "unknown"), 0) + 1
+        result = _text(entry.get("result") or "unknown")
+        results[result] = results.get(result, 0) + 1
     family("outcomes", "gauge", "The closed remediations the ledger keeps, per result.", [("", {"result": r}, n) for r, n in sorted(results.items())])
     seconds = [e["recover_seconds"] for e in closed if isinstance(e.get("recover_seconds"), (int, float)) and not isinstance(e["recover_seconds"], bool)]
     samples = [("_bucket", {"le": str(b)}, sum(1 for s in seconds if s <= b)) for b in BUCKETS]

@@ -33,9 +33,10 @@ blocks it; and it applies the safety rails (``../shared/specs/gpu-health.md`` B5
 
 from __future__ import annotations
 
+import fnmatch
 import math
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain, gpu_nodes
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, jobs, node_facts
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
@@ -94,8 +95,12 @@ def check_settings(raw):
     return SETTINGS.check_all(raw, coerce=_coerce)
 
 
+def _dict(value):
+    return value if isinstance(value, dict) else {}
+
+
 def _meta(obj):
-    return obj.get("metadata") or {}
+    return _dict(_dict(obj).get("metadata"))
 
 
 def _visible(entry):
@@ -266,8 +271,8 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
     ``unknown`` with the reason, and the others are planned as if it were not there."""
     settings = check_settings(settings)
     policy = policy or eviction.check_policy(None, None)
-    nodes_by_name = dict((_meta(n).get("name"), n) for n in api_nodes or ())
-    pods_by_uid = dict((_meta(p).get("uid"), p) for p in pods or ())
+    nodes_by_name = dict((_meta(n).get("name"), n) for n in api_nodes or () if isinstance(_meta(n).get("name"), str))
+    pods_by_uid = dict((_meta(p).get("uid"), p) for p in pods or () if isinstance(_meta(p).get("uid"), str))
     breaker = ledger.get("breaker") or {}
     reset_at = breaker.get("reset_at")
     named = {}
@@ -292,7 +297,11 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
             row["keys"] = _keys(verdict, health)
             _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings, policy)
             _operator_hold(row, ledger)
-    result = _breakers(rows, ledger, settings, now, len(items), nodes_by_name)
+    # the fleet in scope: every GPU Node the API shows, with this run's hosts; never the run's --limit (an event run limited to
+    # one node, or an AWX slice, would get a cap of 1 while every quarantine in the cluster counts against it)
+    scope = len(set(gpu_fleet(api_nodes)) | set(item["node"] for item in items))
+    result = _breakers(rows, ledger, settings, now, scope, nodes_by_name)
+    result["scope"] = scope
     result["nodes"] = rows
     result["settings"] = settings
     result["table"] = table(rows)
@@ -303,6 +312,21 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
     return result
 
 
+def gpu_fleet(api_nodes):
+    """The names of the GPU Nodes among ``api_nodes`` (as the API serves them): a GPU resource in the Node's capacity (its
+    allocatable may be 0 while the plugin withholds every GPU), or GPU feature discovery's label ``nvidia.com/gpu.present``."""
+    names = []
+    for node in api_nodes or ():
+        meta, status = _meta(node), _dict(_dict(node).get("status"))
+        capacity = _dict(status.get("capacity"))
+        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        gpus = any((_quantity(v) or 0) > 0 for k, v in capacity.items()
+                   if isinstance(k, str) and any(fnmatch.fnmatchcase(k, p) for p in gpu_nodes.DEFAULT_RESOURCES))
+        if (gpus or labels.get("nvidia.com/gpu.present") == "true") and isinstance(meta.get("name"), str):
+            names.append(meta["name"])
+    return names
+
+
 def _plugin_unhealthy(row, api_node=None, **dummy):
     """Row 17 (a plan rule: it needs the API's Node): the device plugin withholds GPUs (the Node's allocatable below its capacity for an ``nvidia.com/``
     resource) while NVML finds nothing that decides an action. Reported as ``observe``, never planned: NVML is the
@@ -311,8 +335,8 @@ def _plugin_unhealthy(row, api_node=None, **dummy):
     remediation's part)."""
     if row["action"] in actions.ACTING or row["state"] == "unknown" or not api_node:
         return
-    status = api_node.get("status") or {}
-    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    status = _dict(api_node.get("status"))
+    capacity, allocatable = _dict(status.get("capacity")), _dict(status.get("allocatable"))
     short = []
     for resource in sorted(capacity):
         if resource.startswith("nvidia.com/") and resource in allocatable:
@@ -460,20 +484,30 @@ def _threshold(settings, scope):
     return min(settings["same_signal_nodes"], by_percent)
 
 
+# the quarantine's taint (quarantine.py TAINT_KEY; a Node's taints are a cluster user's to write, never its kubelet's)
+QUARANTINE_TAINT = "gpuops.fleet/gpu-unhealthy"
+
+
+def _tainted(node):
+    taints = _dict(_dict(node).get("spec")).get("taints")
+    return isinstance(taints, list) and any(isinstance(t, dict) and t.get("key") == QUARANTINE_TAINT for t in taints)
+
+
 def _in_flight(nodes_by_name, ledger, now):
-    """``(nodes quarantined by us now, nodes of open ledger entries that count no more)``: a node carrying our annotation, or
-    a node whose ledger entry opened less than ``STALE_OPEN`` seconds ago (its patch may be on its way); an entry left open
-    longer on a node without the annotation (a killed run's, a release of old) is named, never counted, so it cannot keep
-    the fleet's room at 0."""
-    ours = set(n for n, node in nodes_by_name.items() if QUARANTINE_ANNOTATION in (_meta(node).get("annotations") or {}))
-    stale = set()
+    """``(nodes quarantined by us now, nodes of open ledger entries that count no more)``, from the ledger alone, the
+    controller's record: a node with an open entry whose Node carries our taint (which only a cluster user can write or lift),
+    or whose entry opened less than ``STALE_OPEN`` seconds ago (its patch may be on its way). An entry left open longer on a
+    node without our taint (a killed run's, a cancel not yet recorded, a release of old) is named, never counted, so it cannot
+    keep the fleet's room at 0. What a Node says of itself (our annotation, which its kubelet may write) counts for nothing."""
+    ours, stale = set(), set()
     for entry in ledger.get("entries") or ():
-        if entry.get("closed_at") or entry.get("node") in ours:
+        node = entry.get("node")
+        if entry.get("closed_at") or node in ours:
             continue
-        if now - entry.get("at", 0) <= ledgers.STALE_OPEN:
-            ours.add(entry.get("node"))
+        if _tainted(nodes_by_name.get(node)) or now - entry.get("at", 0) <= ledgers.STALE_OPEN:
+            ours.add(node)
         else:
-            stale.add(entry.get("node"))
+            stale.add(node)
     return ours, stale - ours
 
 

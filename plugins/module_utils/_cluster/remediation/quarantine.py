@@ -47,18 +47,21 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import CANCELLED_BY_OPERATOR, DEFERRING_BLOCKERS
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_ANNOTATION as REMEDIATION
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_TAINT
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, check_value
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError, ResultError
 
 CORDON_MARK = "gpuops.fleet/cordoned-for-gpu-health"
-TAINT_KEY = "gpuops.fleet/gpu-unhealthy"
+TAINT_KEY = QUARANTINE_TAINT
 ACTIONS = actions.ACTING
 RESULTS = ("recovered", "rebooted", "replaced", "needs_human", "rma_candidate", "cancelled")
-# the steps of the annotation: the drain's, and the wait for the pods the eviction modes keep (allow_completion,
-# delete_after_timeout before its time, a system namespace's pod on a target GPU)
+# the steps of a quarantine (the ledger's record, ledgers.STEPS): marking until the node's patch is done, then the drain's, and the
+# wait for the pods the eviction modes keep (allow_completion, delete_after_timeout before its time, a system namespace's pod on
+# a target GPU). The annotation mirrors the drain's steps (STEPS) for people and the event source; it is never read back.
+MARKING = ledgers.MARKING
 AWAITING = "awaiting_pods"
-STEPS = ("draining", "drained", "drain_blocked", AWAITING)
+STEPS = tuple(step for step in ledgers.STEPS if step != MARKING)
 # the Node condition that says why a node is out (the taint says that it is): False while quarantined for a GPU, True on
 # release, Unknown where an operator cancelled the quarantine; kubelet's status updates patch its own conditions only
 CONDITION = "GPUHealthy"
@@ -72,7 +75,13 @@ class QuarantineError(ResultError):
 
 
 def _meta(obj):
-    return obj.get("metadata") or {}
+    found = obj.get("metadata") if isinstance(obj, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _spec(node):
+    found = node.get("spec") if isinstance(node, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def check_params(p):
@@ -120,23 +129,51 @@ def check_params(p):
     return p
 
 
-def annotation(node):
-    """The node's remediation annotation, parsed; None when there is none. One we cannot read is an error, never ignored."""
-    text = (_meta(node).get("annotations") or {}).get(REMEDIATION)
-    if text is None:
+def _tainted(node):
+    """Whether ``node`` carries our taint: a Node's taints are written by cluster users only (NodeRestriction refuses a kubelet's
+    change of them), so the node cannot forge or lift it."""
+    taints = _spec(node).get("taints")
+    return isinstance(taints, list) and any(isinstance(t, dict) and t.get("key") == TAINT_KEY for t in taints)
+
+
+def _record(entry, node):
+    """The quarantine's record of ``node`` from its open ledger entry (``ledger.py``: the controller's own, in a namespace no
+    kubelet may write), or None where the ledger holds none: ``{gpus, action, scope, step, started, run, cordoned_by_us,
+    boot_id, paused_labels, escalated_from}``. Nothing here is read from the node's annotation, which the node may write as
+    easily as we do. An entry written before the ledger kept the record (no step) is read with what the node cannot forge:
+    marked (step draining: the drain resumes) where our taint is on, else marking; our cordon where it carries our mark."""
+    if entry is None:
         return None
+    action = entry.get("action")
+    record = {"gpus": list(entry.get("gpus") or []), "action": action, "scope": entry.get("scope") or _scope(action),
+              "step": entry.get("step"), "started": entry.get("at"), "run": entry.get("run"),
+              "cordoned_by_us": bool(entry.get("cordoned_by_us")), "boot_id": entry.get("boot_id"),
+              "paused_labels": entry.get("paused_labels"), "escalated_from": entry.get("escalated_from")}
+    if record["step"] is None:
+        record["step"] = "draining" if _tainted(node) else MARKING
+        record["cordoned_by_us"] = drain.cordoned_by_us(node, CORDON_MARK)
+    elif record["step"] == MARKING and _tainted(node):
+        record["step"] = "draining"  # the node's patch was done (a run killed before it wrote the next step): the drain resumes
+    return record
+
+
+def _scope(action):
     try:
-        found = json.loads(text)
-    except ValueError:
-        found = None
-    if not isinstance(found, dict) or not isinstance(found.get("gpus"), list) or "step" not in found:
-        raise QuarantineError("node %s: annotation %s is not one gpuops.fleet wrote (%r); remove it by hand once you know whose it is"
-                              % (_meta(node).get("name"), REMEDIATION, text[:200]))
-    return found
+        return actions.scope_of(action)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _mirror(record):
+    """The annotation's text: the record, for people and the event source (its step); never read back as the truth."""
+    shown = dict((k, v) for k, v in record.items() if v is not None)
+    if shown.get("step") == MARKING:
+        shown["step"] = "draining"
+    return json.dumps(shown, sort_keys=True)
 
 
 def _taints_with_ours(node, value):
-    taints = list((node.get("spec") or {}).get("taints") or [])
+    taints = list(_spec(node).get("taints") or [])
     if any(t.get("key") == TAINT_KEY for t in taints):
         return None
     return taints + [{"key": TAINT_KEY, "value": value, "effect": "NoSchedule"}]
@@ -223,6 +260,36 @@ def _open_entry(ledger, node):
     return None
 
 
+def _read(client, api, p, api_exception):
+    """``(node, entry, record)``: the Node, its open ledger entry and the quarantine's record from it."""
+    node = client.sanitize_for_serialization(api.read_node(p["node"]))
+    ledger, dummy = ledgers.read(api, p["namespace"], api_exception)
+    entry = _open_entry(ledger, p["node"])
+    return node, entry, _record(entry, node)
+
+
+def _ledger_set(api, p, fields, api_exception):
+    """The node's open ledger entry updated with ``fields`` (the record's step, a pause's labels) before the node mirrors
+    them; QuarantineError where the ledger holds no open entry for it any more (another run released it)."""
+    found = []
+
+    def change(ledger):
+        entry = _open_entry(ledger, p["node"])
+        del found[:]
+        if entry is None:
+            return None
+        found.append(entry)
+        if all(entry.get(k) == v for k, v in fields.items()):
+            return None
+        entry.update(fields)
+        return ledger
+
+    ledgers.update(api, p["namespace"], change, api_exception)
+    if not found:
+        raise QuarantineError("node %s: the ledger holds no open entry for it any more (another run released or cancelled it); "
+                              "nothing more was changed" % p["node"])
+
+
 def _patch_node(api, node, spec=None, annotations=None, labels=None):
     """One patch of ``node`` at the resourceVersion read (a concurrent writer makes it fail with 409, never mixes)."""
     body = {"metadata": {"resourceVersion": _meta(node).get("resourceVersion")}}
@@ -249,15 +316,12 @@ def _refuse_early(p, current, escalation):
 def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.monotonic):
     """The module's result for ``state: quarantined`` (see the module docstring)."""
     now = int(now if now is not None else time.time())
-    node = client.sanitize_for_serialization(api.read_node(p["node"]))
-    current = annotation(node)
+    node, opened, current = _read(client, api, p, api_exception)
     escalation = _escalation(current, p)
     cancelled = _operator_cancelled(node, current)
     if cancelled and not escalation:
         return cancel(client, api, p, node, current, cancelled, check_mode, api_exception, now)
     _refuse_early(p, current, escalation)
-    ledger, dummy = ledgers.read(api, p["namespace"], api_exception)
-    opened = _open_entry(ledger, p["node"])
     # the fault's age for delete_after_timeout: from the ledger's entry, which the controller wrote (a node may write its own
     # Node's annotations, never the ledger)
     fault_age = max(0, now - int(opened["at"])) if opened and opened.get("at") is not None else 0
@@ -265,35 +329,56 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     to_evict, gone, skipped, refusals, waiting = _targets(p, pods, fault_age, now)
     if refusals:
         raise QuarantineError("node %s: refusing to drain, nothing was changed: %s" % (p["node"], "; ".join(refusals)))
-    spec = (node.get("spec") or {})
+    spec = _spec(node)
     boot_id = node_reboot.boot_state(node)[0] or None  # what node_reboot compares with, read the same way
-    need_cordon = not spec.get("unschedulable")
+    marking = current is None or current["step"] == MARKING
+    # our cordon only where we mark the node and it is schedulable; a cordon already there is someone else's (or the node's)
+    need_cordon = marking and not spec.get("unschedulable") and (current is None or current["cordoned_by_us"])
     taints = _taints_with_ours(node, _taint_value(p["gpus"], p["scope"]))
+    widen = bool(escalation) and current is not None and current["action"] != p["action"]
     step = AWAITING if waiting else "drained"
+    ours = bool(current and current["cordoned_by_us"]) or need_cordon
     result = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "scope": p["scope"], "evicted": [e["pod"] for e in to_evict],
               "already_gone": gone, "left_on_node": skipped, "eviction_notes": [e for e in to_evict if e["note"] or e["mode_note"]],
-              "waiting_for": waiting, "fault_age_seconds": fault_age,
-              "cordoned": need_cordon or bool(current and current.get("cordoned_by_us")),
-              "foreign_cordon": bool(spec.get("unschedulable")) and not drain.cordoned_by_us(node, CORDON_MARK),
-              "resumed_from": current.get("step") if current else None, "escalated_from": escalation,
+              "waiting_for": waiting, "fault_age_seconds": fault_age, "cordoned": ours,
+              "foreign_cordon": bool(spec.get("unschedulable")) and not ours,
+              "uncordoned_while_quarantined": _uncordoned(node, current),
+              "resumed_from": current["step"] if current else None, "escalated_from": escalation,
               "boot_id": boot_id, "boot_id_at_quarantine": (current or {}).get("boot_id") or boot_id}
-    marked = current is not None and taints is None and not need_cordon
-    if marked and current.get("step") == step and not to_evict:
+    if not marking and not widen and taints is None and current["step"] == step and not to_evict:
         result["jobs"] = _jobs(client, api, waiting)
-        return dict(result, changed=False, step=step, msg=_waiting_msg(result) if waiting else
-                    "node %s is quarantined and drained already" % p["node"])
+        return dict(result, changed=False, step=step, msg=_held(result, _waiting_msg(result) if waiting else
+                                                                  "node %s is quarantined and drained already" % p["node"]))
     result["jobs"] = _jobs(client, api, to_evict + waiting)
     if check_mode:
         return dict(result, changed=True, step=step, msg=_msg(result, "would"))
     record = dict(current or {}, gpus=p["gpus"], action=p["action"], scope=p["scope"], step="draining",
                   started=(current or {}).get("started") or now, run=p.get("run") or (current or {}).get("run"),
-                  cordoned_by_us=bool((current or {}).get("cordoned_by_us") or need_cordon),
-                  boot_id=(current or {}).get("boot_id") or boot_id)
+                  cordoned_by_us=ours, boot_id=(current or {}).get("boot_id") or boot_id)
     if escalation:
         record["escalated_from"] = escalation
-    result["condition_error"] = _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation)
+    if marking or widen or taints is not None:
+        result["condition_error"] = _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation, current)
+        if to_evict:  # the node's patch is done: from here our taint missing is an operator's cancel, never a mark to redo
+            _ledger_set(api, p, {"step": "draining"}, api_exception)
     _drain(client, api, p, record, to_evict, clock() + p["drain_timeout"], api_exception, result, step)
-    return dict(result, changed=True, step=step, msg=_msg(result, ""))
+    return dict(result, changed=True, step=step, msg=_held(result, _msg(result, "")))
+
+
+def _uncordoned(node, current):
+    """Where the node is schedulable again while our quarantine holds, what that means and how to cancel (a sentence), else
+    None. A kubelet may uncordon its own Node, so an uncordon alone cancels nothing: our taint keeps new pods off, and only a
+    cluster user can remove it."""
+    if current is None or not current["cordoned_by_us"] or _spec(node).get("unschedulable"):
+        return None
+    name = _meta(node).get("name")
+    return ("node %s was uncordoned while quarantined (by its own kubelet, which may, or by a cluster user; the API server's audit "
+            "log says which): an uncordon alone cancels nothing, and the quarantine holds (the taint %s keeps new pods off). To "
+            "cancel the remediation, remove the taint: kubectl taint node %s %s-" % (name, TAINT_KEY, name, TAINT_KEY))
+
+
+def _held(result, text):
+    return text + ("; " + result["uncordoned_while_quarantined"] if result.get("uncordoned_while_quarantined") else "")
 
 
 def _jobs(client, api, pods):
@@ -319,17 +404,12 @@ def _waiting_msg(result):
 
 
 def _operator_cancelled(node, current):
-    """What an operator undid of our quarantine by hand (a sentence), or None: our cordon lifted (the node schedulable while
-    the annotation says we cordoned it), or our taint taken off (the annotation and the taint are written in one patch)."""
-    if current is None:
+    """What an operator undid of our quarantine by hand (a sentence), or None: our taint taken off a node the ledger says we
+    marked. Only a cluster user can remove a taint (NodeRestriction refuses a kubelet's change of its taints), so a node
+    cannot cancel its own quarantine; its uncordon of itself is reported (``_uncordoned``), never a cancel."""
+    if current is None or current["step"] == MARKING or _tainted(node):
         return None
-    spec = node.get("spec") or {}
-    undone = []
-    if current.get("cordoned_by_us") and not spec.get("unschedulable"):
-        undone.append("uncordoned")
-    if not any(t.get("key") == TAINT_KEY for t in spec.get("taints") or () if isinstance(t, dict)):
-        undone.append("taint %s removed" % TAINT_KEY)
-    return " and ".join(undone) or None
+    return "removed the taint %s" % TAINT_KEY
 
 
 def cancel(client, api, p, node, current, undone, check_mode, api_exception, now):
@@ -339,13 +419,13 @@ def cancel(client, api, p, node, current, undone, check_mode, api_exception, now
     says Unknown. Nothing is evicted."""
     result = {"node": p["node"], "gpus": current.get("gpus") or [], "action": current.get("action"), "scope": current.get("scope"),
               "evicted": [], "waiting_for": [], "jobs": [], "cancelled_by_operator": undone, "was": current, "step": CANCELLED_BY_OPERATOR}
-    msg = ("node %s: an operator %s while it was quarantined (step %s): the remediation of that node is cancelled; the next run "
-           "leaves it alone for the same signal" % (p["node"], undone, current.get("step")))
+    msg = ("node %s: a cluster user %s while it was quarantined (step %s): the remediation of that node is cancelled; the next "
+           "run leaves it alone for the same signal" % (p["node"], undone, current.get("step")))
     if check_mode:
         return dict(result, changed=True, msg="would record: " + msg)
     _close_entry(api, p, now, CANCELLED_BY_OPERATOR, api_exception)
     spec, restore = _ours(node, current)
-    _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
+    _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore or None)
     result["condition_error"] = set_condition(api, node, "Unknown", "CancelledByOperator",
                                               "gpuops.fleet's quarantine for %s of %s was cancelled: an operator %s" % (
                                                   current.get("action"), ", ".join(current.get("gpus") or []) or "the node", undone),
@@ -390,16 +470,17 @@ def _quarantined_condition(api, p, node, now, api_exception):
                          api_exception)
 
 
-def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation):
-    """The ledger's entry, then one patch of the node: the cordon, our taint and annotation (the record)."""
+def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation, current):
+    """The ledger's entry (opened, or widened to the escalation's action), then one patch of the node: the cordon, our taint,
+    the annotation (the record's mirror); then the GPUHealthy condition."""
     patch_spec = dict(unschedulable=True) if need_cordon else {}
     if taints is not None:
         patch_spec["taints"] = taints
-    marks = {REMEDIATION: json.dumps(record, sort_keys=True)}
+    marks = {REMEDIATION: _mirror(record)}
     if need_cordon:
         marks[CORDON_MARK] = "gpu-remediation"
     # the ledger first: where it cannot be written (full, refused, another run's write), the node is left as it was
-    opened = _ledger_open(api, p, now, api_exception, escalation)
+    opened = _ledger_open(api, p, record, now, api_exception, escalation) if current is None or escalation else None
     try:
         _patch_node(api, node, patch_spec, marks)
     except api_exception as exc:
@@ -419,16 +500,18 @@ def _drain(client, api, p, record, to_evict, deadline, api_exception, result, st
             raise drain.DrainError("evicted pods still on the node after drain_timeout: %s" % ", ".join(left))
     except drain.DrainError as exc:
         record["step"] = "drain_blocked"
-        _set_step(client, api, p["node"], record)
+        _set_step(client, api, p, record, api_exception)
         raise QuarantineError("node %s stays quarantined (step drain_blocked; no reset or reboot may run): %s" % (p["node"], exc),
                               dict(result, changed=True, step="drain_blocked")) from exc
     record["step"] = step
-    _set_step(client, api, p["node"], record)
+    _set_step(client, api, p, record, api_exception)
 
 
-def _set_step(client, api, name, record):
-    node = client.sanitize_for_serialization(api.read_node(name))
-    _patch_node(api, node, annotations={REMEDIATION: json.dumps(record, sort_keys=True)})
+def _set_step(client, api, p, record, api_exception):
+    """The record's step in the ledger (the truth), then in the node's annotation (its mirror)."""
+    _ledger_set(api, p, {"step": record["step"], "action": record["action"], "scope": record["scope"]}, api_exception)
+    node = client.sanitize_for_serialization(api.read_node(p["node"]))
+    _patch_node(api, node, annotations={REMEDIATION: _mirror(record)})
 
 
 def _escalation(current, p):
@@ -443,21 +526,22 @@ def _escalation(current, p):
     return current.get("escalated_from") or (current["action"] if current.get("action") in widened else None)
 
 
-def _ledger_open(api, p, now, api_exception, escalation=None):
-    """Open the node's ledger entry (or widen an open one to the escalation's action), before the node is marked; the entry
-    added (for ``_ledger_take_back``), or None where one was open already."""
+def _ledger_open(api, p, record, now, api_exception, escalation=None):
+    """Open the node's ledger entry with the record (step marking), or widen an open one to the escalation's action, before
+    the node is marked; the entry added (for ``_ledger_take_back``), or None where one was open already."""
     added = []
 
     def change(ledger):
         entry = _open_entry(ledger, p["node"])
         if entry and escalation and entry.get("action") != p["action"]:
-            entry.update(action=p["action"], escalated_from=escalation)
+            entry.update(action=p["action"], escalated_from=escalation, scope=p["scope"], step="draining")
             return ledger
         if entry:
             return None
         fresh = ledgers.bounded_entry({"node": p["node"], "gpus": p["gpus"], "action": p["action"], "keys": list(p.get("keys") or []),
                                        "driver_version": p.get("driver_version"), "at": now, "closed_at": None, "result": None,
-                                       "run": p.get("run")})
+                                       "run": p.get("run"), "step": MARKING, "scope": p["scope"],
+                                       "cordoned_by_us": bool(record["cordoned_by_us"]), "boot_id": record.get("boot_id")})
         del added[:]
         added.append(fresh)
         return dict(ledger, entries=(ledger.get("entries") or []) + [fresh])
@@ -532,25 +616,27 @@ def _matching(pods, selectors):
 
 
 def pause(client, api, p, check_mode, api_exception, clock=time.monotonic):
-    """``state: paused``: the pause labels on a quarantined node (their previous values kept in the annotation), then a
-    watch until no pod of ``pause_pods`` runs there: the NVML clients a reset needs gone."""
+    """``state: paused``: the pause labels on a quarantined node (their previous values kept in its ledger entry first), then
+    a watch until no pod of ``pause_pods`` runs there: the NVML clients a reset needs gone."""
     labels_wanted = check_pause(p)
-    node = client.sanitize_for_serialization(api.read_node(p["node"]))
-    current = annotation(node)
-    if current is None or current.get("step") != "drained":
-        raise QuarantineError("node %s is not quarantined and drained by gpu_quarantine (step %s): pause only a drained node; nothing was "
-                              "changed" % (p["node"], (current or {}).get("step")))
+    node, dummy, current = _read(client, api, p, api_exception)
+    if current is None or current["step"] != "drained":
+        raise QuarantineError("node %s is not quarantined and drained by gpu_quarantine (the ledger's step %s): pause only a drained "
+                              "node; nothing was changed" % (p["node"], (current or {}).get("step")))
     labels = _meta(node).get("labels") or {}
     changes = dict((k, v) for k, v in labels_wanted.items() if labels.get(k) != v)
     previous = current.get("paused_labels")
     if previous is None:
-        previous = dict((k, labels.get(k)) for k in labels_wanted)
+        # the pause's own keys only, with what the node had: a release restores these and nothing else
+        previous = dict((k, labels.get(k) if isinstance(labels.get(k), str) else None) for k in labels_wanted)
     result = {"node": p["node"], "labels": labels_wanted, "previous_labels": previous, "waited_for": []}
     if check_mode:
         return dict(result, changed=bool(changes), msg="would label %s %s" % (p["node"], labels_wanted))
-    if changes or "paused_labels" not in current:
-        record = dict(current, paused_labels=previous)
-        _patch_node(api, node, annotations={REMEDIATION: json.dumps(record, sort_keys=True)}, labels=changes)
+    if current.get("paused_labels") is None:
+        # the ledger first: a pause whose labels were written is always one whose previous values are known
+        _ledger_set(api, p, {"paused_labels": previous}, api_exception)
+    if changes:
+        _patch_node(api, node, annotations={REMEDIATION: _mirror(dict(current, paused_labels=previous))}, labels=changes)
     selectors = p.get("pause_pods") or []
     if selectors:
         watch = Watcher(api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % p["node"])
@@ -565,40 +651,33 @@ def pause(client, api, p, check_mode, api_exception, clock=time.monotonic):
                 if changes else "%s is paused already" % p["node"])
 
 
-def _unpause_patch(node, current):
-    """(labels patch, record) restoring the labels a pause changed; (None, current) when nothing is paused."""
-    previous = (current or {}).get("paused_labels")
-    if not previous:
-        return None, current
-    record = dict(current)
-    record.pop("paused_labels")
-    return dict(previous), record
-
-
 def unpause(client, api, p, check_mode, api_exception):
-    """``state: unpaused``: the labels a pause changed back to their previous values (removed where there was none)."""
-    node = client.sanitize_for_serialization(api.read_node(p["node"]))
-    current = annotation(node)
-    labels, record = _unpause_patch(node, current)
-    result = {"node": p["node"], "restored_labels": labels or {}}
-    if labels is None:
+    """``state: unpaused``: the labels a pause changed back to the previous values its ledger entry keeps (removed where there
+    was none); then the entry forgets them (a killed run restores them again, the same values)."""
+    node, dummy, current = _read(client, api, p, api_exception)
+    labels = dict((current or {}).get("paused_labels") or {})
+    result = {"node": p["node"], "restored_labels": labels}
+    if not labels:
         return dict(result, changed=False, msg="%s is not paused" % p["node"])
     if not check_mode:
-        _patch_node(api, node, annotations={REMEDIATION: json.dumps(record, sort_keys=True)}, labels=labels)
+        _patch_node(api, node, annotations={REMEDIATION: _mirror(dict(current, paused_labels=None))}, labels=labels)
+        _ledger_set(api, p, {"paused_labels": None}, api_exception)
     return dict(result, changed=True, msg="%s %s's labels %s" % ("would restore" if check_mode else "restored", p["node"], labels))
 
 
 def _ours(node, current):
-    """``(spec, labels)`` of the one patch that takes off what a quarantine of ours put on ``node``: our taint (by its key), our
-    cordon (only with our mark), a pause's labels restored; the caller's patch also removes our annotation and mark."""
-    taints = list((node.get("spec") or {}).get("taints") or [])
-    kept = [t for t in taints if t.get("key") != TAINT_KEY]
+    """``(spec, labels)`` of the one patch that takes off what a quarantine of ours put on ``node``, by its record (the ledger):
+    our taint (by its key), our cordon (where the record says we cordoned it), a pause's labels restored (its own keys only);
+    the caller's patch also removes our annotation and mark."""
+    taints = _spec(node).get("taints")
+    taints = list(taints) if isinstance(taints, list) else []
+    kept = [t for t in taints if not (isinstance(t, dict) and t.get("key") == TAINT_KEY)]
     spec = {}
     if len(kept) != len(taints):
         spec["taints"] = kept
-    if drain.cordoned_by_us(node, CORDON_MARK):
+    if current and current["cordoned_by_us"] and _spec(node).get("unschedulable"):
         spec["unschedulable"] = False
-    restore, dummy = _unpause_patch(node, current)
+    restore = dict((current or {}).get("paused_labels") or {})
     return spec, restore
 
 
@@ -618,26 +697,25 @@ def _close_entry(api, p, now, outcome, api_exception):
 
 
 def release(client, api, p, check_mode, api_exception, now=None):
-    """The module's result for ``state: released``: only what is ours comes off; the ledger entry is closed."""
+    """The module's result for ``state: released``: only what is ours comes off (the ledger's record says what); the ledger
+    entry is closed."""
     now = int(now if now is not None else time.time())
-    node = client.sanitize_for_serialization(api.read_node(p["node"]))
-    current = annotation(node)
+    node, entry, current = _read(client, api, p, api_exception)
     spec, restore = _ours(node, current)
     ours_cordon = "unschedulable" in spec
-    ledger, dummy = ledgers.read(api, p["namespace"], api_exception)
-    entry = _open_entry(ledger, p["node"])
+    annotations = _meta(node).get("annotations") or {}
     result = {"node": p["node"], "uncordoned": ours_cordon, "untainted": "taints" in spec, "was": current,
-              "foreign_cordon": bool((node.get("spec") or {}).get("unschedulable")) and not ours_cordon,
+              "foreign_cordon": bool(_spec(node).get("unschedulable")) and not ours_cordon,
               "recover_seconds": (now - int(entry["at"])) if entry and entry.get("at") is not None else None, "result": p["result"]}
-    result["restored_labels"] = restore or {}
-    if current is None and not spec and entry is None:
+    result["restored_labels"] = restore
+    if entry is None and not spec and REMEDIATION not in annotations and CORDON_MARK not in annotations:
         return dict(result, changed=False, msg="node %s carries nothing of a GPU remediation" % p["node"])
     if check_mode:
         return dict(result, changed=True, msg="would release %s" % p["node"])
     if entry is not None:
         # the ledger first: where it cannot be written, the node stays quarantined as it was (and counts as in flight, as it is)
         _close_entry(api, p, now, p["result"], api_exception)
-    _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore)
+    _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore or None)
     after = " after %d s in quarantine" % result["recover_seconds"] if result["recover_seconds"] is not None else ""
     result["condition_error"] = set_condition(api, node, "True", condition_reason([p["result"]], None),
                                               "gpuops.fleet released the node (%s)%s" % (p["result"], after), now, api_exception)

@@ -270,28 +270,81 @@ def test_the_node_condition_says_why_and_a_refused_condition_never_stops_the_qua
     assert released["changed"] and not refusing.node["spec"]["unschedulable"] and "403" in released["condition_error"]
 
 
-def test_an_operators_uncordon_cancels_the_quarantine_closes_the_entry_and_takes_off_only_ours():
+def test_an_uncordon_alone_cancels_nothing_it_is_reported_and_the_quarantine_holds():
+    """Issue 57, item 1 (critical): a faulty node's kubelet may uncordon its own Node. The next run took that for an operator's
+    cancel: the controller removed our taint (which the node itself may not), closed the entry cancelled_by_operator, and the
+    plan then left the faulty node alone. Now an uncordon is reported (who may have done it, how to cancel) and nothing of
+    ours comes off."""
+    api = FakeApi(ledgers.empty())
+    q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    api.node["spec"]["unschedulable"] = False  # the node's kubelet (or anyone) uncordons it
+    api.calls = []
+    again = q.quarantine(api, api, params(), False, ApiError, now=NOW + 30)
+    assert again["step"] == "drained" and not again["changed"] and "cancelled_by_operator" not in again, again
+    assert "uncordoned while quarantined" in again["uncordoned_while_quarantined"] and "kubectl taint node a %s-" % q.TAINT_KEY in again["msg"]
+    assert api.calls == [], api.calls  # nothing written: the taint, the annotation and the open entry stay
+    assert [t["key"] for t in api.node["spec"]["taints"]] == [q.TAINT_KEY]
+    entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
+    assert entry["closed_at"] is None and entry["step"] == "drained" and entry["cordoned_by_us"] is True
+    # the release lifts nothing it did not put on: the node is schedulable already
+    released = q.release(api, api, params(state="released"), False, ApiError, now=NOW + 60)
+    assert released["untainted"] and not released["uncordoned"] and not api.node["spec"]["taints"]
+
+
+def test_an_operator_who_takes_off_our_taint_cancels_and_gets_the_node_back_our_cordon_lifted():
+    """The operator's cancel is a signal no kubelet can forge: our taint removed (NodeRestriction refuses a kubelet's change of
+    its taints). The entry closes cancelled_by_operator; our cordon (the ledger says it is ours) comes off with its mark."""
     api = FakeApi(ledgers.empty())
     q.quarantine(api, api, params(), False, ApiError, now=NOW)
     api.node["spec"]["taints"].append({"key": "example.com/theirs", "effect": "NoSchedule"})
-    api.node["spec"]["unschedulable"] = False  # kubectl uncordon
+    api.node["spec"]["taints"] = [t for t in api.node["spec"]["taints"] if t["key"] != q.TAINT_KEY]  # kubectl taint ... -
     preview = q.quarantine(api, api, params(), True, ApiError, now=NOW + 30)
     assert preview["changed"] and preview["step"] == q.CANCELLED_BY_OPERATOR and q.REMEDIATION in api.node["metadata"]["annotations"]
     done = q.quarantine(api, api, params(), False, ApiError, now=NOW + 30)
-    assert done["step"] == q.CANCELLED_BY_OPERATOR and done["cancelled_by_operator"] == "uncordoned" and done["evicted"] == []
+    assert done["step"] == q.CANCELLED_BY_OPERATOR and done["cancelled_by_operator"] == "removed the taint %s" % q.TAINT_KEY
+    assert done["evicted"] == [] and not api.node["spec"]["unschedulable"] and q.CORDON_MARK not in api.node["metadata"]["annotations"]
+    assert api.node["spec"]["taints"] == [{"key": "example.com/theirs", "effect": "NoSchedule"}]
     entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
     assert (entry["result"], entry["closed_at"], entry["keys"]) == ("cancelled_by_operator", NOW + 30, ["xid:48"])
-    assert api.node["spec"]["taints"] == [{"key": "example.com/theirs", "effect": "NoSchedule"}]
-    assert q.REMEDIATION not in api.node["metadata"]["annotations"] and q.CORDON_MARK not in api.node["metadata"]["annotations"]
-    assert _condition(api) == ("Unknown", "CancelledByOperator")
+    assert q.REMEDIATION not in api.node["metadata"]["annotations"] and _condition(api) == ("Unknown", "CancelledByOperator")
 
 
-def test_an_operator_who_takes_off_only_our_taint_gets_the_node_back_our_cordon_lifted_with_its_mark():
-    """Before: the cancel removed our cordon's mark and left the cordon, which then belonged to nobody."""
+FORGED = {"gpus": [G[0]], "action": "reset", "scope": "gpu", "step": "drained", "started": NOW - 99, "cordoned_by_us": True,
+          "paused_labels": {"node-restriction.kubernetes.io/pool": "secure", "gpuops.fleet/gpu-maintenance": None}}
+
+
+def test_a_forged_annotation_neither_skips_the_quarantine_nor_makes_the_controller_write_a_label():
+    """Issue 57, item 2 (critical): a faulty node, not yet quarantined, writes our annotation on itself (cordoned_by_us, a
+    pause's labels naming node-restriction.kubernetes.io/pool): the run cancelled instead of quarantining, and the controller
+    wrote that label (a confused deputy). The ledger holds no open entry for it: it is quarantined as any node, the forged
+    annotation overwritten, and no label is ever written but the pause's own keys."""
     api = FakeApi(ledgers.empty())
-    q.quarantine(api, api, params(), False, ApiError, now=NOW)
-    api.node["spec"]["taints"] = [t for t in api.node["spec"]["taints"] if t["key"] != q.TAINT_KEY]  # kubectl taint ... -
-    done = q.quarantine(api, api, params(), False, ApiError, now=NOW + 30)
-    assert done["step"] == q.CANCELLED_BY_OPERATOR and done["cancelled_by_operator"] == "taint %s removed" % q.TAINT_KEY
-    assert not api.node["spec"]["unschedulable"] and q.CORDON_MARK not in api.node["metadata"]["annotations"]
-    assert ledgers.parse(api.cm, WHERE)["entries"][-1]["result"] == "cancelled_by_operator"
+    api.node["spec"]["unschedulable"] = True  # it cordoned itself too, as it may
+    api.node["metadata"]["annotations"][q.REMEDIATION] = json.dumps(FORGED)
+    api.node["metadata"]["annotations"][q.CORDON_MARK] = "gpu-remediation"
+    done = q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    assert done["step"] == "drained" and "cancelled_by_operator" not in done and done["foreign_cordon"] and not done["cordoned"], done
+    assert [t["key"] for t in api.node["spec"]["taints"]] == [q.TAINT_KEY]
+    entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
+    assert (entry["node"], entry["closed_at"], entry["step"], entry["cordoned_by_us"]) == ("a", None, "drained", False)
+    mirror = json.loads(api.node["metadata"]["annotations"][q.REMEDIATION])
+    assert "paused_labels" not in mirror and mirror["cordoned_by_us"] is False and mirror["started"] == NOW
+    paused = q.pause(api, api, dict(params(state="paused"), pause_labels={q.MAINTENANCE_LABEL: "true"}, pause_pods=[], pause_timeout=5),
+                     False, ApiError)
+    assert paused["previous_labels"] == {q.MAINTENANCE_LABEL: None}
+    api.node["metadata"]["annotations"][q.REMEDIATION] = json.dumps(FORGED)  # forged again, mid-remediation
+    q.unpause(api, api, dict(params(state="unpaused")), False, ApiError)
+    released = q.release(api, api, params(state="released"), False, ApiError, now=NOW + 60)
+    assert released["restored_labels"] == {} and not released["uncordoned"] and api.node["spec"]["unschedulable"], released
+    assert "node-restriction.kubernetes.io/pool" not in api.node["metadata"]["labels"] and q.MAINTENANCE_LABEL not in api.node["metadata"]["labels"]
+    assert [t for t in api.node["spec"]["taints"]] == []
+
+
+def test_a_garbage_annotation_never_blocks_the_nodes_own_quarantine():
+    """Before, an annotation the quarantine could not read was an error ("remove it by hand"): a node could write garbage on
+    itself and never be quarantined. The annotation is no input any more."""
+    for text in ("reset please", "[" * 20000 + "]" * 20000, json.dumps({"gpus": "x", "step": 5}), '"\ud800"'):
+        api = FakeApi(ledgers.empty())
+        api.node["metadata"]["annotations"][q.REMEDIATION] = text
+        assert q.quarantine(api, api, params(), False, ApiError, now=NOW)["step"] == "drained"
+        assert json.loads(api.node["metadata"]["annotations"][q.REMEDIATION])["step"] == "drained"

@@ -194,31 +194,63 @@ def test_a_cap_of_one_with_two_unrelated_signals_plans_one_and_defers_one():
         ("a", "reset", None, "deferred_capacity"), ("b", "replace", 1, None)]  # the more severe first
 
 
+TAINTED = {"spec": {"taints": [{"key": rp.QUARANTINE_TAINT, "value": "GPU-1", "effect": "NoSchedule"}]}}
+
+
+def _api(name, tainted=False, annotations=None):
+    return dict(api_node(name, annotations), **(TAINTED if tainted else {}))
+
+
+def _open(*nodes, age=60):
+    return dict(ledgers.empty(), entries=[{"node": n, "gpus": [], "action": "reset", "at": NOW - age, "closed_at": None, "step": "drained"}
+                                          for n in nodes])
+
+
 def test_the_fleet_wide_cap_counts_our_quarantines_in_flight():
     items = [{"node": "a", "health": health([gpu(0, recovery=1)]), "entries": []}] + fleet(0, total=9)
-    nodes = [i["node"] for i in items] + ["busy"]
-    result = rp.plan(items, [api_node(n, {rp.QUARANTINE_ANNOTATION: "{}"} if n == "busy" else None) for n in nodes], [], [],
-                     ledgers.empty(), {"max_nodes_per_run": 5}, NOW)
+    nodes = [_api(i["node"]) for i in items] + [_api("busy", tainted=True)]
+    result = rp.plan(items, nodes, [], [], _open("busy", age=3600), {"max_nodes_per_run": 5}, NOW)
     assert result["capacity"] == {"cap": 1, "in_flight": ["busy"], "room": 0, "stale_open_entries": []}
     assert one(result, "a")["deferred_reason"] == "deferred_capacity"
+
+
+def test_a_nodes_own_annotation_never_takes_the_fleets_quarantine_room():
+    """Issue 57, item 3: a healthy node annotates itself with our annotation (its kubelet may); the plan counted it in flight
+    and deferred a really faulty node (deferred_capacity). In flight is the ledger's open entries alone."""
+    items = [{"node": "a", "health": health([gpu(0, recovery=1)]), "entries": []}] + fleet(0, total=9)
+    nodes = [_api(i["node"], annotations={rp.QUARANTINE_ANNOTATION: '{"step": "drained", "gpus": []}'} if i["node"] == "n00" else None)
+             for i in items]
+    result = rp.plan(items, nodes, [], [], ledgers.empty(), {"max_nodes_per_run": 5}, NOW)
+    assert result["capacity"]["in_flight"] == [] and one(result, "a")["batch"] == 1
 
 
 def test_an_entry_left_open_on_a_node_without_our_quarantine_stops_counting_after_ten_minutes():
     """Issue 48, item 6: a release that removed the node's marks and could not close its entry left it open for ever, and the
     capacity breaker gave every later plan room 0. Such an entry counts while its node's patch may be on its way (10
-    minutes), then it is named and counts no more; the node carrying our annotation still counts."""
+    minutes), then it is named and counts no more; the node carrying our taint (which only a cluster user can lift) still
+    counts."""
     items = [{"node": "a", "health": health([gpu(0, recovery=1)]), "entries": []}] + fleet(0, total=9)
-    nodes = [api_node(i["node"]) for i in items] + [api_node("gone"), api_node("held", {rp.QUARANTINE_ANNOTATION: "{}"})]
-
-    def ledger(age):
-        return dict(ledgers.empty(), entries=[{"node": n, "gpus": [], "action": "reset", "at": NOW - age, "closed_at": None}
-                                              for n in ("gone", "held")])
-
-    fresh = rp.plan(items, nodes, [], [], ledger(60), {"max_nodes_per_run": 5, "breaker_percent": 20}, NOW)
+    nodes = [_api(i["node"]) for i in items] + [_api("gone"), _api("held", tainted=True)]
+    settings = {"max_nodes_per_run": 5, "breaker_percent": 20}
+    fresh = rp.plan(items, nodes, [], [], _open("gone", "held", age=60), settings, NOW)
     assert fresh["capacity"] == {"cap": 2, "in_flight": ["gone", "held"], "room": 0, "stale_open_entries": []}
-    old = rp.plan(items, nodes, [], [], ledger(601), {"max_nodes_per_run": 5, "breaker_percent": 20}, NOW)
+    old = rp.plan(items, nodes, [], [], _open("gone", "held", age=601), settings, NOW)
     assert old["capacity"] == {"cap": 2, "in_flight": ["held"], "room": 1, "stale_open_entries": ["gone"]}
     assert one(old, "a")["batch"] == 1
+
+
+def test_the_cap_comes_from_the_gpu_fleet_the_api_shows_never_the_runs_limit():
+    """Issue 57, item 10: an event run limited to one node had a cap of 1 (10 % of one host) while every quarantine in the
+    cluster counted against it. The scope is the API's GPU Nodes (capacity, or GPU feature discovery's label)."""
+    gpu_status = {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "0"}}
+    nodes = [dict(api_node("g%02d" % i, status=gpu_status)) for i in range(19)] + [_api("busy", tainted=True)]
+    nodes.append({"metadata": {"name": "gfd", "labels": {"nvidia.com/gpu.present": "true"}}, "spec": {}, "status": {}})
+    nodes.append(api_node("cpu-1", status={"capacity": {"cpu": "64"}}))
+    item = [{"node": "a", "host": "a", "health": health([gpu(0, recovery=1)]), "entries": []}]
+    result = rp.plan(item, nodes, [], [], _open("busy", age=3600), {"max_nodes_per_run": 5}, NOW)
+    assert result["scope"] == 21  # g00..g18, gfd and the run's own host; not busy (no GPU shown), not cpu-1
+    assert result["capacity"] == {"cap": 3, "in_flight": ["busy"], "room": 2, "stale_open_entries": []}
+    assert one(result, "a")["batch"] == 1
 
 
 def test_a_tripped_breaker_stays_tripped_and_a_reset_needs_a_reason():

@@ -49,12 +49,20 @@ def test_bad_input_names_the_option(bad, field):
     assert err.value.field == field
 
 
-def test_an_annotation_we_did_not_write_is_an_error_never_ignored():
-    node = {"metadata": {"name": "gpu-a", "annotations": {q.REMEDIATION: "reset please"}}}
-    with pytest.raises(q.QuarantineError) as err:
-        q.annotation(node)
-    assert "not one gpuops.fleet wrote" in str(err.value)
-    assert q.annotation({"metadata": {"name": "gpu-a"}}) is None
+def test_the_record_comes_from_the_ledger_never_the_nodes_annotation():
+    """The quarantine's record is the node's open ledger entry; the annotation (which the node may write) is never read. An
+    entry of before the record (no step) is read with what the node cannot forge: our taint, and our cordon's mark."""
+    tainted = {"metadata": {"name": "gpu-a", "annotations": {q.REMEDIATION: "anything", q.CORDON_MARK: "gpu-remediation"}},
+               "spec": {"unschedulable": True, "taints": [{"key": q.TAINT_KEY, "effect": "NoSchedule"}]}}
+    assert q._record(None, tainted) is None
+    entry = {"node": "gpu-a", "gpus": [G0], "action": "reset", "at": 5, "step": "drained", "cordoned_by_us": False, "scope": "gpu"}
+    assert q._record(entry, tainted)["step"] == "drained" and not q._record(entry, tainted)["cordoned_by_us"]
+    legacy = {"node": "gpu-a", "gpus": [G0], "action": "reset", "at": 5}
+    assert (q._record(legacy, tainted)["step"], q._record(legacy, tainted)["cordoned_by_us"], q._record(legacy, tainted)["scope"]) == (
+        "draining", True, "gpu")
+    assert q._record(legacy, {"metadata": {"name": "gpu-a"}, "spec": {}})["step"] == q.MARKING
+    # a run killed after its node patch, before its next ledger write: the taint proves the patch
+    assert q._record(dict(entry, step=q.MARKING), tainted)["step"] == "draining"
 
 
 def pod(name, uid, owner="ReplicaSet", phase="Running"):
