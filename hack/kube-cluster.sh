@@ -5,8 +5,19 @@
 # (1.20.5+really1.20.2), cached under ~/.cache/gpuops/kube-<version>/.
 #
 #   hack/kube-cluster.sh build        build (or reuse) the binaries (and kubelet, kubectl)
-#   hack/kube-cluster.sh start DIR    start etcd + control plane; writes DIR/kubeconfig, DIR/env
+#   hack/kube-cluster.sh start DIR [--rbac]
+#                                     start etcd + control plane; writes DIR/kubeconfig, DIR/env
+#   hack/kube-cluster.sh node-kubeconfig DIR NODE OUT
+#                                     a kubeconfig of NODE's own kubelet identity (a client certificate, CN
+#                                     system:node:NODE, O system:nodes, signed by DIR's client CA) written to OUT
 #   hack/kube-cluster.sh stop DIR     stop what `start DIR` started
+#
+# The API server runs as production clusters run it: --authorization-mode=Node,RBAC and the NodeRestriction admission
+# plugin. A node's writes go through its own identity (node-kubeconfig), so the Node authorizer and NodeRestriction limit
+# it as they limit a real kubelet (its own Node, status and annotations, spec.unschedulable; never its taints, another
+# Node or a node-restriction.kubernetes.io/ label). The harness (admin), the controllers and the simulated kubelet's
+# cluster-wide reads are in system:masters; the API user gpuops (role.kubeconfig) too, unless --rbac: then it holds only
+# what RBAC objects grant it (the tests apply the collection's docs/rbac manifests).
 #
 # Nodes and their status come from tests/kube/simkubelet.py (the simulated kubelet), or from a
 # real kubelet + containerd node joined to this control plane: hack/kube-node.sh.
@@ -93,10 +104,10 @@ build() {
 }
 
 start() {
-  local dir=$1 authz=AlwaysAllow role_group=system:masters
+  local dir=$1 role_group=system:masters
   # --rbac: the API user gpuops (role.kubeconfig) gets only what RBAC objects grant it (the tests apply
   # the collection's docs/rbac manifests); every other identity stays in system:masters
-  if [ "${2:-}" = --rbac ]; then authz=RBAC; role_group=gpuops:fleet; fi
+  if [ "${2:-}" = --rbac ]; then role_group=gpuops:fleet; fi
   build
   apt_install etcd-server curl openssl
   mkdir -p "$dir"
@@ -110,6 +121,9 @@ start() {
     -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
     -keyout "$dir/apiserver.key" -out "$dir/apiserver.crt" 2>/dev/null
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
+  # the client CA the nodes' kubelet identities are signed by (node-kubeconfig)
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=gpuops-test-client-ca \
+    -keyout "$dir/client-ca.key" -out "$dir/client-ca.crt" 2>/dev/null
   # one identity per client, so the audit log tells the role's calls (gpuops, role.kubeconfig)
   # from the test harness's (admin), the controllers' and the simulated kubelet's
   cat >"$dir/tokens.csv" <<TOKENS
@@ -140,7 +154,8 @@ POLICY
   "$BINDIR/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address=127.0.0.1 --secure-port="$api_port" \
     --insecure-port=0 --tls-cert-file="$dir/apiserver.crt" --tls-private-key-file="$dir/apiserver.key" \
-    --token-auth-file="$dir/tokens.csv" --authorization-mode="$authz" \
+    --token-auth-file="$dir/tokens.csv" --client-ca-file="$dir/client-ca.crt" \
+    --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
     --service-account-key-file="$dir/sa.key" --service-account-signing-key-file="$dir/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.96.0.0/24 --endpoint-reconciler-type=none \
@@ -194,6 +209,39 @@ KCFG
   chmod 600 "$file"
 }
 
+node_kubeconfig() { # node_kubeconfig DIR NODE OUT: NODE's kubelet identity, as a real kubelet's (a client certificate)
+  local dir=$1 node=$2 out=$3 port
+  [ -f "$dir/client-ca.key" ] || { log "$dir: no control plane with a client CA there"; return 1; }
+  case "$node" in *[!a-z0-9.-]*|"") log "node-kubeconfig: $node is not a Node name (DNS-1123)"; return 1 ;; esac
+  port=$(sed -n 's#.*server: https://127.0.0.1:\([0-9]*\)$#\1#p' "$dir/kubeconfig")
+  openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/O=system:nodes/CN=system:node:$node" \
+    -keyout "$out.key" -out "$out.csr" 2>/dev/null
+  # a random serial of its own (no serial file: identities are minted concurrently)
+  openssl x509 -req -in "$out.csr" -CA "$dir/client-ca.crt" -CAkey "$dir/client-ca.key" \
+    -set_serial "0x$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')" -days 2 -out "$out.crt" 2>/dev/null
+  rm -f "$out.csr"
+  chmod 600 "$out.key"
+  cat >"$out" <<KCFG
+apiVersion: v1
+kind: Config
+clusters:
+  - name: gpuops-test
+    cluster:
+      server: https://127.0.0.1:$port
+      certificate-authority: $dir/apiserver.crt
+users:
+  - name: system:node:$node
+    user:
+      client-certificate: $out.crt
+      client-key: $out.key
+contexts:
+  - name: gpuops-test
+    context: {cluster: gpuops-test, user: "system:node:$node"}
+current-context: gpuops-test
+KCFG
+  chmod 600 "$out"
+}
+
 stop() {
   local dir=$1 pid
   [ -f "$dir/pids" ] || return 0
@@ -210,5 +258,6 @@ case "${1:-}" in
   build) mkdir -p "$(dirname "$BINDIR")"; exec 9>"$BINDIR.lock"; flock 9; build ;;
   start) [ $# -eq 2 ] || { [ $# -eq 3 ] && [ "$3" = --rbac ]; } || { echo "usage: $0 start DIR [--rbac]" >&2; exit 2; }; start "$2" "${3:-}" ;;
   stop) [ $# -eq 2 ] || { echo "usage: $0 stop DIR" >&2; exit 2; }; stop "$2" ;;
-  *) echo "usage: $0 build | start DIR [--rbac] | stop DIR" >&2; exit 2 ;;
+  node-kubeconfig) [ $# -eq 4 ] || { echo "usage: $0 node-kubeconfig DIR NODE OUT" >&2; exit 2; }; node_kubeconfig "$2" "$3" "$4" ;;
+  *) echo "usage: $0 build | start DIR [--rbac] | node-kubeconfig DIR NODE OUT | stop DIR" >&2; exit 2 ;;
 esac

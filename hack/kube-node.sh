@@ -49,7 +49,10 @@ die() { log "$*"; exit 1; }
 # shellcheck source=hack/lib.sh
 . "$HERE/lib.sh"
 CTR() { ctr --address "$R/containerd.sock" -n k8s.io "$@"; }
-KUBECTL() { "$BIN/kubectl" --kubeconfig="$R/kubelet.kubeconfig" "$@"; }
+# the harness's side of the node (the node lifecycle controller's: lifting the not-ready taint; deleting the Node at the
+# end): the control plane's admin. kubelet itself runs as the node's own identity (kubelet.kubeconfig: system:node:<name>),
+# which the Node authorizer and NodeRestriction limit as on a production cluster.
+KUBECTL() { "$BIN/kubectl" --kubeconfig="$R/admin.kubeconfig" "$@"; }
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 node_ready() { KUBECTL get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' | grep -qx True; }
 
@@ -228,7 +231,8 @@ up() { # up CLUSTER_DIR
   images
   mkdir -p "$R"
   echo "$R" >"$STATE"
-  cp "$cp/kubeconfig" "$R/kubelet.kubeconfig"
+  cp "$cp/kubeconfig" "$R/admin.kubeconfig"
+  "$HERE/kube-cluster.sh" node-kubeconfig "$cp" "$NODE_NAME" "$R/kubelet.kubeconfig"
   runtime_start
   kubelet_start
   wait_for 120 "node $NODE_NAME Ready" node_ready || die "node $NODE_NAME not Ready"
@@ -240,7 +244,7 @@ down() {
   log "down: $R"
   stop_pid "$R/kubelet.pid"
   stop_pid "$R/plugin.pid"
-  if [ -f "$R/kubelet.kubeconfig" ]; then KUBECTL delete node "$NODE_NAME" --wait=false >/dev/null 2>&1 || true; fi
+  if [ -f "$R/admin.kubeconfig" ]; then KUBECTL delete node "$NODE_NAME" --wait=false >/dev/null 2>&1 || true; fi
   if [ -S "$R/containerd.sock" ] || [ -f "$R/containerd.pid" ]; then
     # the shims (containerd-shim-runc-v2 ... -address $R/containerd.sock) outlive containerd by design:
     # found by their exact command line, never by name

@@ -55,6 +55,24 @@ class Cluster:
         self.batch = client.BatchV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
+        self._node_clients = []
+
+    def node_kubeconfig(self, name, folder):
+        """A kubeconfig of node ``name``'s own kubelet identity (system:node:<name>, group system:nodes: a client certificate of
+        the cluster's client CA) in ``folder``; its path. The API server's Node authorizer and NodeRestriction limit it as they
+        limit a real kubelet."""
+        os.makedirs(str(folder), exist_ok=True)
+        path = os.path.join(str(folder), name + ".kubeconfig")
+        if not os.path.exists(path):
+            subprocess.run([SCRIPT, "node-kubeconfig", self.workdir, name, path], check=True)
+        return path
+
+    def as_node(self, name, folder):
+        """The CoreV1Api of node ``name``'s kubelet identity (its kubeconfig made in ``folder`` where it is not yet)."""
+        from kubernetes import client, config
+        api_client = config.new_client_from_config(self.node_kubeconfig(name, folder))
+        self._node_clients.append(api_client)
+        return client.CoreV1Api(api_client)
 
     def crd(self, group, version, kind, plural, scope):
         """A CRD (any spec) created once, returned when the API serves it."""
@@ -242,13 +260,24 @@ class Fleet:
         self.write_inventory()
         nodes_file = tmp_path / "nodes.json"
         nodes_file.write_text(json.dumps(self.nodes))
+        # each node's writes go through its own kubelet identity, as a real kubelet's (the control plane runs the Node
+        # authorizer and NodeRestriction): minted a few at a time
+        self.identities = tmp_path / "identities"
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda n: cluster.node_kubeconfig(n["name"], self.identities), self.nodes))
         args = [sys.executable, os.path.join(HERE, "simkubelet.py"), "--kubeconfig",
-                os.path.join(cluster.workdir, "simkubelet.kubeconfig"), "--nodes", str(nodes_file)]
+                os.path.join(cluster.workdir, "simkubelet.kubeconfig"), "--nodes", str(nodes_file),
+                "--node-kubeconfigs", str(self.identities)]
         for key, value in sim_options.items():
             args += ["--" + key.replace("_", "-"), str(value)]
         self.sim_log = open(str(tmp_path / "simkubelet.log"), "w")  # noqa: SIM115 (closed in stop(), after the process)
         self.sim = subprocess.Popen(args, stdout=self.sim_log, stderr=subprocess.STDOUT)
         self.wait(lambda: all(self.node(n["name"]) for n in self.nodes), "the simulated nodes")
+
+    def as_node(self, name):
+        """The API as node ``name``'s own kubelet (system:node:<name>): what a compromised node may write, and no more."""
+        return self.cluster.as_node(name, self.identities)
 
     def write_inventory(self):
         self.inventory.write_text(yaml.safe_dump({"gpu_nodes": {"hosts": self.hosts}}))
@@ -297,6 +326,13 @@ class Fleet:
             self.sim.kill()
             self.sim.wait(30)
         self.sim_log.close()
+        # its Nodes go with it, as a cluster's Nodes go when their machines do: the session's API server is every test's, and
+        # the remediation's fleet in scope is every GPU Node the API shows
+        for node in self.nodes:
+            try:
+                self.cluster.core.delete_node(node["name"])
+            except Exception:  # noqa: BLE001 (gone already)
+                pass
 
     def plugin_pods(self):
         pods = self.cluster.core.list_namespaced_pod(self.namespace, label_selector="name=nvidia-device-plugin-ds").items

@@ -212,8 +212,9 @@ class LogServer:
 
 class SimKubelet:
     def __init__(self, api, nodes, plugin_selector, start_delay, register_delay, stop_delay, log_server=None,
-                 gpushare_selector=None):
-        self.api = api
+                 gpushare_selector=None, node_apis=None):
+        self.api = api  # the cluster's side: reads, and what a cluster user or controller writes (taints, others' labels)
+        self.node_apis = node_apis or {}  # each node's own kubelet identity (system:node:<name>): that node's writes
         self.log_server = log_server
         self.nodes = {n["name"]: n for n in nodes}
         self.plugin_selector = plugin_selector
@@ -234,27 +235,31 @@ class SimKubelet:
         self.unhealthy = {}  # node -> GPU indexes the running plugin marked Unhealthy
         self.not_ready = set()  # nodes rebooting
 
+    def kubelet(self, node):
+        """The API as ``node``'s kubelet: its own identity where the harness gave one (the Node authorizer and NodeRestriction
+        then limit it as they limit a real kubelet), else the cluster's."""
+        return self.node_apis.get(node, self.api)
+
     # -- nodes -------------------------------------------------------------------------------
     def register_nodes(self):
         for name, node in self.nodes.items():
             labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
             labels.update(node.get("labels") or {})
-            body = {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name, "labels": labels},
-                "spec": {"taints": node.get("taints") or []},
-            }
+            # a kubelet registers its Node with the labels it may set (NodeRestriction: none of the kubernetes.io and k8s.io
+            # namespaces but its own few); a cluster user (or provisioner) adds the others, and the taints
+            own = dict((k, v) for k, v in labels.items() if k in KUBELET_LABELS or "/" not in k or not
+                       k.split("/")[0].endswith(("kubernetes.io", "k8s.io")))
+            body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": own}}
             try:
-                self.api.create_node(body)
+                self.kubelet(name).create_node(body)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
-                self.api.patch_node(name, {"metadata": {"labels": labels}})
+                self.kubelet(name).patch_node(name, {"metadata": {"labels": own}})
             self.set_node_status(name, allocatable_gpus=0)
-            # the API server taints new nodes node.kubernetes.io/not-ready; the node lifecycle
-            # controller (not run here: it needs kubelet heartbeats) lifts it once the node is Ready
-            self.api.patch_node(name, {"spec": {"taints": node.get("taints") or []}})
+            # the API server taints new nodes node.kubernetes.io/not-ready; the node lifecycle controller (not run here: it
+            # needs kubelet heartbeats) lifts it once the node is Ready; a cluster user's labels and taints
+            self.api.patch_node(name, {"metadata": {"labels": labels}, "spec": {"taints": node.get("taints") or []}})
 
     def set_node_status(self, name, allocatable_gpus, registered=False):
         self.set_resource(name, GPU, allocatable_gpus, registered)
@@ -288,7 +293,7 @@ class SimKubelet:
         }
         if self.log_server:
             status["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.log_server.port}}
-        self.api.patch_node_status(name, {"status": status})
+        self.kubelet(name).patch_node_status(name, {"status": status})
 
     # -- timers ------------------------------------------------------------------------------
     def later(self, delay, fn, *args):
@@ -370,7 +375,7 @@ class SimKubelet:
                         self.xid_seen.pop(node, None)  # its health loop ends with it
                     if self.is_gpushare(pod):
                         self.set_resource(node, MEM, 0)
-                    self.later(self.stop_delay, self.finish_delete, pod.metadata.namespace, pod.metadata.name, uid)
+                    self.later(self.stop_delay, self.finish_delete, pod.metadata.namespace, pod.metadata.name, uid, node)
             elif state is None:
                 self.handled[uid] = "started"
                 self.later(self.start_delay, self.start_pod, pod)
@@ -378,8 +383,8 @@ class SimKubelet:
             if uid not in live:
                 del self.handled[uid]
 
-    def finish_delete(self, namespace, name, uid):
-        self.api.delete_namespaced_pod(name, namespace, grace_period_seconds=0,
+    def finish_delete(self, namespace, name, uid, node=None):
+        self.kubelet(node).delete_namespaced_pod(name, namespace, grace_period_seconds=0,
                                        body=client.V1DeleteOptions(grace_period_seconds=0, preconditions={"uid": uid}))
         for node, entries in list(self.entries.items()):
             self.reload_checkpoint(node)
@@ -524,7 +529,7 @@ class SimKubelet:
             status = {"phase": "Failed", "reason": "UnexpectedAdmissionError",
                       "message": "Allocate failed due to requested number of devices unavailable for nvidia.com/gpu. "
                                  "Requested: %d, Available: 0, which is unexpected (SIMULATED)" % self.gpu_request(pod)}
-            self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
+            self.kubelet(node).patch_namespaced_pod_status(name, namespace, {"status": status})
             return
         if pod.spec.restart_policy == "Never" and self.gpu_request(pod):
             self.run_to_completion(pod, node, faults)
@@ -542,7 +547,7 @@ class SimKubelet:
                       "initContainerStatuses": init_statuses,
                       "containerStatuses": [{"name": c.name, "image": c.image, "imageID": "", "ready": False, "restartCount": 0,
                                              "state": {"waiting": {"reason": "PodInitializing"}}} for c in pod.spec.containers]}
-            self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
+            self.kubelet(node).patch_namespaced_pod_status(name, namespace, {"status": status})
             return
         ready = not (self.is_plugin(pod) and "plugin_crash" in faults)
         gone = self.gpu_request(pod) and self.gpu_gone(pod)
@@ -569,7 +574,7 @@ class SimKubelet:
         }
         if init_statuses is not None:
             status["initContainerStatuses"] = init_statuses
-        self.api.patch_namespaced_pod_status(name, namespace, {"status": status})
+        self.kubelet(node).patch_namespaced_pod_status(name, namespace, {"status": status})
         if ready and self.is_plugin(pod):
             gpus = 0 if "no_gpus" in faults else len(self.nodes[node].get("gpus") or [])
             self.later(self.register_delay, self.register_plugin, node, pod.metadata.uid, gpus)
@@ -629,7 +634,13 @@ class SimKubelet:
                                              "finishedAt": stamp, "message": "\n".join(uuids) + "\n"}},
                 }],
             }
-        self.api.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": status})
+        self.kubelet(node).patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, {"status": status})
+
+
+# the labels a kubelet may set on its own Node in the kubernetes.io namespaces (kubelet's own, k8s.io/kubelet/pkg/apis
+# well_known_labels.go; NodeRestriction refuses the others)
+KUBELET_LABELS = ("kubernetes.io/hostname", "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/os", "beta.kubernetes.io/arch",
+                  "node.kubernetes.io/instance-type", "topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 
 
 # the XIDs the real plugin's health loop ignores (k8s-device-plugin internal/rm/health.go: application errors)
@@ -646,12 +657,19 @@ def main(argv=None):
     parser.add_argument("--register-delay", type=float, default=0.5, help="seconds from plugin Ready to GPUs allocatable")
     parser.add_argument("--stop-delay", type=float, default=0.3, help="seconds to stop a pod's containers")
     parser.add_argument("--interval", type=float, default=0.2)
+    parser.add_argument("--node-kubeconfigs", help="a folder of <node>.kubeconfig: each node's own kubelet identity (hack/kube-cluster.sh "
+                                                   "node-kubeconfig); its writes go through it")
     args = parser.parse_args(argv)
     config.load_kube_config(args.kubeconfig)
     with open(args.nodes) as handle:
         nodes = json.load(handle)
+    node_apis = {}
+    for node in nodes if args.node_kubeconfigs else ():
+        path = os.path.join(args.node_kubeconfigs, node["name"] + ".kubeconfig")
+        node_apis[node["name"]] = client.CoreV1Api(config.new_client_from_config(path))
     sim = SimKubelet(client.CoreV1Api(), nodes, parse_selector(args.plugin_selector),
-                     args.start_delay, args.register_delay, args.stop_delay, LogServer(), parse_selector(args.gpushare_selector))
+                     args.start_delay, args.register_delay, args.stop_delay, LogServer(), parse_selector(args.gpushare_selector),
+                     node_apis)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     sim.register_nodes()
     print("simkubelet: %d SIMULATED nodes registered" % len(nodes), flush=True)
