@@ -100,7 +100,7 @@ kube-node: venv collection-link fakes kube-build ## field report 000's story and
 	@mkdir -p build/pytest
 	$(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/knode
 
-prom: venv collection-link fakes ## gpu_monitoring's rules and gpu_memory_report against a real Prometheus and node_exporter (Debian's) on loopback
+prom: venv collection-link fakes kube-build ## gpu_monitoring's rules and gpu_memory_report against a real Prometheus and node_exporter (Debian's) on loopback
 	@mkdir -p build/pytest
 	$(BIN)/python -m pytest -p no:randomly -s $(BASETEMP) tests/prometheus
 

@@ -66,19 +66,13 @@ EXPECTED_ALERTS = {
 
 def REMEDIATION_LEDGER(now):  # noqa: N802 (a table built at the fixture's time)
     return {"breaker": {"state": "closed"}, "entries": [
-        {"node": "gpu-stuck", "at": now - 7200, "closed_at": None, "result": None},
-        {"node": "gpu-fresh", "at": now - 60, "closed_at": None, "result": None},
+        {"node": "gpu-stuck", "at": now - 7200, "closed_at": None, "result": None, "action": "reset", "step": "awaiting_pods"},
+        {"node": "gpu-fresh", "at": now - 60, "closed_at": None, "result": None, "action": "reset", "step": "drained"},
         {"node": "gpu-a", "at": now - 9000, "closed_at": now - 8960, "result": "recovered", "recover_seconds": 40},
         {"node": "gpu-b", "at": now - 9000, "closed_at": now - 8300, "result": "recovered", "recover_seconds": 700},
         {"node": "gpu-c", "at": now - 9000, "closed_at": now - 8000, "result": "cancelled_by_operator", "recover_seconds": None}]}
 
 
-REMEDIATION_NODES = [
-    {"metadata": {"name": "gpu-stuck", "annotations": {"gpuops.fleet/gpu-remediation": json.dumps(
-        {"step": "awaiting_pods", "action": "reset", "gpus": ["GPU-1"]})}}},
-    {"metadata": {"name": "gpu-fresh", "annotations": {"gpuops.fleet/gpu-remediation": json.dumps(
-        {"step": "drained", "action": "reset", "gpus": ["GPU-2"]})}}},
-    {"metadata": {"name": "gpu-a", "annotations": {}}}]
 GLOST = "GPU-33333333-2222-3333-4444-555555555555"
 GOLD = "GPU-44444444-2222-3333-4444-555555555555"
 
@@ -180,7 +174,7 @@ def prometheus(tmp_path_factory, fake_lib_dir):
 
     # the GPU remediation's own series (gpu_remediation_metrics' text), in the same textfile directory: gpu-stuck quarantined
     # two hours ago (past gpu_monitoring_max_quarantine_seconds), gpu-fresh a minute ago (not)
-    (textfiles / "gpuops-remediation.prom").write_text(remediation_metrics.render(REMEDIATION_LEDGER(time.time()), REMEDIATION_NODES))
+    (textfiles / "gpuops-remediation.prom").write_text(remediation_metrics.render(REMEDIATION_LEDGER(time.time())))
 
     processes = []
     node_exporter_port = free_port()
@@ -401,12 +395,28 @@ def wait_for(check, seconds, what):
         time.sleep(0.3)
 
 
+def _gpu_nodes(workdir, names):
+    """A real control plane (hack/kube-cluster.sh) whose GPU Nodes are ``names``: the Node watch that tells the alerts
+    source which names are GPU Nodes (issue 57, item 4). The Nodes are made and given their status through the API."""
+    sys.path.insert(0, os.path.join(ROOT, "tests", "kube"))
+    import kubefleet  # pylint: disable=import-error,import-outside-toplevel
+
+    cluster = kubefleet.start_cluster(workdir)
+    for name in names:
+        cluster.core.create_node({"metadata": {"name": name, "labels": {"gpuops.test/alerts": "true"}}})
+        cluster.core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "3"}, "allocatable": {"nvidia.com/gpu": "3"}}})
+    return cluster, kubefleet
+
+
 def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
     """Issue 50's alerts path, every part real but the GPUs: Debian's Prometheus evaluates the gpu_monitoring rules and
     sends the firing alerts to Debian's Alertmanager, whose webhook receiver (a bearer token from a file) posts them to the
-    event source gpuops.fleet.alertmanager in the real ansible-rulebook. The fault alerts of lab-healthy (GPUXidErrors,
+    event source gpuops.fleet.alertmanager in the real ansible-rulebook, beside gpuops.fleet.gpu_nodes watching a real API
+    server, as the shipped gpu_health.yml runs them. The fault alerts of lab-healthy (GPUXidErrors,
     GPURecoveryActionRequired, GPURowRemapFailure, GPULost) are one gpu_faults event: one playbook run limited to
-    lab-healthy and the controller; gpu-z's GPUExporterDown is an event and no run; a request without the token gets 401."""
+    lab-healthy and the controller; gpu-z's GPUExporterDown is an event and no run; a request without the token gets 401.
+    Issue 57, item 4: an alert whose node label says ``all`` (sent as Alertmanager sends one) is an event of no node
+    (``unknown_node``), never a run of every host: the alerts source takes a node only where the Node watch knows it."""
     alertmanager = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
     assert alertmanager, "alertmanager is missing: apt-get install prometheus-alertmanager (hack/check-deps.sh --install)"
     token = tmp_path / "token"
@@ -418,7 +428,9 @@ def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
     playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
         {"ansible.builtin.copy": {"content": "ran\n", "dest": str(ran) + "/{{ inventory_hostname }}"}, "delegate_to": "localhost"}]}]))
     rules = tmp_path / "alerts.yml"
+    cluster, kubefleet = _gpu_nodes(tmp_path / "cluster", ["lab-healthy", "gpu-z"])
     rules.write_text(yaml.safe_dump([{"name": "GPU alerts", "hosts": "all", "sources": [
+        {"gpuops.fleet.gpu_nodes": {"kubeconfig": cluster.kubeconfig, "label_selector": "gpuops.test/alerts=true", "settle_seconds": 3}},
         {"gpuops.fleet.alertmanager": {"port": source_port, "token_file": str(token), "settle_seconds": 3}}],
         "rules": [{"name": "GPU faults of a window", "condition": 'event.gpuops.kind == "gpu_faults"',
                    "action": {"run_playbook": {"name": str(playbook)}}}]}], sort_keys=False))
@@ -452,6 +464,14 @@ def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
                 urllib.request.urlopen(refused, timeout=5).close()
             err.value.close()
             assert err.value.code == 401
+            # an alert whose node label is an Ansible pattern word, as Alertmanager posts it (the token, the payload)
+            widened = urllib.request.Request("http://127.0.0.1:%d/alerts" % source_port, method="POST", data=json.dumps({
+                "version": "4", "status": "firing", "receiver": "gpuops", "alerts": [{
+                    "status": "firing", "labels": {"alertname": "GPUXidErrors", "node": "all", "xid": "79"}, "annotations": {},
+                    "startsAt": "2026-12-06T00:00:00Z", "fingerprint": "f-all"}]}).encode(),
+                headers={"Authorization": "Bearer " + ALERTS_TOKEN, "Content-Type": "application/json"})
+            with urllib.request.urlopen(widened, timeout=5) as answer:
+                assert answer.status == 202
             started = time.monotonic()
             processes.append(subprocess.Popen([alertmanager, "--config.file=%s" % am_config, "--storage.path=%s" % (tmp_path / "am-data"),
                                                "--web.listen-address=127.0.0.1:%d" % prometheus["alertmanager_port"], "--cluster.listen-address="],
@@ -464,7 +484,9 @@ def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
             for process in reversed(processes):
                 process.terminate()
                 process.wait(30)
+            kubefleet.stop_cluster(str(tmp_path / "cluster"))
     text = log.read_text(errors="replace")
+    assert "'unknown_node': 'all'" in text and "'hosts': ['all'" not in text, text[-4000:]
     assert sorted(os.listdir(str(ran))) == ["lab-healthy", "localhost"], text[-4000:]
     assert text.count("'kind': 'gpu_faults'") == 1 and "'nodes': ['lab-healthy']" in text, text[-4000:]
     assert text.count("PLAY RECAP") == 1, text[-4000:]

@@ -8,9 +8,9 @@
 A notification is Alertmanager's webhook payload (version 4: ``status``, ``receiver``, ``groupLabels``, ``alerts``: each with
 ``status``, ``labels``, ``annotations``, ``startsAt``, ``endsAt``, ``fingerprint``; prometheus.io/docs/alerting/latest/
 configuration/#webhook_config). Each alert becomes one ``gpu_alert`` event; its node is the first of ``node_labels`` the
-alert carries (the gpu_monitoring rules' series carry ``node``, dcgm-exporter's ``Hostname``), checked as a Kubernetes
-name, so the rulebook limits the playbook to the inventory host of that Node (the k8s_gpu_nodes inventory names hosts after
-their Nodes). A firing alert named in ``fault_alerts`` is a GPU fault: the source adds it to the fault window the Node
+alert carries (the gpu_monitoring rules' series carry ``node``, dcgm-exporter's ``Hostname``), only where it is a GPU Node
+the ruleset's Node watch knows (``node_of``), so the rulebook limits the playbook to the inventory host of that Node (the
+k8s_gpu_nodes inventory names hosts after their Nodes) and never to a pattern. A firing alert named in ``fault_alerts`` is a GPU fault: the source adds it to the fault window the Node
 watch uses (node_events.FaultWindow), so an alert and the device plugin's withheld GPU on the same node run once.
 
 Everything an alert says is data: labels are bounded (count and length), never templated, and the request's headers
@@ -46,7 +46,8 @@ def check_options(args, read=None):
     token's)."""
     out = {"host": "127.0.0.1", "port": 5000, "path": "/alerts", "token": None, "token_file": None, "certfile": None, "keyfile": None,
            "node_labels": list(NODE_LABELS), "fault_alerts": list(FAULT_ALERTS), "max_bytes": 1048576,
-           "settle_seconds": 5, "flap_seconds": 600, "enabled": True}
+           "settle_seconds": 5, "flap_seconds": 600, "retry_max_seconds": 3600, "enabled": True, "read_timeout": 10,
+           "max_connections": 256}
     for key, value in (args or {}).items():
         if key not in out:
             raise ParameterError(str(key), "is not an option of gpuops.fleet.alertmanager (known: %s)" % ", ".join(sorted(out)))
@@ -54,7 +55,8 @@ def check_options(args, read=None):
     out["enabled"] = as_bool("enabled", out["enabled"])
     if not out["enabled"]:
         return out
-    for key, low, high in (("port", 1, 65535), ("max_bytes", 1024, 67108864), ("settle_seconds", 1, 300), ("flap_seconds", 0, 86400)):
+    for key, low, high in (("port", 1, 65535), ("max_bytes", 1024, 67108864), ("settle_seconds", 1, 300), ("flap_seconds", 0, 86400),
+                           ("read_timeout", 1, 300), ("max_connections", 8, 4096), ("retry_max_seconds", 0, 86400)):
         out[key] = node_events.whole(key, out[key], low, high)
     if not isinstance(out["host"], str) or not _HOST.match(out["host"]):
         raise ParameterError("host", "an address to listen on (127.0.0.1, 0.0.0.0, ::), got %r" % (out["host"],))
@@ -122,17 +124,24 @@ def _bounded(labels, keep):
     return dict((k, labels[k]) for k in (first + rest)[:MAX_LABELS])
 
 
-def node_of(labels, node_labels):
-    """The alert's node: the first of ``node_labels`` it carries, if that is a Kubernetes name (else None)."""
+def node_of(labels, node_labels, known=None):
+    """``(node, unknown)``: the alert's node, the first of ``node_labels`` it carries, where it is a GPU Node the ruleset's Node
+    watch knows (``known``: its names; None: no Node watch shares the ruleset, so no name is known) and a name an inventory
+    host may have; else None and the value it named (bounded text, for the event), or None where it named none. A label's
+    value is the exporter's word (dcgm-exporter's ``Hostname`` is written on the node itself): it never names a host the
+    watch does not know, nor an Ansible pattern (``all``, ``ungrouped``) that would widen the playbook's limit."""
     for name in node_labels:
         value = labels.get(name)
         if value:
-            return value if node_events.dns_name(value) else None
-    return None
+            if node_events.host_name(value) and known is not None and value in known:
+                return value, None
+            return None, value[:node_events.MAX_TEXT]
+    return None, None
 
 
-def events(payload, options, observed):
-    """The ``gpu_alert`` events of one notification; PayloadError where it is not Alertmanager's payload."""
+def events(payload, options, observed, known=None):
+    """The ``gpu_alert`` events of one notification; PayloadError where it is not Alertmanager's payload. ``known``: the GPU
+    Nodes' names the ruleset's Node watch knows (``node_of``)."""
     if not isinstance(payload, dict) or not isinstance(payload.get("alerts"), list):
         raise PayloadError("not Alertmanager's webhook payload: a JSON object with an alerts list")
     if len(payload["alerts"]) > MAX_ALERTS:
@@ -145,8 +154,8 @@ def events(payload, options, observed):
         name, status = labels.get("alertname"), alert.get("status")
         if status not in ("firing", "resolved"):
             raise PayloadError("an alert whose status is not firing or resolved")
-        node = node_of(labels, options["node_labels"])
-        event = {"gpuops": {"kind": "gpu_alert", "alert": name, "status": status, "node": node,
+        node, unknown = node_of(labels, options["node_labels"], known)
+        event = {"gpuops": {"kind": "gpu_alert", "alert": name, "status": status, "node": node, "unknown_node": unknown,
                             "labels": _bounded(labels, ["alertname"] + options["node_labels"]),
                             "fault": bool(node) and status == "firing" and name in options["fault_alerts"],
                             "starts_at": _text(alert.get("startsAt"), 64), "fingerprint": _text(alert.get("fingerprint"), 64),

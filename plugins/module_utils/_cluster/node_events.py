@@ -35,6 +35,7 @@ STEPS = ("draining", "drained", "drain_blocked", "awaiting_pods")
 _BOOT_ID = re.compile(r"\A[0-9A-Za-z-]{1,64}\Z")
 DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*", "aliyun.com/gpu-mem")
 REMEDIATION = "gpuops.fleet/gpu-remediation"  # the quarantine's annotation (_cluster/remediation/plan.py QUARANTINE_ANNOTATION)
+TAINT = "gpuops.fleet/gpu-unhealthy"  # the quarantine's taint (plan.py QUARANTINE_TAINT): a cluster user's to write, never a kubelet's
 _DNS = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 MAX_TEXT = 256
 _SELECTOR = re.compile(r"\A[A-Za-z0-9_./!=,() -]{0,1024}\Z")
@@ -43,7 +44,7 @@ _SELECTOR = re.compile(r"\A[A-Za-z0-9_./!=,() -]{0,1024}\Z")
 def check_options(args):
     """The source's options (``args`` of the rulebook's source), checked and completed; ParameterError names the option."""
     out = {"gpu_resources": list(DEFAULT_RESOURCES), "label_selector": "", "heartbeat": 60, "backoff_max": 30, "watch_seconds": 300,
-           "settle_seconds": 5, "flap_seconds": 600,
+           "settle_seconds": 5, "flap_seconds": 600, "retry_max_seconds": 3600,
            "kubeconfig": None, "context": None, "host": None, "api_key": None, "validate_certs": True, "ca_cert": None}
     for key, value in (args or {}).items():
         if key not in out:
@@ -59,7 +60,7 @@ def check_options(args):
     if not isinstance(out["label_selector"], str) or not _SELECTOR.match(out["label_selector"]):
         raise ParameterError("label_selector", "a Kubernetes label selector such as 'nvidia.com/gpu.present=true', got %r" % (out["label_selector"],))
     for key, low, high in (("heartbeat", 1, 3600), ("backoff_max", 1, 600), ("watch_seconds", 10, 1800), ("settle_seconds", 1, 300),
-                           ("flap_seconds", 0, 86400)):
+                           ("flap_seconds", 0, 86400), ("retry_max_seconds", 0, 86400)):
         out[key] = whole(key, out[key], low, high)
     for key in ("kubeconfig", "context", "host", "api_key", "ca_cert"):
         if out[key] is not None and (not isinstance(out[key], str) or "\x00" in out[key]):
@@ -85,6 +86,16 @@ def dns_name(name):
     return isinstance(name, str) and len(name) <= 253 and bool(_DNS.match(name))
 
 
+# what a playbook's --limit (ansible-rulebook joins meta.hosts into it) takes for more than one host, though DNS-1123 allows it
+PATTERN_WORDS = ("all", "ungrouped")
+
+
+def host_name(name):
+    """Whether ``name`` may name one inventory host in ``meta.hosts``: a Kubernetes name that is no Ansible pattern word (``all``,
+    ``ungrouped``: a --limit of it is every host)."""
+    return dns_name(name) and name not in PATTERN_WORDS
+
+
 def _count(value):
     number = digits(value if isinstance(value, str) else str(value) if is_int(value) else None)
     return number if number is not None and number < 10 ** 9 else None
@@ -108,14 +119,14 @@ def _unreadable(node, exc):
     text: it may quote the node's data). None where even its name cannot be read as a Kubernetes name."""
     try:
         meta = _dict(_dict(node).get("metadata"))
-        name = meta.get("name") if dns_name(meta.get("name")) else None
+        name = meta.get("name") if host_name(meta.get("name")) else None
         version = meta.get("resourceVersion")
         version = version[:64] if isinstance(version, str) else ""
     except Exception:  # noqa: BLE001
         return None
     if name is None:
         return None
-    return {"name": name, "resource_version": version, "gpus": {}, "boot_id": None, "ready": None, "step": None,
+    return {"name": name, "resource_version": version, "gpus": {}, "boot_id": None, "ready": None, "step": None, "quarantined": False,
             "unreadable": "its Node's data could not be read (%s)" % (exc.args[0] if isinstance(exc, _Marked) else type(exc).__name__)}
 
 
@@ -128,7 +139,7 @@ def _view(node, resources, by_label):
         raise _Marked(node[_UNREADABLE])
     meta = _dict(_dict(node).get("metadata"))
     name = meta.get("name")
-    if not dns_name(name):
+    if not host_name(name):  # a Node named all or ungrouped can be no one inventory host: never watched, never in a --limit
         return None
     status = _dict(node.get("status"))
     capacity, allocatable = _dict(status.get("capacity")), _dict(status.get("allocatable"))
@@ -146,7 +157,14 @@ def _view(node, resources, by_label):
     version = meta.get("resourceVersion")
     return {"name": name, "resource_version": version[:64] if isinstance(version, str) else "", "gpus": gpus,
             "boot_id": boot if isinstance(boot, str) and _BOOT_ID.match(boot) else ("invalid" if boot else None),
-            "ready": ready if ready in ("True", "False", "Unknown") else None, "step": _step(meta)}
+            "ready": ready if ready in ("True", "False", "Unknown") else None, "step": _step(meta), "quarantined": _quarantined(node)}
+
+
+def _quarantined(node):
+    """Whether the Node carries our quarantine's taint: a kubelet may write our annotation on its own Node, never its taints
+    (NodeRestriction), so this, not the annotation's step, says that our remediation holds the node."""
+    taints = _dict(node.get("spec")).get("taints")
+    return isinstance(taints, list) and any(isinstance(t, dict) and t.get("key") == TAINT for t in taints)
 
 
 def _dict(value):
@@ -171,8 +189,10 @@ def _slim(node):
     meta, status = _dict(_dict(node).get("metadata")), _dict(_dict(node).get("status"))
     annotations = _dict(meta.get("annotations"))
     conditions = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+    taints = _dict(node.get("spec")).get("taints")
     return {"metadata": {"name": meta.get("name"), "resourceVersion": meta.get("resourceVersion"),
                          "annotations": dict((k, v) for k, v in annotations.items() if k == REMEDIATION)},
+            "spec": {"taints": [t for t in taints if isinstance(t, dict) and t.get("key") == TAINT] if isinstance(taints, list) else []},
             "status": {"capacity": status.get("capacity"), "allocatable": status.get("allocatable"),
                        "conditions": [c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"],
                        "nodeInfo": {"bootID": _dict(status.get("nodeInfo")).get("bootID")}}}
@@ -271,6 +291,16 @@ class Tracker:
         self.resources, self.by_label = resources, by_label
         self.views, self.resource_version = {}, None
 
+    # the GPU Nodes known now, by name (a list replaces ``views``: whoever shares the tracker sees the new one)
+    def __contains__(self, name):
+        return name in self.views
+
+    def __len__(self):
+        return len(self.views)
+
+    def get(self, name, default=None):
+        return self.views.get(name, default)
+
     def start(self, nodes, resource_version, observed):
         """The first list: the views, and the ``startup`` event naming every node unhealthy now."""
         self.views = dict((v["name"], v) for v in (view(n, self.resources, self.by_label) for n in nodes) if v)
@@ -287,7 +317,7 @@ class Tracker:
             self.resource_version = meta["resourceVersion"][:64]
         if kind == "BOOKMARK":
             return []
-        name = meta.get("name") if dns_name(meta.get("name")) else None
+        name = meta.get("name") if host_name(meta.get("name")) else None
         before = self.views.get(name)
         after = None if kind == "DELETED" else view(node, self.resources, self.by_label)
         if before and after and before["resource_version"] == after["resource_version"]:
@@ -319,15 +349,29 @@ class FaultWindow:
     """GPU faults gathered into one event per short window (a storm is one plan run, so the same-signal breaker sees its
     nodes together), and each node at most once per ``flap`` seconds (a flapping node runs once per window).
 
-    ``add`` a ``gpu_unallocatable`` event; ``due()`` is when the window closes (``settle`` seconds after its first fault),
-    ``flush(now)`` the ``gpu_faults`` event once it has closed: ``nodes`` (``meta.hosts``: the playbook's limit) and
-    ``throttled`` (nodes of the window run less than ``flap`` seconds ago); ``gpu_faults_throttled`` where every node was;
-    None before the window closes. ``kind`` names the event: ``node_reboots`` gathers the reboots (checkpoint_repair.yml)."""
+    ``add`` a ``gpu_unallocatable`` event; ``due()`` is when the window closes (``settle`` seconds after its first fault) or a
+    node is offered again, whichever is first; ``flush(now)`` the ``gpu_faults`` event once it has closed: ``nodes``
+    (``meta.hosts``: the playbook's limit), ``throttled`` (nodes of the window run less than ``flap`` seconds ago) and
+    ``again`` (nodes offered again, with their attempt); ``gpu_faults_throttled`` where every node was; None before the window
+    closes. ``kind`` names the event: ``node_reboots`` gathers the reboots (checkpoint_repair.yml).
 
-    def __init__(self, settle, flap, kind="gpu_faults"):
-        self.settle, self.flap, self.kind = settle, flap, kind
+    **No fault is lost, only delayed.** A node that ran and is still unhealthy (``still``: the Node watch sees a GPU withheld, or
+    a fault alert of it still fires) is offered again in a later window: ``flap`` seconds (at least ``MIN_AGAIN``) after its
+    run, then twice as long after each further run, at most ``again_max`` seconds (a run that keeps failing is never a loop).
+    So a fault throttled within the flap window, and a run that failed (the API server restarting), are run again; a node
+    healthy again is forgotten. ``again_max`` 0 offers nothing again."""
+
+    MIN_AGAIN = 60
+
+    def __init__(self, settle, flap, kind="gpu_faults", again_max=3600):
+        self.settle, self.flap, self.kind, self.again_max = settle, flap, kind, again_max
         self.opened, self.nodes, self.last_run = None, [], {}
-        self.lock = threading.Lock()  # the sources of one ruleset share a window (``shared``): the Node watch runs in a thread
+        self.attempts = {}  # node -> its runs since it was last seen healthy
+        self.firing = {}  # node -> the fingerprints of its fault alerts that fire (the alerts source's)
+        # the GPU Nodes the ruleset's Node watch knows (its tracker's views, by name); None where no Node watch shares the window:
+        # an alert names a node only where it is one of them (alerts.node_of)
+        self.known = None
+        self.lock = threading.RLock()  # the sources of one ruleset share a window (``shared``): the Node watch runs in a thread
 
     def add(self, event, now):
         node = event["gpuops"]["node"]
@@ -337,34 +381,81 @@ class FaultWindow:
             if node not in self.nodes:
                 self.nodes.append(node)
 
+    def alert(self, event):
+        """A ``gpu_alert`` of a known node: a firing fault alert keeps its node unhealthy until it is resolved."""
+        node, fingerprint = event["gpuops"].get("node"), event["gpuops"].get("fingerprint") or event["gpuops"].get("alert")
+        if not node:
+            return
+        with self.lock:
+            held = self.firing.setdefault(node, set())
+            if event["gpuops"].get("fault"):
+                held.add(fingerprint)
+            elif event["gpuops"].get("status") == "resolved":
+                held.discard(fingerprint)
+            if not held:
+                self.firing.pop(node, None)
+
+    def still(self, node):
+        """Whether ``node`` is still unhealthy: a GPU withheld in the Node watch's view, or a fault alert of it firing."""
+        view = (self.known or {}).get(node)
+        return bool(view and withheld(view)) or bool(self.firing.get(node))
+
+    def _again_at(self, node):
+        tries = self.attempts.get(node, 0)
+        if not tries or not self.again_max or node not in self.last_run:
+            return None
+        return self.last_run[node] + min(max(self.flap, self.MIN_AGAIN) * 2 ** min(tries - 1, 20), max(self.again_max, self.flap))
+
     def due(self):
-        opened = self.opened
-        return None if opened is None else opened + self.settle
+        with self.lock:
+            times = [self.opened + self.settle] if self.opened is not None else []
+            times += [t for t in (self._again_at(n) for n in list(self.attempts)) if t is not None]
+            return min(times) if times else None
 
     def flush(self, now, observed):
         with self.lock:
+            self._again(now)
             return self._flush(now, observed)
+
+    def _again(self, now):
+        """The nodes due to be offered again, into the window where they are still unhealthy; forgotten where healthy again."""
+        for node in list(self.attempts):
+            at = self._again_at(node)
+            if at is None or now < at:
+                continue
+            if not self.still(node):
+                self.attempts.pop(node, None)
+                continue
+            if self.opened is None:
+                self.opened = now - self.settle  # due now: the window closes at once
+            if node not in self.nodes:
+                self.nodes.append(node)
 
     def _flush(self, now, observed):
         if self.opened is None or now < self.opened + self.settle:
             return None
-        run = [n for n in self.nodes if now - self.last_run.get(n, -float("inf")) >= self.flap]
+        due_again = set(n for n in self.nodes if (self._again_at(n) or float("inf")) <= now)
+        run = [n for n in self.nodes if n in due_again or now - self.last_run.get(n, -float("inf")) >= self.flap]
         throttled = [n for n in self.nodes if n not in run]
+        again = dict((n, self.attempts.get(n, 0) + 1) for n in run if n in due_again)
         for node in run:
             self.last_run[node] = now
+            self.attempts[node] = self.attempts.get(node, 0) + 1
+        for node in throttled:  # not lost: offered again when its time comes, if it is still unhealthy
+            self.attempts.setdefault(node, 1)
         self.opened, self.nodes = None, []
-        if not run:  # every node of the window ran less than ``flap`` seconds ago: said, nothing to run
+        if not run:  # every node of the window ran less than ``flap`` seconds ago: said, offered again later
             return {"gpuops": {"kind": self.kind + "_throttled", "nodes": [], "throttled": throttled, "window": self.settle,
                                "observed_at": observed}}
-        return {"gpuops": {"kind": self.kind, "nodes": run, "throttled": throttled, "window": self.settle, "observed_at": observed},
-                "meta": {"hosts": limit(run)}}
+        return {"gpuops": {"kind": self.kind, "nodes": run, "throttled": throttled, "again": again, "window": self.settle,
+                           "observed_at": observed}, "meta": {"hosts": limit(run)}}
 
 
 _SHARED = weakref.WeakKeyDictionary()
 _SHARED_LOCK = threading.Lock()
 
 
-def shared(queue, settle, flap):
+def shared(queue, settle, flap, retry_max=3600):
     """The fault window of the ruleset whose event queue is ``queue``: the Node watch and the alerts of one ruleset add to
     one window, so a GPU fault seen by both (the device plugin withheld it; an XID alert fired) runs once, and a storm seen
     by both is still one plan run. The sources must agree on ``settle_seconds`` and ``flap_seconds``.
@@ -375,8 +466,9 @@ def shared(queue, settle, flap):
     with _SHARED_LOCK:
         window = _SHARED.get(queue)
         if window is None:
-            window = _SHARED[queue] = FaultWindow(settle, flap)
-        for key, mine, theirs in (("settle_seconds", settle, window.settle), ("flap_seconds", flap, window.flap)):
+            window = _SHARED[queue] = FaultWindow(settle, flap, again_max=retry_max)
+        for key, mine, theirs in (("settle_seconds", settle, window.settle), ("flap_seconds", flap, window.flap),
+                                  ("retry_max_seconds", retry_max, window.again_max)):
             if mine != theirs:
                 raise ParameterError(key, "%s here, %s in another source of this ruleset: the sources of one ruleset share one fault "
                                      "window, give them the same %s" % (mine, theirs, key))
@@ -384,5 +476,6 @@ def shared(queue, settle, flap):
 
 
 def backoff(attempt, cap):
-    """Seconds to wait before reconnect ``attempt`` (2, 4, 8, ... at most ``cap``)."""
-    return min(cap, 2 ** min(attempt, 16))
+    """Seconds to wait before reconnect ``attempt``: 0.5, 1, 2, 4, ... at most ``cap`` (a first retry soon: an API server that
+    restarts is back in seconds, and every second of backoff delays a fault's event)."""
+    return min(cap, 0.5 * 2 ** min(max(attempt, 1) - 1, 16))

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The event source gpuops.fleet.alertmanager served on loopback (aiohttp, as ansible-rulebook runs it): only the bearer
+"""The event source gpuops.fleet.alertmanager served on loopback (its receiver, as ansible-rulebook runs it): only the bearer
 token gets in, a request that is not Alertmanager's payload or too large emits nothing, no header reaches an event, the
 fault alerts of a window are one gpu_faults event, and a switched-off source waits without listening."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import urllib.error
 import urllib.request
 
@@ -18,8 +19,8 @@ import eda_source
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
-pytest.importorskip("aiohttp")
 TOKEN = "s3cret-token-0123456789"
+KNOWN = set(["gpu-a", "gpu-x", "gpu-y"] + ["gpu-%d" % n for n in range(20)])
 
 
 def alert(node, name="GPUXidErrors", status="firing"):
@@ -48,6 +49,7 @@ def run(script, **args):
         loop = asyncio.get_running_loop()
         port = loop.create_future()
         window = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"])
+        window.known = KNOWN  # the GPU Nodes the ruleset's Node watch knows
 
         async def emit(event):
             events.append(event)
@@ -120,3 +122,98 @@ def test_the_entry_point_names_a_bad_option_and_a_switched_off_source_waits():
         asyncio.run(go({}))
     assert err.value.field == "token"
     assert asyncio.run(go({"enabled": False}, seconds=0.5)) == "waiting"
+
+
+SERVE = r"""
+import asyncio, json, resource, sys
+sys.path.insert(0, sys.argv[1])
+import eda_source
+resource.setrlimit(resource.RLIMIT_NOFILE, (1024, 1024))  # the descriptors of a process as systemd's default gives them
+module = eda_source.load("gpuops_alertmanager_served", "alertmanager")
+options = module.alerts.check_options({"token": sys.argv[2], "port": 1, "settle_seconds": 1, "read_timeout": 3})
+window = module.node_events.FaultWindow(1, 600)
+window.known = {"gpu-a"}
+
+async def emit(event):
+    print(json.dumps(event), flush=True)
+
+def ready(port):
+    print("PORT %d" % port, flush=True)
+
+asyncio.run(module.serve(dict(options, port=0), emit, window, ready=ready))
+"""
+
+
+def _served(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "serve.py"
+    script.write_text(SERVE)
+    with open(str(tmp_path / "stderr"), "w") as err:
+        proc = subprocess.Popen([sys.executable, str(script), str(eda_source.ROOT) + "/tests/fakes", TOKEN], stdout=subprocess.PIPE,
+                                stderr=err, text=True, env=dict(os.environ, PYTHONPATH=os.path.join(eda_source.ROOT, "build", "collections")))
+    line = proc.stdout.readline()
+    assert line.startswith("PORT "), (line, (tmp_path / "stderr").read_text())
+    return proc, int(line.split()[1])
+
+
+def test_a_thousand_half_open_connections_never_keep_alertmanager_out_nor_flood_the_log(tmp_path):
+    """Issue 57, item 11: 1,100 requests that never finish their headers exhausted the receiver's 1,024 descriptors; Alertmanager's
+    real notification got no answer and the accept loop logged 'Too many open files' about 5,000 times a second. The
+    receiver runs here under a 1,024-descriptor limit: its cap (256) and deadlines (3 s) hold, the authorized notification is
+    answered at once, and the refusals are a line or two of log, never one per connection."""
+    import resource
+    import socket
+    import time
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))  # this test's own 1,100 client sockets
+    proc, port = _served(tmp_path)
+    held = []
+    try:
+        for dummy in range(1100):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(b"POST /alerts HTTP/1.1\r\nHost: x\r\n")  # and never the end of its headers
+            held.append(sock)
+        started = time.monotonic()
+        assert post(port, {"alerts": [alert("gpu-a")]}) == 202
+        answered = time.monotonic() - started
+        time.sleep(4)  # past the deadline: the half-open ones still held by the server are closed
+    finally:
+        for sock in held:
+            sock.close()
+        proc.terminate()
+        out, dummy = proc.communicate(timeout=30)
+    log = (tmp_path / "stderr").read_text()
+    assert answered < 3, answered
+    assert '"kind": "gpu_alert"' in out and '"node": "gpu-a"' in out
+    assert "Too many open files" not in log and "Traceback" not in log, log[-2000:]
+    assert len(log.splitlines()) <= 4, log  # once per interval, not per connection
+    assert "half-open connections closed to make room at the cap of 256" in log
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+@pytest.mark.parametrize("head", [
+    b"POST /alerts HTTP/1.1\r\nAuthorization Bearer " + TOKEN.encode() + b"\r\nContent-Length: 2\r\n\r\n{}",
+    b"POST /alerts HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() + b"\x01\r\nContent-Length: 2\r\n\r\n{}",
+    b"POST /alerts HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\nAuthorization: Bearer x\r\nContent-Length: 2\r\n\r\n{}",
+    b"POST /alerts?token=" + TOKEN.encode() + b" HTTP/1.1 junk\r\n\r\n",
+    b"GET /" + TOKEN.encode() + b" HTTP/1.1\r\n\r\n",
+    b"POST /alerts HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+])
+def test_no_request_line_or_header_value_reaches_the_log(tmp_path, head):
+    """Issue 57, item 6: a malformed Authorization header line reached the activation's log with the token it carried (aiohttp's
+    parse error). Nothing of a request is logged: a malformed one is answered 400 (or 404, 411) and counted."""
+    import socket
+
+    proc, port = _served(tmp_path)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(head)
+            answer = sock.recv(4096)
+    finally:
+        proc.terminate()
+        out, dummy = proc.communicate(timeout=30)
+    assert answer.split(b" ")[1] in (b"400", b"404", b"411"), answer
+    assert TOKEN not in (tmp_path / "stderr").read_text() and TOKEN not in out and TOKEN.encode() not in answer

@@ -25,11 +25,11 @@ pytest.importorskip("kubernetes")
 from kubernetes.client.exceptions import ApiException  # noqa: E402  pylint: disable=wrong-import-position
 
 
-def node(name, rv, free=8, boot="b1", step=None):
+def node(name, rv, free=8, boot="b1", step=None, tainted=False):
     meta = {"name": name, "resourceVersion": str(rv)}
     if step:
         meta["annotations"] = {node_events.REMEDIATION: '{"step": "%s"}' % step}
-    return {"metadata": meta,
+    return {"metadata": meta, "spec": {"taints": [{"key": node_events.TAINT, "effect": "NoSchedule"}] if tainted else []},
             "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": str(free)},
                        "nodeInfo": {"bootID": boot}, "conditions": [{"type": "Ready", "status": "True"}]}}
 
@@ -118,7 +118,7 @@ def test_a_failed_connection_is_reported_backed_off_and_listed_again(monkeypatch
     events, lister = run(monkeypatch, [[node("a", 1)], [node("a", 4, free=7)]], [ConnectionResetError("reset by peer"), []])
     assert lister.calls == 2
     errors = [e["gpuops"] for e in events if e["gpuops"].get("error")]
-    assert len(errors) == 1 and errors[0]["error"] == "ConnectionResetError: reset by peer" and errors[0]["reconnect_in"] == 1
+    assert len(errors) == 1 and errors[0]["error"] == "ConnectionResetError: reset by peer" and errors[0]["reconnect_in"] == 0.5
     assert kinds(events) == [("startup", None), ("gpu_unallocatable", "a")]
 
 
@@ -159,16 +159,19 @@ def test_a_restarted_source_acts_on_the_gpus_withheld_now(monkeypatch):
 
 def test_the_reboots_of_a_window_are_one_node_reboots_event_less_the_remediations_own(monkeypatch):
     """A rack power-cycles: its nodes' new boot IDs are one node_reboots event (one checkpoint run); c, rebooted by our
-    remediation (its annotation's step set), is the remediation's to verify; a's second reboot within the flap window is
+    remediation (it carries our taint, which no kubelet can write), is the remediation's to verify; d wrote our annotation on
+    itself (its kubelet may) to hide its reboot: it is in the run all the same; a's second reboot within the flap window is
     throttled."""
-    events, dummy = run(monkeypatch, [[node("a", 1), node("b", 2), node("c", 3, step="drained")]],
+    events, dummy = run(monkeypatch, [[node("a", 1), node("b", 2), node("c", 3, step="drained", tainted=True), node("d", 4, step="drained")]],
                         [[{"type": "MODIFIED", "raw_object": node("a", 4, boot="b2")}, {"type": "MODIFIED", "raw_object": node("b", 5, boot="b2")},
-                          {"type": "MODIFIED", "raw_object": node("c", 6, boot="b2", step="drained")}],
-                         [], [{"type": "MODIFIED", "raw_object": node("a", 7, boot="b3")}], [], []])
-    assert kinds(events) == [("startup", None), ("node_rebooted", "a"), ("node_rebooted", "b"), ("node_rebooted", "c"), ("node_rebooted", "a")]
+                          {"type": "MODIFIED", "raw_object": node("c", 6, boot="b2", step="drained", tainted=True)},
+                          {"type": "MODIFIED", "raw_object": node("d", 7, boot="b2", step="drained")}],
+                         [], [{"type": "MODIFIED", "raw_object": node("a", 8, boot="b3")}], [], []])
+    assert kinds(events) == [("startup", None), ("node_rebooted", "a"), ("node_rebooted", "b"), ("node_rebooted", "c"), ("node_rebooted", "d"),
+                             ("node_rebooted", "a")]
     windows = [(e["gpuops"]["kind"], e["gpuops"]["nodes"], e["gpuops"]["throttled"], e.get("meta", {}).get("hosts"))
                for e in events if e["gpuops"]["kind"].startswith("node_reboots")]
-    assert windows == [("node_reboots", ["a", "b"], [], ["a", "b", "localhost"]), ("node_reboots_throttled", [], ["a"], None)]
+    assert windows == [("node_reboots", ["a", "b", "d"], [], ["a", "b", "d", "localhost"]), ("node_reboots_throttled", [], ["a"], None)]
     assert not [e for e in events if e["gpuops"]["kind"].startswith("gpu_faults")]
 
 
@@ -193,3 +196,21 @@ def test_one_nodes_hostile_data_never_blinds_the_watch_for_another_nodes_fault(m
     # the deep annotation is h's step "unreadable", said about h alone
     steps = [e["gpuops"] for e in events if e["gpuops"]["kind"] == "remediation_step" and e["gpuops"]["changed"]["step"]["after"] == "unreadable"]
     assert steps and set(e["node"] for e in steps) == {"h"}
+
+
+def test_the_window_knows_the_gpu_nodes_of_the_watchs_latest_list(monkeypatch):
+    """The alerts source asks the shared window which names are GPU Nodes: the watch's views as they are now, after every
+    list and relist (each list replaces the views; a reference to the first list's would know nothing)."""
+    window = node_events.FaultWindow(1, 600)
+    gone = ApiException(status=410, reason="Gone")
+    module = eda_source.load()
+    stop, now = threading.Event(), [0.0]
+    monkeypatch.setattr(kw.k8s_watch, "Watch", scripted([[], gone, []], stop, now))
+    monkeypatch.setattr("kubernetes.client.CoreV1Api", lambda client: types.SimpleNamespace(list_node=Lister([[node("a", 1)], [node("a", 1), node("b", 2)]])))
+
+    def clock():
+        now[0] += 0.001
+        return now[0]
+
+    module.follow(node_events.check_options({"heartbeat": 10, "backoff_max": 1}), [].append, stop, client=Client(), clock=clock, window=window)
+    assert "a" in window.known and "b" in window.known and "c" not in window.known

@@ -11,19 +11,26 @@ authentication and puts the request's headers, an ``Authorization`` header inclu
 - answers ``POST <path>`` (``/alerts``) only with ``Authorization: Bearer <token>`` (Alertmanager's ``http_config.authorization``;
   the token from ``token`` or ``token_file``, compared in constant time); any other request gets 401 and emits nothing;
   ``GET /healthz`` answers ``up`` (a probe, no data);
+- holds a port anyone may reach (module_utils/_cluster/receiver.py): headers and body each within ``read_timeout`` seconds
+  (10), at most ``max_connections`` (256) at once, a new one taking the place of the oldest that has not sent its headers;
+  no request line, header or body is ever logged, and refusals are logged once a minute, not per connection;
 - bounds a notification (``max_bytes``, 1 MiB; 1,000 alerts) and answers 400 to one that is not Alertmanager's payload;
 - emits one ``gpu_alert`` event per alert (``gpuops``: alert, status, node, labels, fault, starts_at, fingerprint), never a
   header; ``meta.hosts`` is the alert's node (the first of ``node_labels`` it carries: ``node``, ``Hostname``,
-  ``kubernetes_node``), a Kubernetes name, and the controller;
+  ``kubernetes_node``) and the controller, only where that is a GPU Node that the ruleset's ``gpuops.fleet.gpu_nodes``
+  source knows (a label's value is the exporter's word, and dcgm-exporter's ``Hostname`` is written on the node itself: it
+  never names a host the Node watch does not know, nor an Ansible pattern such as ``all``); another is ``unknown_node``,
+  an event and never a fault;
 - adds a firing alert of ``fault_alerts`` (GPUXidErrors, GPURecoveryActionRequired, GPURowRemapFailure, GPULost) to the
   ruleset's fault window, shared with ``gpuops.fleet.gpu_nodes``: ``gpu_faults`` once per ``settle_seconds`` window for all
   its nodes, each node at most once per ``flap_seconds`` (module_utils/_cluster/node_events.py FaultWindow);
 - serves TLS with ``certfile`` and ``keyfile``.
 
 Options: ``host`` (127.0.0.1; 0.0.0.0 in an EDA controller activation), ``port`` (5000), ``path``, ``token`` or
-``token_file`` (one of them: at least 16 characters), ``node_labels``, ``fault_alerts``, ``max_bytes``, ``certfile``,
-``keyfile``, ``settle_seconds`` (5), ``flap_seconds`` (600), ``enabled`` (true; false: the source waits and emits nothing, so
-a rulebook can carry it switched off). A bad option fails the source, naming it; the token never appears in a message.
+``token_file`` (one of them: at least 16 characters), ``node_labels``, ``fault_alerts``, ``max_bytes``, ``read_timeout`` (10),
+``max_connections`` (256), ``certfile``, ``keyfile``, ``settle_seconds`` (5), ``flap_seconds`` (600), ``enabled`` (true;
+false: the source waits and emits nothing, so a rulebook can carry it switched off). A bad option fails the source, naming
+it; the token never appears in a message.
 
 Example::
 
@@ -48,15 +55,15 @@ def _import():
     """The collection's code: from the installed collections, else from the tree this file is in (ansible-rulebook loads
     a source by its path: the folder that holds ansible_collections/ is seven folders above this file's)."""
     try:
-        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events, receiver
     except ImportError:
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, os.path.abspath(os.path.join(here, *[os.pardir] * 7)))
-        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events
-    return alerts, node_events
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events, receiver
+    return alerts, node_events, receiver
 
 
-alerts, node_events = _import()
+alerts, node_events, http = _import()
 
 
 def _now():
@@ -69,35 +76,31 @@ def _read(path):
 
 
 class Receiver:
-    """The webhook's handlers (aiohttp) and the window's flushing, around ``emit`` (an async put on the queue)."""
+    """The webhook's answers and the window's flushing, around ``emit`` (an async put on the queue); served by
+    module_utils/_cluster/receiver.py (deadlines, a connection cap, logs that never hold a request)."""
 
     def __init__(self, options, emit, window, clock=time.monotonic):
         self.options, self.emit, self.window, self.clock = options, emit, window, clock
         self.wake = asyncio.Event()
 
-    async def health(self, request):
-        from aiohttp import web
+    def authorize(self, headers):
+        return alerts.authorized(headers.get("authorization"), self.options["token"])
 
-        return web.Response(text="up")
-
-    async def notify(self, request):
-        from aiohttp import web
-
-        if not alerts.authorized(request.headers.get("Authorization"), self.options["token"]):
-            return web.Response(status=401, text="a bearer token is required", headers={"WWW-Authenticate": "Bearer"})
+    async def handle(self, method, path, headers, body):
+        if method == "GET":
+            return 200, "up"
         try:
-            payload = json.loads(await request.read())
-            found = alerts.events(payload, self.options, _now())
-        except web.HTTPRequestEntityTooLarge:
-            raise
+            payload = json.loads(body)
+            found = alerts.events(payload, self.options, _now(), known=self.window.known)
         except (ValueError, RecursionError, alerts.PayloadError) as exc:
-            return web.Response(status=400, text=str(exc) if isinstance(exc, alerts.PayloadError) else "not JSON")
+            return 400, str(exc) if isinstance(exc, alerts.PayloadError) else "not JSON"
         for event in found:
             await self.emit(event)
+            self.window.alert(event)  # a firing fault alert keeps its node offered again until it is resolved
             if event["gpuops"]["fault"]:
                 self.window.add(event, self.clock())
                 self.wake.set()
-        return web.Response(status=202, text="received %d alerts" % len(found))
+        return 202, "received %d alerts" % len(found)
 
     async def flushing(self):
         """Close the window when it is due (the Node watch closes it too: whichever comes first emits it, once)."""
@@ -126,22 +129,16 @@ def _tls(options):
 
 async def serve(options, emit, window, ready=None):
     """Serve until cancelled; ``ready(port)`` is called once listening (tests give port 0)."""
-    from aiohttp import web
-
     receiver = Receiver(options, emit, window)
-    app = web.Application(client_max_size=options["max_bytes"])
-    app.router.add_get("/healthz", receiver.health)
-    app.router.add_post(options["path"], receiver.notify)
-    runner = web.AppRunner(app, access_log=None)  # the access log would be the only place a request is written: none
-    await runner.setup()
-    site = web.TCPSite(runner, options["host"], options["port"], ssl_context=_tls(options))
-    await site.start()
+    server = http.Server(receiver.handle, receiver.authorize, {"/healthz": ("GET",), options["path"]: ("POST",)}, options["max_bytes"],
+                         read_timeout=options["read_timeout"], max_connections=options["max_connections"])
+    port = await server.start(options["host"], options["port"], _tls(options))
     if ready is not None:
-        ready(runner.addresses[0][1])
+        ready(port)
     try:
         await receiver.flushing()
     finally:
-        await runner.cleanup()
+        await server.close()
 
 
 async def main(queue, args):
@@ -150,7 +147,7 @@ async def main(queue, args):
     if not options["enabled"]:
         await asyncio.Event().wait()  # switched off: a source that returned would end the rulebook
         return
-    window = node_events.shared(queue, options["settle_seconds"], options["flap_seconds"])
+    window = node_events.shared(queue, options["settle_seconds"], options["flap_seconds"], options["retry_max_seconds"])
     await serve(options, queue.put, window)
 
 

@@ -15,7 +15,7 @@ limits a playbook to it). ``gpu_faults`` gathers the GPU faults of a short windo
 run more recently is ``throttled``; ``gpu_faults_throttled`` where all were). The window is the ruleset's: the alerts of
 ``gpuops.fleet.alertmanager`` in the same ruleset add to it, so one fault seen by both runs once. ``node_reboots`` gathers
 the ``node_rebooted`` events the same way (a rack that power-cycles is one checkpoint run, checkpoint_repair.yml), less the
-nodes our remediation rebooted (its annotation's step is set: the remediation verifies them).
+nodes our remediation rebooted (they carry its taint: the remediation verifies them).
 
 A watch that ends is resumed from the last resourceVersion; ``410 Gone`` makes it list again, and so does a reconnect after
 an error (capped backoff, ``backoff_max``); a list emits exactly what changed while away, as every event is a change of
@@ -89,8 +89,9 @@ class _Listener:
             self.emit(event)
             if self.window is not None and event["gpuops"]["kind"] == "gpu_unallocatable":
                 self.window.add(event, self.clock())
-            # a reboot of ours (the remediation's node_reboot step: the annotation's step is set) is the remediation's to verify
-            elif self.reboots is not None and event["gpuops"]["kind"] == "node_rebooted" and not self.tracker.views[event["gpuops"]["node"]]["step"]:
+            # a reboot of ours (the remediation's node_reboot step: the node carries our taint, which its kubelet can neither
+            # write nor lift; never our annotation, which it may write to hide its reboot) is the remediation's to verify
+            elif self.reboots is not None and event["gpuops"]["kind"] == "node_rebooted" and not self.tracker.views[event["gpuops"]["node"]]["quarantined"]:
                 self.reboots.add(event, self.clock())
 
 
@@ -113,8 +114,9 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
         kwargs["label_selector"] = options["label_selector"]
     # the tracker keeps the views; the list comes 250 Nodes a call, each Node reduced to what a view reads
     watcher = k8s_watch.Watcher(CoreV1Api(client).list_node, _clock=clock, _keep=False, _page=250, _slim=node_events.slim, **kwargs)
-    window = window or node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"])
-    reboots = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], kind="node_reboots")
+    window = window or node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], again_max=options["retry_max_seconds"])
+    window.known = tracker  # the alerts of the ruleset name a node only where this watch knows it as a GPU Node (its views now)
+    reboots = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], kind="node_reboots", again_max=0)
     watcher.listener = _Listener(tracker, emit, window, clock, reboots)
     attempt, relist, beat = 0, True, clock() + options["heartbeat"]
     while not stop.is_set():
@@ -145,7 +147,7 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
 async def main(queue, args):
     """ansible-rulebook's entry point."""
     options = node_events.check_options(args)
-    window = node_events.shared(queue, options["settle_seconds"], options["flap_seconds"])
+    window = node_events.shared(queue, options["settle_seconds"], options["flap_seconds"], options["retry_max_seconds"])
     loop = asyncio.get_running_loop()
     stop = threading.Event()
 

@@ -96,9 +96,12 @@ def test_only_the_bearer_token_is_authorized(header, ok):
     assert alerts.authorized(header, TOKEN) is ok
 
 
+KNOWN = {"gpu-a", "gpu-b", "gpu-c", "all"} | set("gpu-%d" % n for n in range(20))
+
+
 def test_each_alert_is_an_event_of_its_node_and_a_firing_fault_alert_is_a_fault():
     got = alerts.events(payload(alert(node="gpu-a", xid="79"), alert("GPUMemoryWaste", node="gpu-b"),
-                                alert(status="resolved", Hostname="gpu-c"), alert(instance="10.0.0.1:9400")), options(), "t")
+                                alert(status="resolved", Hostname="gpu-c"), alert(instance="10.0.0.1:9400")), options(), "t", KNOWN)
     assert [(e["gpuops"]["alert"], e["gpuops"]["node"], e["gpuops"]["status"], e["gpuops"]["fault"]) for e in got] == [
         ("GPUXidErrors", "gpu-a", "firing", True), ("GPUMemoryWaste", "gpu-b", "firing", False),
         ("GPUXidErrors", "gpu-c", "resolved", False), ("GPUXidErrors", None, "firing", False)]
@@ -108,11 +111,23 @@ def test_each_alert_is_an_event_of_its_node_and_a_firing_fault_alert_is_a_fault(
 
 
 def test_the_first_node_label_decides_and_a_bad_name_is_no_node():
-    assert alerts.node_of({"node": "gpu-a", "Hostname": "gpu-b"}, ["Hostname", "node"]) == "gpu-b"
-    assert alerts.node_of({"node": "gpu-a", "Hostname": "gpu-b"}, ["node", "Hostname"]) == "gpu-a"
+    assert alerts.node_of({"node": "gpu-a", "Hostname": "gpu-b"}, ["Hostname", "node"], KNOWN) == ("gpu-b", None)
+    assert alerts.node_of({"node": "gpu-a", "Hostname": "gpu-b"}, ["node", "Hostname"], KNOWN) == ("gpu-a", None)
     # the first label present decides: a bad value there is no node, never the next label's
-    assert alerts.node_of({"node": "GPU_A;rm -rf", "Hostname": "gpu-b"}, ["node", "Hostname"]) is None
-    assert alerts.node_of({"instance": "gpu-a:9400"}, ["node"]) is None
+    assert alerts.node_of({"node": "GPU_A;rm -rf", "Hostname": "gpu-b"}, ["node", "Hostname"], KNOWN) == (None, "GPU_A;rm -rf")
+    assert alerts.node_of({"instance": "gpu-a:9400"}, ["node"], KNOWN) == (None, None)
+
+
+@pytest.mark.parametrize("value", ["all", "ungrouped", "gpu-z", "localhost", "gpu-a,gpu-b", "*", "~gpu.*", "gpu-[0:9]", "!gpu-a"])
+def test_an_alert_names_only_a_gpu_node_the_watch_knows_never_a_pattern(value):
+    """Issue 57, item 4: an alert whose node label was ``all`` passed the DNS-1123 check; ansible-rulebook joined meta.hosts
+    into --limit all,localhost and the run covered every GPU node. A node is a GPU Node the ruleset's Node watch knows, and
+    never an Ansible pattern word (a GPU Node named all is not one either); anything else is unknown_node, never a fault."""
+    got = alerts.events(payload(alert(node=value)), options(), "t", KNOWN)[0]
+    assert got["gpuops"]["node"] is None and got["gpuops"]["unknown_node"] == value and not got["gpuops"]["fault"]
+    assert "meta" not in got
+    # no Node watch in the ruleset: no name is known
+    assert alerts.events(payload(alert(node="gpu-a")), options(), "t")[0]["gpuops"]["node"] is None
 
 
 @pytest.mark.parametrize("body", [None, [], {}, {"alerts": "x"}, {"alerts": [1]}, {"alerts": [{"status": "firing"}]},
@@ -125,7 +140,7 @@ def test_what_is_not_alertmanagers_payload_is_refused(body):
 def test_hostile_labels_stay_bounded_data():
     labels = dict(("l%03d" % i, "v") for i in range(200))
     labels.update({"node": "gpu-a", "summary": "{{ lookup('pipe', 'id') }}" * 100, "bad-key": "x", "n": 5})
-    got = alerts.events(payload(alert(**labels)), options(), "t")[0]["gpuops"]
+    got = alerts.events(payload(alert(**labels)), options(), "t", KNOWN)[0]["gpuops"]
     assert len(got["labels"]) <= alerts.MAX_LABELS
     assert "bad-key" not in got["labels"] and "n" not in got["labels"]
     assert all(len(v) <= node_events.MAX_TEXT for v in got["labels"].values())
@@ -141,7 +156,7 @@ def test_a_storm_of_alerts_and_node_faults_is_one_window_of_the_ruleset():
     assert err.value.field == "settle_seconds"
     other = object.__new__(type("Q", (), {}))
     assert node_events.shared(other, 7, 600) is not window
-    for i, event in enumerate(alerts.events(payload(*[alert(node="gpu-%d" % n) for n in range(20)]), options(), "t")):
+    for i, event in enumerate(alerts.events(payload(*[alert(node="gpu-%d" % n) for n in range(20)]), options(), "t", KNOWN)):
         window.add(event, 100 + i * 0.1)
     window.add({"gpuops": {"node": "gpu-3"}}, 101)  # the Node watch saw gpu-3's withheld GPU too
     assert window.flush(104, "t") is None
