@@ -2,8 +2,8 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters gpuops.fleet._remediation_targets and _remediation_report: the gpu_remediation role's plumbing (private: a leading
-underscore), thin wrappers of the run's decisions (module_utils/_cluster/remediation/outcome.py)."""
+"""Filters gpuops.fleet._remediation_targets, _remediation_report and _bug_report_fetch: the gpu_remediation role's plumbing
+(private: a leading underscore), thin wrappers of the run's decisions (module_utils/_cluster/remediation/outcome.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ def remediation_report(target, results, failure=None, host_facts=None):
         raise AnsibleFilterError(str(exc)) from None
 
 
+def bug_report_fetch(evidence, allowed, directory, max_bytes, stat=None):
+    """``{"path"}`` where the role may fetch the node's bug report, else ``{"skipped": why}`` (``outcome.bug_report_fetch``)."""
+    try:
+        return outcome.bug_report_fetch(evidence, allowed, directory, max_bytes, stat)
+    except GpuopsError as exc:
+        raise AnsibleFilterError(str(exc)) from None
+
+
 class FilterModule:
     def filters(self):
-        return {"_remediation_targets": remediation_targets, "_remediation_report": remediation_report}
+        return {"_remediation_targets": remediation_targets, "_remediation_report": remediation_report,
+                "_bug_report_fetch": bug_report_fetch}

@@ -9,6 +9,7 @@ stands (``report``). Every action, step, escalation and outcome is read from the
 
 from __future__ import annotations
 
+import re
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import approval
@@ -209,3 +210,36 @@ def _next(failed, at_quarantine, rebooted, target):
         return "needs_human", ("the drain did not finish (a PodDisruptionBudget, or a pod kubectl drain would not evict): resolve it "
                                "and run again; the next run resumes the drain")
     return "needs_human", "see error; the node stays quarantined until it is fixed and released"
+
+
+# the archive nvidia-bug-report.sh writes where gpu_rma_evidence runs it (_node/health/evidence.py): <dir>/nvidia-bug-report-
+# <boot ID, 36 characters at most>.log, gzipped by the tool
+_BUG_REPORT = re.compile(r"\Anvidia-bug-report-[0-9A-Za-z-]{1,36}\.log(?:\.gz)?\Z")
+
+
+def bug_report_fetch(evidence, allowed, directory, max_bytes, stat=None):
+    """``{"path": ...}`` where the controller may fetch the node's bug report, else ``{"skipped": why}``. Only where the run
+    allowed it (``allowed``: ``gpu_remediation_evidence_bug_report``), only the file this run's ``directory`` holds under the
+    tool's name (the path is the node's word: anything else names a file the controller did not choose), and only at most
+    ``max_bytes`` as the node reported it and, with ``stat`` (``ansible.builtin.stat``'s result), as it is on the node now."""
+    report = (evidence or {}).get("bug_report") if isinstance(evidence, dict) else None
+    if not as_bool("gpu_remediation_evidence_bug_report", allowed):
+        return {"skipped": "not allowed (gpu_remediation_evidence_bug_report: false)"}
+    limit = as_int("gpu_remediation_evidence_bug_report_max_bytes", max_bytes)
+    if not isinstance(report, dict) or not isinstance(report.get("path"), str):
+        return {"skipped": "the node wrote no bug report"}
+    path, folder = report["path"], str(directory).rstrip("/")
+    head, dummy, name = path.rpartition("/")
+    if head != folder or not _BUG_REPORT.match(name):
+        return {"skipped": "the node named %r, not a bug report in %s: nothing is fetched" % (path[:200], folder)}
+    sizes = [report.get("bytes")]
+    if stat is not None:
+        found = (stat or {}).get("stat") or {}
+        if not found.get("exists") or not found.get("isreg"):
+            return {"skipped": "%s is not a regular file on the node" % path}
+        sizes.append(found.get("size"))
+    for size in sizes:
+        if not (isinstance(size, int) and not isinstance(size, bool)) or size > limit:
+            return {"skipped": "the bug report is %r bytes, over gpu_remediation_evidence_bug_report_max_bytes (%d): fetch it by hand"
+                               % (size, limit)}
+    return {"path": path}
