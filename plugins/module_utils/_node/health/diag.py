@@ -59,9 +59,14 @@ def _ids(value):
     return [v for v in found if v is not None and 0 <= v <= MAX_GPU_ID]
 
 
+def _list(value):
+    """A list of the tool's output, or none: a number or a text where a list belongs is no list to walk."""
+    return value if isinstance(value, list) else []
+
+
 def _warnings(result):
     out = []
-    for item in result.get("warnings") or ():
+    for item in _list(result.get("warnings")):
         if isinstance(item, dict):
             text = item.get("warning")
             code = item.get("error_id")
@@ -88,13 +93,13 @@ def parse(text):
     root = root if isinstance(root, dict) else {}
     found = {"version": str(root.get("version") or "")[:32] or None,
              "runtime_error": str(root.get("runtime_error") or data.get("runtime_error") or "")[:MAX_TEXT] or None, "results": []}
-    for category in root.get("test_categories") or ():
+    for category in _list(root.get("test_categories")):
         if not isinstance(category, dict):
             continue
-        for test in category.get("tests") or ():
+        for test in _list(category.get("tests")):
             if not isinstance(test, dict):
                 continue
-            for result in test.get("results") or ():
+            for result in _list(test.get("results")):
                 if not isinstance(result, dict):
                     continue
                 status = STATUSES.get(str(result.get("status") or "").strip().upper(), "unknown")
