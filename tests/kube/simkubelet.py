@@ -385,7 +385,7 @@ class SimKubelet:
 
     def finish_delete(self, namespace, name, uid, node=None):
         self.kubelet(node).delete_namespaced_pod(name, namespace, grace_period_seconds=0,
-                                       body=client.V1DeleteOptions(grace_period_seconds=0, preconditions={"uid": uid}))
+                                                 body=client.V1DeleteOptions(grace_period_seconds=0, preconditions={"uid": uid}))
         for node, entries in list(self.entries.items()):
             self.reload_checkpoint(node)
             entries = self.entries.get(node, [])

@@ -145,7 +145,8 @@ def test_an_operator_who_removes_our_taint_cancels_the_remediation_and_the_next_
 
     # the operator takes the node back as the guide says: kubectl taint node <node> gpuops.fleet/gpu-unhealthy-
     node = f.node(name)
-    f.cluster.core.patch_node(name, {"spec": {"taints": [f.cluster.api_client.sanitize_for_serialization(t) for t in node.spec.taints or [] if t.key != TAINT]}})
+    kept = [f.cluster.api_client.sanitize_for_serialization(t) for t in node.spec.taints or [] if t.key != TAINT]
+    f.cluster.core.patch_node(name, {"spec": {"taints": kept}})
     rc, run = f.play(dict(extra, gpu_remediation_mode="remediate"), playbook="gpu_remediation.yml")
     assert rc == 0, run.failure()
     assert evictions(run) == []

@@ -10,8 +10,9 @@ A notification is Alertmanager's webhook payload (version 4: ``status``, ``recei
 configuration/#webhook_config). Each alert becomes one ``gpu_alert`` event; its node is the first of ``node_labels`` the
 alert carries (the gpu_monitoring rules' series carry ``node``, dcgm-exporter's ``Hostname``), only where it is a GPU Node
 the ruleset's Node watch knows (``node_of``), so the rulebook limits the playbook to the inventory host of that Node (the
-k8s_gpu_nodes inventory names hosts after their Nodes) and never to a pattern. A firing alert named in ``fault_alerts`` is a GPU fault: the source adds it to the fault window the Node
-watch uses (node_events.FaultWindow), so an alert and the device plugin's withheld GPU on the same node run once.
+k8s_gpu_nodes inventory names hosts after their Nodes) and never to a pattern. A firing alert named in ``fault_alerts`` is a
+GPU fault: the source adds it to the fault window the Node watch uses (node_events.FaultWindow), so an alert and the device
+plugin's withheld GPU on the same node run once.
 
 Everything an alert says is data: labels are bounded (count and length), never templated, and the request's headers
 (the token) are never part of an event.

@@ -347,8 +347,8 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
               "boot_id": boot_id, "boot_id_at_quarantine": (current or {}).get("boot_id") or boot_id}
     if not marking and not widen and taints is None and current["step"] == step and not to_evict:
         result["jobs"] = _jobs(client, api, waiting)
-        return dict(result, changed=False, step=step, msg=_held(result, _waiting_msg(result) if waiting else
-                                                                  "node %s is quarantined and drained already" % p["node"]))
+        said = _waiting_msg(result) if waiting else "node %s is quarantined and drained already" % p["node"]
+        return dict(result, changed=False, step=step, msg=_held(result, said))
     result["jobs"] = _jobs(client, api, to_evict + waiting)
     if check_mode:
         return dict(result, changed=True, step=step, msg=_msg(result, "would"))
