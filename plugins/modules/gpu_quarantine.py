@@ -182,10 +182,12 @@ notes:
   - Needs C(get), C(patch) on nodes, C(get), C(patch) on C(nodes/status) (the C(GPUHealthy) condition), C(list), C(watch) on
     pods, C(create) on C(pods/eviction), and C(get), C(create), C(update) on the ledger ConfigMap in O(namespace)
     (C(docs/rbac/gpu-remediation-condition.yml)).
-  - An operator who uncordons a node this module quarantined (or takes its taint off) cancels its remediation - the next
+  - An operator who takes the taint off a node this module quarantined cancels its remediation - the next
     O(state=quarantined) closes the ledger's entry as C(cancelled_by_operator), removes only what this module added, sets the
     condition C(Unknown) and evicts nothing; M(gpuops.fleet.gpu_remediation_plan) then leaves the node alone for the same
-    signal.
+    signal. An uncordon alone cancels nothing (a node's kubelet may uncordon itself).
+  - The condition is the node's own status too - its kubelet may write C(GPUHealthy) as it likes - so it is said for people
+    and other tools, and never read back.
   - The Node condition C(GPUHealthy) (through the status subresource) says why a node is out - C(False) with the signal as
     its reason and the GPUs in its message while quarantined, C(True) on release. Kubelet's status updates patch only their
     own conditions, so it stays.

@@ -377,7 +377,7 @@ PLAN_RULES = (_plugin_unhealthy, _repeat)
 
 
 def _operator_hold(row, ledger):
-    """An operator cancelled this node's last remediation (uncordoned it, or took our taint off: the quarantine closed its
+    """An operator cancelled this node's last remediation (took our taint off, which no kubelet can: the quarantine closed its
     ledger entry ``cancelled_by_operator``) and the node shows the same signal, on the same GPUs or fewer: it is left alone
     (deferred ``cancelled_by_operator``), never quarantined again for it. A new signal, or a remediation since, plans it
     as before."""
