@@ -105,8 +105,9 @@ class ConditionWatch:
 
 
 def kubelet_status_patches(cluster, offset):
-    """How many status patches the real kubelet made since ``offset`` (the audit log: its user agent)."""
-    return sum(1 for e in cluster.audit_events(offset, user="admin")
+    """How many status patches the real kubelet made since ``offset`` (the audit log: its own identity, system:node:<name>,
+    as on a production cluster)."""
+    return sum(1 for e in cluster.audit_events(offset, user="system:node:%s" % realnode.NAME)
                if e["verb"] == "patch" and (e.get("objectRef") or {}).get("subresource") == "status"
                and (e.get("objectRef") or {}).get("resource") == "nodes" and (e.get("userAgent") or "").startswith("kubelet"))
 

@@ -173,7 +173,8 @@ class Cluster:
         import gc
         import warnings
 
-        self.api_client.rest_client.pool_manager.clear()
+        for api_client in [self.api_client] + self._node_clients:  # the nodes' own identities' clients too
+            api_client.rest_client.pool_manager.clear()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ResourceWarning)
             gc.collect()

@@ -19,10 +19,11 @@ import eda_source
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
 
 
-def make_node(core, name, label, free=8):
+def make_node(kubelet, name, label, free=8):
+    """Node ``name`` registered by its own kubelet identity (``kubelet``: cluster.as_node), with its status."""
     from kubernetes import client
-    core.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name, labels=label)))
-    set_status(core, name, free=free, boot="boot-1")
+    kubelet.create_node(client.V1Node(metadata=client.V1ObjectMeta(name=name, labels=label)))
+    set_status(kubelet, name, free=free, boot="boot-1")
 
 
 def set_status(core, name, free=8, boot="boot-1", ready="True", heartbeat=None):
@@ -52,12 +53,17 @@ def changes(events):
             if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults", "node_reboots"))]
 
 
+KUBELETS = {}  # node name -> the API as its own kubelet (the Node authorizer and NodeRestriction limit what it writes)
+
+
 @pytest.fixture()
-def nodes(cluster):
+def nodes(cluster, tmp_path):
     label = {"gpuops.test/events": "e%d" % os.getpid()}
     names = ["ev%d-a" % os.getpid(), "ev%d-b" % os.getpid()]
-    make_node(cluster.core, names[0], label)
-    make_node(cluster.core, names[1], label, free=7)
+    for name in names:
+        KUBELETS[name] = cluster.as_node(name, tmp_path / "identities")
+    make_node(KUBELETS[names[0]], names[0], label)
+    make_node(KUBELETS[names[1]], names[1], label, free=7)
     yield names, label
     for name in names:
         try:
@@ -80,15 +86,15 @@ def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes
         # a restarted source acts on what is withheld now: b's window (settle 1 s) closes, limited to b
         assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [b], timeout=5)
         faulted = time.monotonic()
-        set_status(cluster.core, a, free=7)  # the device plugin withholds a GPU of a
+        set_status(KUBELETS[a], a, free=7)  # the device plugin withholds a GPU of a
         lost = wait_for(events, lambda e: e["kind"] == "gpu_unallocatable" and e["node"] == a, timeout=5)
         latency = time.monotonic() - faulted
         # a's fault is the next window's, limited to a
         assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [a], timeout=5)
         window = time.monotonic() - faulted
         assert lost and lost[0]["gpuops"]["changed"] == {"nvidia.com/gpu": {"before": 8, "after": 7, "capacity": 8}}
-        set_status(cluster.core, a, free=7, heartbeat="2026-11-29T10:00:10Z")  # kubelet's heartbeat: nothing changed
-        set_status(cluster.core, a, free=7, boot="boot-2")
+        set_status(KUBELETS[a], a, free=7, heartbeat="2026-11-29T10:00:10Z")  # kubelet's heartbeat: nothing changed
+        set_status(KUBELETS[a], a, free=7, boot="boot-2")
         assert wait_for(events, lambda e: e["kind"] == "node_rebooted" and e["node"] == a)
         cluster.core.delete_node(b)
         assert wait_for(events, lambda e: e["kind"] == "node_removed" and e["node"] == b)
@@ -123,10 +129,10 @@ def test_the_api_server_restarted_mid_watch_misses_nothing_and_emits_nothing_twi
     try:
         assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [b], timeout=5)
         cluster.restart_apiserver(down=3)
-        set_status(cluster.core, a, free=6)  # at once: the source is still backing off, or has just listed again
+        set_status(KUBELETS[a], a, free=6)  # at once: the source is still backing off, or has just listed again
         assert wait_for(events, lambda e: e["kind"] == "gpu_unallocatable" and e["node"] == a, timeout=30)
         assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [a], timeout=10)
-        set_status(cluster.core, b, free=8)
+        set_status(KUBELETS[b], b, free=8)
         assert wait_for(events, lambda e: e["kind"] == "gpu_restored" and e["node"] == b, timeout=10)
         time.sleep(3)  # a duplicate (a second list or watch of the same versions) would have come by now
     finally:
@@ -168,7 +174,7 @@ def test_a_compacted_resource_version_is_a_real_410_and_the_list_emits_what_chan
             assert wait_for(events, lambda e: e["kind"] == "gpu_faults" and e["nodes"] == [b], timeout=5)
             gate.clear()
             assert held.wait(10), "the source's next watch never came"
-            set_status(cluster.core, a, free=5)  # while the source is away
+            set_status(KUBELETS[a], a, free=5)  # while the source is away
             # one more write, so the compaction passes a's change (at the revision of the last write itself, etcd keeps
             # it, and a watch from just before it gets it without its previous value: kube-apiserver's 500, not a 410)
             marker = "ev%d-compact" % os.getpid()

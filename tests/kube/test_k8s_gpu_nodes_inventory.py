@@ -38,10 +38,17 @@ def inv_nodes(cluster):
             cluster.core.delete_node(node.metadata.name)
 
 
-def make_nodes(cluster):
+def kubelet(cluster, name, tmp_path):
+    """The API as node ``name``'s own kubelet (system:node:<name>): a Node registers itself and writes its status, as a real
+    kubelet does under the rig's Node authorizer and NodeRestriction."""
+    return cluster.as_node(name, tmp_path / "identities")
+
+
+def make_nodes(cluster, tmp_path):
     for name, (allocatable, labels, unschedulable) in NODES.items():
-        cluster.core.create_node({"metadata": {"name": name, "labels": labels}, "spec": {"unschedulable": unschedulable}})
-        cluster.core.patch_node_status(name, {"status": {
+        api = kubelet(cluster, name, tmp_path)
+        api.create_node({"metadata": {"name": name, "labels": labels}, "spec": {"unschedulable": unschedulable}})
+        api.patch_node_status(name, {"status": {
             "capacity": dict(allocatable, cpu="16"), "allocatable": dict(allocatable, cpu="16"),
             "addresses": [{"type": "InternalIP", "address": "10.9.0.%d" % (1 + sorted(NODES).index(name))}],
             "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "SIMULATED",
@@ -75,7 +82,7 @@ def hosts(listing, group):
 
 
 def test_the_inventory_selects_groups_and_caches(cluster, tmp_path, inv_nodes):
-    make_nodes(cluster)
+    make_nodes(cluster, tmp_path)
     source = {"plugin": "gpuops.fleet.k8s_gpu_nodes", "keyed_groups": [{"key": "gpuops_gpu_product", "prefix": "product"}],
               "compose": {"gpuops_pool_note": "'pool of ' ~ inventory_hostname"}}
     rc, out, err = inventory(cluster, tmp_path, source)
@@ -109,8 +116,9 @@ def test_the_inventory_selects_groups_and_caches(cluster, tmp_path, inv_nodes):
     cached = dict(source, cache=True, cache_plugin="ansible.builtin.jsonfile", cache_connection=str(tmp_path / "cache"), cache_timeout=600)
     rc, out, err = inventory(cluster, tmp_path, cached)
     assert rc == 0, err
-    cluster.core.create_node({"metadata": {"name": "inv-late"}})
-    cluster.core.patch_node_status("inv-late", {"status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}}})
+    late = kubelet(cluster, "inv-late", tmp_path)
+    late.create_node({"metadata": {"name": "inv-late"}})
+    late.patch_node_status("inv-late", {"status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}}})
     offset = cluster.audit_offset()
     rc, out, err = inventory(cluster, tmp_path, cached)
     assert rc == 0 and "inv-late" not in hosts(json.loads(out), "gpu_nodes")
@@ -145,14 +153,16 @@ def test_a_nodes_own_status_is_never_templated(cluster, tmp_path, inv_nodes, maj
     stay on the controller."""
     bin_dir = matrix_bin(major)
     marks = dict((what, tmp_path / ("ran-" + what)) for what in ("version", "address", "label"))
-    cluster.core.create_node({"metadata": {"name": "inv-evil", "labels": {"nvidia.com/gpu.product": "evil"}}})
-    cluster.core.patch_node_status("inv-evil", {"status": {
+    evil = kubelet(cluster, "inv-evil", tmp_path)
+    evil.create_node({"metadata": {"name": "inv-evil", "labels": {"nvidia.com/gpu.product": "evil"}}})
+    evil.patch_node_status("inv-evil", {"status": {
         "capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
         "nodeInfo": {"kubeletVersion": HOSTILE % marks["version"], "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "",
                      "osImage": "", "containerRuntimeVersion": "", "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
         "addresses": [{"type": "InternalIP", "address": HOSTILE % marks["address"]}]}})
-    cluster.core.create_node({"metadata": {"name": "localhost"}})
-    cluster.core.patch_node_status("localhost", {"status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
+    local = kubelet(cluster, "localhost", tmp_path)
+    local.create_node({"metadata": {"name": "localhost"}})
+    local.patch_node_status("localhost", {"status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
                                                             "addresses": [{"type": "InternalIP", "address": "127.0.0.9"}]}})
     try:
         source = {"plugin": "gpuops.fleet.k8s_gpu_nodes", "keyed_groups": [{"key": "gpuops_kubelet_version", "prefix": "v"}],

@@ -402,9 +402,10 @@ def _gpu_nodes(workdir, names):
     import kubefleet  # pylint: disable=import-error,import-outside-toplevel
 
     cluster = kubefleet.start_cluster(workdir)
-    for name in names:
-        cluster.core.create_node({"metadata": {"name": name, "labels": {"gpuops.test/alerts": "true"}}})
-        cluster.core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "3"}, "allocatable": {"nvidia.com/gpu": "3"}}})
+    for name in names:  # each registered by its own kubelet identity (system:node:<name>), as a real kubelet registers it
+        kubelet = cluster.as_node(name, os.path.join(str(workdir), "identities"))
+        kubelet.create_node({"metadata": {"name": name, "labels": {"gpuops.test/alerts": "true"}}})
+        kubelet.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "3"}, "allocatable": {"nvidia.com/gpu": "3"}}})
     return cluster, kubefleet
 
 
