@@ -19,14 +19,14 @@ description:
     cordoned keeps their cordon, and it stays theirs), adds the taint C(gpuops.fleet/gpu-unhealthy=<GPU>:NoSchedule) and
     writes the annotation C(gpuops.fleet/gpu-remediation) (the GPUs, action, scope, step and start).
   - The ledger's open entry is the quarantine's record, the truth about what was done and where it stands (its step,
-    whether this module cordoned the node, the labels a pause changed and their previous values, the boot ID at quarantine):
+    whether this module cordoned the node, the labels a pause changed and their previous values, the boot ID at quarantine);
     the ConfigMap sits in O(namespace), which no kubelet may write. The annotation mirrors it for people and is never read
-    back: a node's kubelet may write its own annotations, C(spec.unschedulable) and conditions, so a node that writes the
+    back, since a node's kubelet may write its own annotations, C(spec.unschedulable) and conditions; a node that writes the
     annotation on itself neither skips, cancels nor steers its quarantine. Give every state the same O(namespace).
   - An operator cancels a quarantine by removing its taint (C(kubectl taint node <node> gpuops.fleet/gpu-unhealthy-)), which
-    only a cluster user can do (NodeRestriction refuses a kubelet's change of its taints): the next O(state=quarantined)
+    only a cluster user can do (NodeRestriction refuses a kubelet's change of its taints); the next O(state=quarantined)
     closes the entry C(cancelled_by_operator), takes off what is ours and evicts nothing. An uncordon alone cancels nothing
-    (a kubelet may uncordon itself): it is reported (RV(uncordoned_while_quarantined)) and the quarantine holds.
+    (a kubelet may uncordon itself); it is reported (RV(uncordoned_while_quarantined)) and the quarantine holds.
   - The ledger is trimmed by size, the oldest closed entries first; an entry holds at most 64 characters of the node's
     driver version and 32 of its signal keys. An entry of the ledger this collection did not write as it stands is
     reported by M(gpuops.fleet.gpu_remediation_plan) and counts for nothing.

@@ -13,7 +13,7 @@ version_added: 0.4.0
 description:
   - Reads the remediation ledger ConfigMap, the controller's own record, and returns the remediation's metrics in Prometheus'
     text format for node_exporter's textfile collector (C(playbooks/gpu_remediation_metrics.yml) writes them to a C(.prom)
-    file). Nothing is read from the Nodes: a node's kubelet may write the annotation C(gpuops.fleet/gpu-remediation) on its
+    file). Nothing is read from the Nodes, since a node's kubelet may write the annotation C(gpuops.fleet/gpu-remediation) on its
     own Node as easily as the quarantine does, so it would say what the node likes.
   - A value that cannot be written as UTF-8 (a tampered ledger's lone surrogate) is the label value C(unreadable); the
     other series are written.

@@ -24,9 +24,9 @@ description:
   - Breakers. At most O(max_nodes_per_run) nodes per run, and at most max(O(breaker_min_nodes),
     O(breaker_percent)% of the GPU nodes in scope) quarantined at once (O(breaker_max_nodes) at most). The GPU nodes in
     scope are every Node the API shows with a GPU resource in its capacity (or the label C(nvidia.com/gpu.present=true)),
-    with the run's hosts: never the run's C(--limit) alone, so an event-driven run limited to one node, a scheduled run and
+    with the run's hosts, never the run's C(--limit) alone, so an event-driven run limited to one node, a scheduled run and
     an AWX slice get the same cap. In flight are the ledger's open entries whose Node carries the quarantine's taint (or
-    opened in the last 10 minutes): never a Node's own annotation, which its kubelet may write. One signal
+    opened in the last 10 minutes), never a Node's own annotation, which its kubelet may write. One signal
     key with one driver version on min(O(same_signal_nodes), max(2, O(same_signal_percent)% of scope)) nodes or more,
     this run and the ledger's last O(breaker_window) seconds together, is a fleet event that trips the breaker and
     fails the task. A tripped breaker (kept in the ledger with O(record=true)) refuses every later run until

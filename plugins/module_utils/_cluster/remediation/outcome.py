@@ -23,8 +23,8 @@ STAGES = actions.STAGES
 # gpu_remediation_<stage>, but the post-check's, as gpu_remediation_verify is the role's switch of the verification pod
 REGISTERED_AS = {"verify": "post_check"}
 STAGE_VARS = tuple("gpu_remediation_" + REGISTERED_AS.get(s, s) for s in STAGES)
-# what the role registers after the report is made, for it (the RMA evidence): never a stage
-AFTER_REPORT = ("gpu_remediation_evidence",)
+# what the role registers after the report is made, for it (the RMA evidence, the bug report's stat before its fetch): never a stage
+AFTER_REPORT = ("gpu_remediation_evidence", "gpu_remediation_bug_report")
 RMA_NEXT = ("replace the GPU: open an RMA with NVIDIA, attaching nvidia-bug-report.sh's log from this node and this report "
             "(the GPUs' UUIDs, the XIDs and recovery action the plan saw); the node stays quarantined until it is released")
 
