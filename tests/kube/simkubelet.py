@@ -248,7 +248,7 @@ class SimKubelet:
             # a kubelet registers its Node with the labels it may set (NodeRestriction: none of the kubernetes.io and k8s.io
             # namespaces but its own few); a cluster user (or provisioner) adds the others, and the taints
             own = dict((k, v) for k, v in labels.items() if k in KUBELET_LABELS or "/" not in k or not
-                       k.split("/")[0].endswith(("kubernetes.io", "k8s.io")))
+                       k.split("/", maxsplit=1)[0].endswith(("kubernetes.io", "k8s.io")))
             body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": own}}
             try:
                 self.kubelet(name).create_node(body)

@@ -163,7 +163,7 @@ def test_a_nodes_own_status_is_never_templated(cluster, tmp_path, inv_nodes, maj
     local = kubelet(cluster, "localhost", tmp_path)
     local.create_node({"metadata": {"name": "localhost"}})
     local.patch_node_status("localhost", {"status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"},
-                                                            "addresses": [{"type": "InternalIP", "address": "127.0.0.9"}]}})
+                                                     "addresses": [{"type": "InternalIP", "address": "127.0.0.9"}]}})
     try:
         source = {"plugin": "gpuops.fleet.k8s_gpu_nodes", "keyed_groups": [{"key": "gpuops_kubelet_version", "prefix": "v"}],
                   "compose": {"gpuops_seen": "gpuops_kubelet_version ~ ' at ' ~ ansible_host"}}

@@ -21,7 +21,7 @@ The text holds no time of its own (its file changes only when the remediation do
 
 The node is the label ``k8s_node``: the scrape's own ``node`` label names the host whose node_exporter serves the file.
 A label value is escaped as the format says (backslash, double quote, newline), so no value can add a line or a series; one
-that cannot be written as UTF-8 (a lone surrogate, which JSON's ``"\ud800"`` decodes to) is ``unreadable``, so one bad
+that cannot be written as UTF-8 (a lone surrogate, which the JSON escape ``\\ud800`` decodes to) is ``unreadable``, so one bad
 entry never stops the file of every node.
 """
 

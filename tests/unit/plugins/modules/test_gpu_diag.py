@@ -67,8 +67,8 @@ def test_an_unknown_status_on_our_gpu_fails():
 
 
 def _one(results):
-    return json.dumps({"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "GPU Memory",
-                                                                                                    "results": results}]}]}})
+    tests = [{"name": "GPU Memory", "results": results}]
+    return json.dumps({"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": tests}]}})
 
 
 @pytest.mark.parametrize("results", [

@@ -337,7 +337,7 @@ def test_a_forged_annotation_neither_skips_the_quarantine_nor_makes_the_controll
     released = q.release(api, api, params(state="released"), False, ApiError, now=NOW + 60)
     assert released["restored_labels"] == {} and not released["uncordoned"] and api.node["spec"]["unschedulable"], released
     assert "node-restriction.kubernetes.io/pool" not in api.node["metadata"]["labels"] and q.MAINTENANCE_LABEL not in api.node["metadata"]["labels"]
-    assert [t for t in api.node["spec"]["taints"]] == []
+    assert api.node["spec"]["taints"] == []
 
 
 def test_a_garbage_annotation_never_blocks_the_nodes_own_quarantine():
