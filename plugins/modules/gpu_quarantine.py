@@ -230,6 +230,13 @@ step:
       run on the target GPUs (their eviction modes keep them); V(cancelled_by_operator); or V(drain_blocked) in a failure.
   returned: state is quarantined
   type: str
+stops:
+  description:
+    - With O(state=quarantined), whether a run stops for the node at RV(step) without failing (V(awaiting_pods),
+      V(cancelled_by_operator)); the remediation's states and their moves are declared once, in the collection's guide.
+  returned: state is quarantined
+  type: bool
+  version_added: 0.4.0
 waiting_for:
   description:
     - The pods the quarantine waits for, each with C(pod), C(uid), C(mode) (V(allow_completion), V(delete_after_timeout) or

@@ -156,7 +156,7 @@ def events(payload, options, observed, known=None):
         if status not in ("firing", "resolved"):
             raise PayloadError("an alert whose status is not firing or resolved")
         node, unknown = node_of(labels, options["node_labels"], known)
-        event = {"gpuops": {"kind": "gpu_alert", "alert": name, "status": status, "node": node, "unknown_node": unknown,
+        event = {"gpuops": {"kind": node_events.GPU_ALERT, "alert": name, "status": status, "node": node, "unknown_node": unknown,
                             "labels": _bounded(labels, ["alertname"] + options["node_labels"]),
                             "fault": bool(node) and status == "firing" and name in options["fault_alerts"],
                             "starts_at": _text(alert.get("startsAt"), 64), "fingerprint": _text(alert.get("fingerprint"), 64),

@@ -24,14 +24,20 @@ import re
 import threading
 import weakref
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import states
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, digits, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
-KINDS = ("startup", "heartbeat", "gpu_unallocatable", "gpu_restored", "node_rebooted", "node_not_ready", "node_ready",
-         "remediation_step", "node_removed", "node_unreadable", "gpu_faults", "gpu_faults_throttled", "node_reboots",
-         "node_reboots_throttled")
-# the quarantine's steps (_cluster/remediation/quarantine.py); any other text of the annotation is reported as "other"
-STEPS = ("draining", "drained", "drain_blocked", "awaiting_pods")
+# the kinds of event the sources emit (``event.gpuops.kind``), each spelled here only: a rule's condition names one of them
+STARTUP, HEARTBEAT, NODE_UNREADABLE, NODE_REMOVED = "startup", "heartbeat", "node_unreadable", "node_removed"
+GPU_UNALLOCATABLE, GPU_RESTORED, NODE_REBOOTED = "gpu_unallocatable", "gpu_restored", "node_rebooted"
+NODE_NOT_READY, NODE_READY, REMEDIATION_STEP = "node_not_ready", "node_ready", "remediation_step"
+GPU_FAULTS, NODE_REBOOTS, THROTTLED = "gpu_faults", "node_reboots", "_throttled"  # a window's event, and where all were throttled
+GPU_ALERT = "gpu_alert"  # the alertmanager source's, one per alert (alerts.py)
+KINDS = (STARTUP, HEARTBEAT, GPU_UNALLOCATABLE, GPU_RESTORED, NODE_REBOOTED, NODE_NOT_READY, NODE_READY, REMEDIATION_STEP, NODE_REMOVED,
+         NODE_UNREADABLE, GPU_FAULTS, GPU_FAULTS + THROTTLED, NODE_REBOOTS, NODE_REBOOTS + THROTTLED, GPU_ALERT)
+# the steps the quarantine's annotation shows (_cluster/remediation/states.py); any other text is reported as "other"
+STEPS = states.SHOWN
 _BOOT_ID = re.compile(r"\A[0-9A-Za-z-]{1,64}\Z")
 DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*", "aliyun.com/gpu-mem")
 REMEDIATION = "gpuops.fleet/gpu-remediation"  # the quarantine's annotation (_cluster/remediation/plan.py QUARANTINE_ANNOTATION)
@@ -249,18 +255,18 @@ def changes(before, after, observed):
     """The events of a node's view going from ``before`` (None: not known) to ``after`` (None: gone); a node not known
     before is news only where it is unhealthy."""
     if after is None:
-        return [_event("node_removed", before, {}, observed)] if before else []
+        return [_event(NODE_REMOVED, before, {}, observed)] if before else []
     if after.get("unreadable") or (before or {}).get("unreadable"):
         # a node whose data cannot be read (or can again): said once per change, never a fault of its own (it names no GPU)
         if after.get("unreadable") and not (before or {}).get("unreadable"):
-            return [_event("node_unreadable", after, {"unreadable": after["unreadable"]}, observed)]
+            return [_event(NODE_UNREADABLE, after, {"unreadable": after["unreadable"]}, observed)]
         if before is None or after.get("unreadable"):
             return []
         before = None if not before.get("gpus") else before
     if before is None:  # a GPU node that appears unhealthy is news (a healthy one is not)
         if not unhealthy(after):
             return []
-        return [_event("gpu_unallocatable" if withheld(after) else "node_not_ready", after, {}, observed)]
+        return [_event(GPU_UNALLOCATABLE if withheld(after) else NODE_NOT_READY, after, {}, observed)]
     out = []
     lost, back = {}, {}
     for resource in sorted(set(before["gpus"]) | set(after["gpus"])):
@@ -271,16 +277,16 @@ def changes(before, after, observed):
         elif short_now < short_was:
             back[resource] = {"before": was[1], "after": now[1], "capacity": now[0]}
     if lost:
-        out.append(_event("gpu_unallocatable", after, lost, observed))
+        out.append(_event(GPU_UNALLOCATABLE, after, lost, observed))
     if back:
-        out.append(_event("gpu_restored", after, back, observed))
+        out.append(_event(GPU_RESTORED, after, back, observed))
     if before["boot_id"] and after["boot_id"] and before["boot_id"] != after["boot_id"]:
-        out.append(_event("node_rebooted", after, {"boot_id": {"before": before["boot_id"], "after": after["boot_id"]}}, observed))
+        out.append(_event(NODE_REBOOTED, after, {"boot_id": {"before": before["boot_id"], "after": after["boot_id"]}}, observed))
     if before["ready"] != after["ready"] and (before["ready"] == "True" or after["ready"] == "True"):
-        kind = "node_ready" if after["ready"] == "True" else "node_not_ready"
+        kind = NODE_READY if after["ready"] == "True" else NODE_NOT_READY
         out.append(_event(kind, after, {"ready": {"before": before["ready"], "after": after["ready"]}}, observed))
     if before["step"] != after["step"]:
-        out.append(_event("remediation_step", after, {"step": {"before": before["step"], "after": after["step"]}}, observed))
+        out.append(_event(REMEDIATION_STEP, after, {"step": {"before": before["step"], "after": after["step"]}}, observed))
     return out
 
 
@@ -307,7 +313,7 @@ class Tracker:
         self.resource_version = resource_version
         bad = [{"node": name, "unhealthy": why, "resource_version": v["resource_version"]}
                for name, v, why in ((n, v, unhealthy(v)) for n, v in sorted(self.views.items())) if why]
-        return {"gpuops": {"kind": "startup", "nodes": bad, "watched": len(self.views), "resource_version": resource_version,
+        return {"gpuops": {"kind": STARTUP, "nodes": bad, "watched": len(self.views), "resource_version": resource_version,
                            "observed_at": observed}}
 
     def apply(self, kind, node, observed):
@@ -341,7 +347,7 @@ class Tracker:
         return out
 
     def heartbeat(self, observed):
-        return {"gpuops": {"kind": "heartbeat", "watched": len(self.views), "resource_version": self.resource_version,
+        return {"gpuops": {"kind": HEARTBEAT, "watched": len(self.views), "resource_version": self.resource_version,
                            "observed_at": observed, "unhealthy_nodes": sorted(n for n, v in self.views.items() if unhealthy(v))}}
 
 
@@ -363,7 +369,7 @@ class FaultWindow:
 
     MIN_AGAIN = 60
 
-    def __init__(self, settle, flap, kind="gpu_faults", again_max=3600):
+    def __init__(self, settle, flap, kind=GPU_FAULTS, again_max=3600):
         self.settle, self.flap, self.kind, self.again_max = settle, flap, kind, again_max
         self.opened, self.nodes, self.last_run = None, [], {}
         self.attempts = {}  # node -> its runs since it was last seen healthy
@@ -445,7 +451,7 @@ class FaultWindow:
             self.attempts.setdefault(node, 1)
         self.opened, self.nodes = None, []
         if not run:  # every node of the window ran less than ``flap`` seconds ago: said, offered again later
-            return {"gpuops": {"kind": self.kind + "_throttled", "nodes": [], "throttled": throttled, "window": self.settle,
+            return {"gpuops": {"kind": self.kind + THROTTLED, "nodes": [], "throttled": throttled, "window": self.settle,
                                "observed_at": observed}}
         return {"gpuops": {"kind": self.kind, "nodes": run, "throttled": throttled, "again": again, "window": self.settle,
                            "observed_at": observed}, "meta": {"hosts": limit(run)}}

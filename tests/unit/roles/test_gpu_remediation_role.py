@@ -13,7 +13,7 @@ import re
 
 import yaml
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import outcome
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import outcome, states
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -163,3 +163,66 @@ def test_no_function_of_the_health_code_reaches_60_lines():
         long.extend((os.path.relpath(path, ROOT), n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(tree)
                     if isinstance(n, ast.FunctionDef) and n.end_lineno - n.lineno + 1 >= 60)
     assert long == []
+
+
+# the remediation's states (module_utils/_cluster/remediation/states.py): the role, the quarantine, the plan, the outcome and
+# the event source read them there; adding a state is its row, the code that moves a node there, and a test (the guide's
+# diagram is written from the table: python hack/states_doc.py); each test below fails where one of them is missing
+STATE_FILES = HEALTH + [os.path.join(ROOT, "plugins", "module_utils", "_cluster", "node_events.py"),
+                        os.path.join(ROOT, "plugins", "modules", "gpu_quarantine.py")]
+
+
+def _module_states():
+    """gpu_quarantine's ``state`` option's choices: what a task asks of the module (``released``: release the node), another
+    vocabulary than the remediation's states."""
+    from ansible_collections.gpuops.fleet.plugins.modules import gpu_quarantine
+    return set(gpu_quarantine.ARGUMENT_SPEC["state"]["choices"])
+
+
+def test_no_state_is_spelled_outside_the_table():
+    home = os.path.join(ROOT, "plugins", "module_utils", "_cluster", "remediation", "states.py")
+    names = set(states.NAMES) - _module_states()
+    assert states.RELEASED not in names and states.DRAINED in names  # the one word the two vocabularies share
+    spelled = []
+    for root in STATE_FILES:
+        for path in [root] if os.path.isfile(root) else sorted(os.path.join(root, n) for n in os.listdir(root) if n.endswith(".py")):
+            if path != home:
+                spelled.extend((os.path.relpath(path, ROOT), s) for s in _code_strings(path) if s in names)
+    for part in (("tasks", "main.yml"), ("tasks", "select.yml")):
+        for value in _yaml_strings(yaml.safe_load(_read(*part))):
+            spelled.extend(("roles/gpu_remediation/" + "/".join(part), s) for s in [value] + _quoted_in_jinja(value) if s in names)
+    assert spelled == [], "\n".join("%s: %r" % x for x in spelled)
+
+
+def test_the_role_stops_where_the_table_says_and_the_report_says_why():
+    tasks = list(_tasks(yaml.safe_load(_read("tasks", "main.yml"))))
+    whens = [str(t.get("when")) for t in tasks if "gpu_remediation_quarantine.stops" in str(t.get("when"))]
+    assert whens == ["gpu_remediation_quarantine.stops", "not gpu_remediation_quarantine.stops"]
+    target, row = {"node": "n", "host": "h", "action": actions.RESET}, {"gpus": ["GPU-0"]}
+    for name in states.NAMES:
+        held = outcome._held(target, row, {"step": name, "stops": states.TABLE[name]["stops"]})  # pylint: disable=protected-access
+        if states.TABLE[name]["stops"]:
+            assert held["outcome"] == name and held["next"] == states.TABLE[name]["waits_for"]
+            assert held["quarantined"] is states.TABLE[name]["holds"]
+        else:
+            assert held is None, name
+
+
+def test_every_state_is_moved_to_by_the_code_and_named_by_a_test():
+    # a row with no code that moves a node there (``states.<NAME>`` outside the table), or no test that names it, fails here
+    code = ""
+    for root in STATE_FILES:
+        for path in [root] if os.path.isfile(root) else [os.path.join(root, n) for n in os.listdir(root) if n.endswith(".py")]:
+            if not path.endswith("states.py"):
+                with open(path) as handle:
+                    code += handle.read()
+    tests = ""
+    for top, dummy, names in os.walk(os.path.join(ROOT, "tests")):  # the unit tests, and those on a real API server
+        for name in names:
+            if name.startswith("test_") and name.endswith(".py") and name != "test_states.py":
+                with open(os.path.join(top, name)) as handle:
+                    tests += handle.read()
+    constants = dict((getattr(states, c), c) for c in dir(states) if c.isupper() and isinstance(getattr(states, c), str))
+    for name in states.NAMES:
+        assert "states.%s" % constants[name] in code, "no code moves a node to %s (states.%s)" % (name, constants[name])
+        assert name in tests or ".%s" % constants[name] in tests, "no test names the state %s" % name

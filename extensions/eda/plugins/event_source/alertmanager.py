@@ -26,11 +26,8 @@ authentication and puts the request's headers, an ``Authorization`` header inclu
   its nodes, each node at most once per ``flap_seconds`` (module_utils/_cluster/node_events.py FaultWindow);
 - serves TLS with ``certfile`` and ``keyfile``.
 
-Options: ``host`` (127.0.0.1; 0.0.0.0 in an EDA controller activation), ``port`` (5000), ``path``, ``token`` or
-``token_file`` (one of them: at least 16 characters), ``node_labels``, ``fault_alerts``, ``max_bytes``, ``read_timeout`` (10),
-``max_connections`` (256), ``certfile``, ``keyfile``, ``settle_seconds`` (5), ``flap_seconds`` (600), ``enabled`` (true;
-false: the source waits and emits nothing, so a rulebook can carry it switched off). A bad option fails the source, naming
-it; the token never appears in a message.
+Options: DOCUMENTATION below, as ansible.eda declares its sources' (the docs site's "Event sources" page is written
+from it, hack/eda_docs.py); a bad option fails the source, naming it.
 
 Example::
 
@@ -42,6 +39,104 @@ Example::
 """
 
 from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+short_description: Alertmanager's webhook notifications of GPU alerts, with a token, as GPU events of their node
+description:
+  - "Answers C(POST) on O(path) only with C(Authorization: Bearer <token>) (Alertmanager's C(http_config.authorization); the
+    token compared in constant time); any other request gets 401 and emits nothing; C(GET /healthz) answers C(up)."
+  - Holds a port anyone may reach - headers and body each within O(read_timeout), at most O(max_connections) at once; no
+    request line, header or body is ever logged; refusals are logged once a minute.
+  - Emits one C(gpu_alert) event per alert (C(gpuops) - alert, status, node, labels, fault, starts_at, fingerprint), never a
+    header. C(meta.hosts) is the alert's node (the first of O(node_labels) it carries) and the controller, only where that
+    is a GPU Node that the ruleset's M(gpuops.fleet.gpu_nodes) source knows; another is C(unknown_node), an event and never
+    a fault.
+  - A firing alert of O(fault_alerts) joins the ruleset's fault window shared with M(gpuops.fleet.gpu_nodes) (one
+    C(gpu_faults) per O(settle_seconds), each node at most once per O(flap_seconds)).
+  - A bad option fails the source, naming it; the token never appears in a message.
+options:
+  host:
+    description: The address to listen on (C(0.0.0.0) in an EDA controller activation).
+    type: str
+    default: 127.0.0.1
+  port:
+    description: The port to listen on.
+    type: int
+    default: 5000
+  path:
+    description: The URL path Alertmanager posts to.
+    type: str
+    default: /alerts
+  token:
+    description: The bearer token Alertmanager sends (at least 16 characters); give O(token) or O(token_file).
+    type: str
+  token_file:
+    description: An absolute path of a file that holds the token.
+    type: str
+  node_labels:
+    description: The alert labels that name its node, the first found wins (a comma-separated string too).
+    type: list
+    elements: str
+    default: [node, Hostname, kubernetes_node]
+  fault_alerts:
+    description: The alerts that are GPU faults (the others are events only).
+    type: list
+    elements: str
+    default: [GPUXidErrors, GPURecoveryActionRequired, GPURowRemapFailure, GPULost]
+  max_bytes:
+    description: The largest notification body, in bytes (1024 to 67108864).
+    type: int
+    default: 1048576
+  read_timeout:
+    description: Seconds a request's headers, then its body, may take (1 to 300).
+    type: int
+    default: 10
+  max_connections:
+    description: Connections held at once (8 to 4096); a new one takes the place of the oldest that has not sent its headers.
+    type: int
+    default: 256
+  certfile:
+    description: An absolute path of the TLS certificate (with O(keyfile)).
+    type: str
+  keyfile:
+    description: An absolute path of the TLS key (with O(certfile)).
+    type: str
+  settle_seconds:
+    description: As M(gpuops.fleet.gpu_nodes)'s (the ruleset's sources share it).
+    type: int
+    default: 5
+  flap_seconds:
+    description: As M(gpuops.fleet.gpu_nodes)'s.
+    type: int
+    default: 600
+  retry_max_seconds:
+    description: As M(gpuops.fleet.gpu_nodes)'s.
+    type: int
+    default: 3600
+  enabled:
+    description: False, the source waits and emits nothing (a rulebook may carry it switched off).
+    type: bool
+    default: true
+"""
+
+EXAMPLES = r"""
+- name: GPU alerts and the Node watch in one ruleset (one fault window)
+  hosts: all
+  sources:
+    - gpuops.fleet.gpu_nodes:
+        label_selector: nvidia.com/gpu.present=true
+    - gpuops.fleet.alertmanager:
+        host: 0.0.0.0
+        port: 5000
+        token_file: /run/secrets/alertmanager-token
+  rules:
+    - name: Remediate the faulty GPU nodes
+      condition: event.gpuops.kind == "gpu_faults"
+      action:
+        run_playbook:
+          name: gpuops.fleet.gpu_remediation
+"""
 
 import asyncio
 import json

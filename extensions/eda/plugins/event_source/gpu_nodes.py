@@ -21,12 +21,8 @@ A watch that ends is resumed from the last resourceVersion; ``410 Gone`` makes i
 an error (capped backoff, ``backoff_max``); a list emits exactly what changed while away, as every event is a change of
 the node's state, never a notification as such (module_utils/_cluster/node_events.py), so none is emitted twice.
 
-Options (the ``k8s_gpu_nodes`` inventory's): ``kubeconfig``, ``context``, ``host``, ``api_key``, ``validate_certs``,
-``ca_cert`` (none: the in-cluster ServiceAccount or ``~/.kube/config``, as kubernetes.core resolves them), ``gpu_resources``
-(default ``nvidia.com/gpu``, ``nvidia.com/mig-*``, ``aliyun.com/gpu-mem``), ``label_selector``, ``heartbeat`` (60),
-``backoff_max`` (30), ``watch_seconds`` (300), ``settle_seconds`` (5), ``flap_seconds`` (600). A bad option fails the
-source, naming it. It needs ``list`` and ``watch``
-on nodes, nothing else (docs/rbac/gpu-nodes-events.yml).
+Options: DOCUMENTATION below, as ansible.eda declares its sources' (the docs site's "Event sources" page is written
+from it, hack/eda_docs.py); a bad option fails the source, naming it.
 
 Example::
 
@@ -36,6 +32,98 @@ Example::
 """
 
 from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+short_description: Typed events of the GPU Nodes' health, from a watch of the Kubernetes API
+description:
+  - Lists the GPU Nodes, then watches them from the list's resourceVersion (bookmarks on), and puts typed events on the
+    rulebook's queue, each under the key C(gpuops) with C(kind), the node, what changed (before and after), the
+    resourceVersion and the time observed, and C(meta.hosts) (the node; ansible-rulebook limits a playbook to it).
+  - "Kinds: C(startup) (once per start: every node unhealthy now), C(gpu_unallocatable) and C(gpu_restored) (a GPU resource's
+    allocatable below, or back towards, its capacity), C(node_rebooted) (a new bootID), C(node_not_ready), C(node_ready),
+    C(remediation_step) (the step our quarantine's annotation shows), C(node_removed), C(node_unreadable) (a Node whose
+    data could not be read: that node only, the watch goes on) and C(heartbeat)."
+  - C(gpu_faults) gathers the GPU faults of a short window (O(settle_seconds)) into one event for all its nodes, each node
+    at most once per O(flap_seconds) (C(gpu_faults_throttled) where all were); a node still unhealthy after its window is
+    offered again with a capped backoff (O(retry_max_seconds)). The window is the ruleset's, shared with
+    M(gpuops.fleet.alertmanager)'s alerts. C(node_reboots) gathers reboots the same way, less the nodes our remediation
+    rebooted (they carry its taint).
+  - A watch that ends is resumed; C(410 Gone) and a reconnect after an error list again (capped backoff, O(backoff_max));
+    a list emits exactly what changed while away, so no event is emitted twice.
+  - It needs C(list) and C(watch) on nodes, nothing else (docs/rbac/gpu-nodes-events.yml). A bad option fails the source,
+    naming it.
+options:
+  kubeconfig:
+    description: Path of a kubeconfig file; none of the connection options, the in-cluster ServiceAccount or C(~/.kube/config).
+    type: str
+  context:
+    description: The kubeconfig's context.
+    type: str
+  host:
+    description: The API server's URL.
+    type: str
+  api_key:
+    description: A bearer token for the API server.
+    type: str
+  validate_certs:
+    description: Whether the API server's certificate is verified.
+    type: bool
+    default: true
+  ca_cert:
+    description: Path of the CA bundle that signs the API server's certificate.
+    type: str
+  gpu_resources:
+    description: The GPU resources of a Node's capacity and allocatable (names or shell patterns; a comma-separated string too).
+    type: list
+    elements: str
+    default: [nvidia.com/gpu, nvidia.com/mig-*, aliyun.com/gpu-mem]
+  label_selector:
+    description: A label selector of the Nodes to watch.
+    type: str
+    default: ""
+  heartbeat:
+    description: Seconds between C(heartbeat) events (1 to 3600).
+    type: int
+    default: 60
+  backoff_max:
+    description: The cap, in seconds, of the backoff between reconnects (1 to 600); the first retries are soon.
+    type: int
+    default: 30
+  watch_seconds:
+    description: Seconds a watch request lasts before it is resumed (10 to 1800).
+    type: int
+    default: 300
+  settle_seconds:
+    description: Seconds the fault window gathers faults before one C(gpu_faults) event (1 to 300); shared by the ruleset's sources.
+    type: int
+    default: 5
+  flap_seconds:
+    description: Seconds a node of a C(gpu_faults) event is not offered again (0 to 86400); shared by the ruleset's sources.
+    type: int
+    default: 600
+  retry_max_seconds:
+    description:
+      - The cap, in seconds, of the backoff with which a node still unhealthy after its flap window is offered again (0 to
+        86400; 0, never again); shared by the ruleset's sources.
+    type: int
+    default: 3600
+"""
+
+EXAMPLES = r"""
+- name: GPU faults of the GPU Nodes, one playbook run per storm
+  hosts: all
+  sources:
+    - gpuops.fleet.gpu_nodes:
+        label_selector: nvidia.com/gpu.present=true
+        settle_seconds: 5
+  rules:
+    - name: Remediate the faulty GPU nodes
+      condition: event.gpuops.kind == "gpu_faults"
+      action:
+        run_playbook:
+          name: gpuops.fleet.gpu_remediation
+"""
 
 import asyncio
 import os
@@ -87,11 +175,11 @@ class _Listener:
     def _each(self, events):
         for event in events:
             self.emit(event)
-            if self.window is not None and event["gpuops"]["kind"] == "gpu_unallocatable":
+            if self.window is not None and event["gpuops"]["kind"] == node_events.GPU_UNALLOCATABLE:
                 self.window.add(event, self.clock())
             # a reboot of ours (the remediation's node_reboot step: the node carries our taint, which its kubelet can neither
             # write nor lift; never our annotation, which it may write to hide its reboot) is the remediation's to verify
-            elif self.reboots is not None and event["gpuops"]["kind"] == "node_rebooted" and not self.tracker.views[event["gpuops"]["node"]]["quarantined"]:
+            elif self.reboots is not None and event["gpuops"]["kind"] == node_events.NODE_REBOOTED and not self.tracker.views[event["gpuops"]["node"]]["quarantined"]:
                 self.reboots.add(event, self.clock())
 
 
@@ -116,7 +204,7 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
     watcher = k8s_watch.Watcher(CoreV1Api(client).list_node, _clock=clock, _keep=False, _page=250, _slim=node_events.slim, **kwargs)
     window = window or node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], again_max=options["retry_max_seconds"])
     window.known = tracker  # the alerts of the ruleset name a node only where this watch knows it as a GPU Node (its views now)
-    reboots = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], kind="node_reboots", again_max=0)
+    reboots = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], kind=node_events.NODE_REBOOTS, again_max=0)
     watcher.listener = _Listener(tracker, emit, window, clock, reboots)
     attempt, relist, beat = 0, True, clock() + options["heartbeat"]
     while not stop.is_set():
@@ -138,7 +226,7 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
         except Exception as exc:  # the API server gone, a connection reset: back off, then list again and diff
             attempt += 1
             relist = True
-            emit({"gpuops": {"kind": "heartbeat", "watched": len(tracker.views), "resource_version": tracker.resource_version,
+            emit({"gpuops": {"kind": node_events.HEARTBEAT, "watched": len(tracker.views), "resource_version": tracker.resource_version,
                              "observed_at": _now(), "error": "%s: %s" % (type(exc).__name__, str(exc)[:200]), "reconnect_in":
                              node_events.backoff(attempt, options["backoff_max"])}})
             stop.wait(node_events.backoff(attempt, options["backoff_max"]))

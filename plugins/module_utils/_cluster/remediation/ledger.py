@@ -38,6 +38,7 @@ import json
 import math
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import states
 
 NAME = "gpuops-remediation-ledger"
 KEY = "ledger.json"
@@ -55,11 +56,11 @@ ATTEMPTS = 3
 # an open entry whose node carries no quarantine annotation counts as in flight this long (seconds): the time between the
 # ledger's write and the node's patch; after it, an entry left open (a run killed there, a release of old) counts no more
 STALE_OPEN = 600
-# an open entry is the quarantine's record (the controller's: no kubelet may write this namespace), its step one of these:
-# ``marking`` from the entry's write until the node's patch (cordon, taint, annotation) is known done, then the drain's
-# steps (quarantine.py). The node's annotation mirrors it for people; it is never read back as the truth.
-MARKING = "marking"
-STEPS = (MARKING, "draining", "drained", "drain_blocked", "awaiting_pods")
+# an open entry is the quarantine's record (the controller's: no kubelet may write this namespace), its step one of the
+# recorded states (states.py): ``marking`` from the entry's write until the node's patch (cordon, taint, annotation) is
+# known done, then the drain's steps. The node's annotation mirrors it for people; it is never read back as the truth.
+MARKING = states.MARKING
+STEPS = states.RECORDED
 MAX_PAUSED = 16
 
 

@@ -13,6 +13,7 @@ import re
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import approval
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import states
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool, as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions
@@ -151,13 +152,9 @@ def report(target, results, failure=None):
     return out
 
 
-# the quarantine's steps after which the role stops for the node without failing it (gpu_quarantine's step)
-HELD = {
-    "awaiting_pods": "the GPUs stay quarantined while the pods of waiting_for run (their eviction modes: allow_completion, "
-                     "delete_after_timeout before its time, a system namespace's pod); a later run goes on once they are gone",
-    "cancelled_by_operator": "an operator took the node out of the remediation by hand (see cancelled_by_operator); the ledger records "
-                             "it, and the plan leaves the node alone for the same signal",
-}
+# the quarantine's states the role stops at for the node without failing it (gpu_quarantine's step; states.py), and what
+# the node waits for there (the report's next)
+HELD = dict((name, states.TABLE[name]["waits_for"]) for name in states.STOPS)
 
 
 def _held(target, row, quarantine):
@@ -166,7 +163,7 @@ def _held(target, row, quarantine):
     if step not in HELD:
         return None
     return dict(_about(target, row), tried=["quarantine"], failed_step=None, failed_task=None, error=None, rebooted=False,
-                quarantined=step == "awaiting_pods", outcome=step, next=HELD[step], evicted=list(quarantine.get("evicted") or []),
+                quarantined=states.TABLE[step]["holds"], outcome=step, next=HELD[step], evicted=list(quarantine.get("evicted") or []),
                 waiting_for=list(quarantine.get("waiting_for") or []), jobs=list(quarantine.get("jobs") or []),
                 cancelled_by_operator=quarantine.get("cancelled_by_operator"))
 

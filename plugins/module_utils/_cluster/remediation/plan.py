@@ -39,6 +39,7 @@ import math
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain, gpu_nodes
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, jobs, node_facts
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import states
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.tabwrite import tabwrite
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
@@ -50,7 +51,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.device_forms 
 
 QUARANTINE_ANNOTATION = "gpuops.fleet/gpu-remediation"
 # the ledger's result of a quarantine an operator cancelled by hand (the quarantine writes it, the plan's hold reads it)
-CANCELLED_BY_OPERATOR = "cancelled_by_operator"
+CANCELLED_BY_OPERATOR = states.CANCELLED_BY_OPERATOR
 # the blockers that keep a node out of the plan (deferred "blocked"); the quarantine refuses them too, and not_evictable
 DEFERRING_BLOCKERS = ("outside_accounting", "host_process", "foreign_pod", "eviction_mode")
 _DAY = 24 * 3600

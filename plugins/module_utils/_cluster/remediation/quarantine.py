@@ -44,8 +44,9 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, jobs, node_reboot
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import states
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import Watcher
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import CANCELLED_BY_OPERATOR, DEFERRING_BLOCKERS
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import DEFERRING_BLOCKERS
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_ANNOTATION as REMEDIATION
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import QUARANTINE_TAINT
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import actions
@@ -56,12 +57,9 @@ CORDON_MARK = "gpuops.fleet/cordoned-for-gpu-health"
 TAINT_KEY = QUARANTINE_TAINT
 ACTIONS = actions.ACTING
 RESULTS = ("recovered", "rebooted", "replaced", "needs_human", "rma_candidate", "cancelled")
-# the steps of a quarantine (the ledger's record, ledgers.STEPS): marking until the node's patch is done, then the drain's, and the
-# wait for the pods the eviction modes keep (allow_completion, delete_after_timeout before its time, a system namespace's pod on
-# a target GPU). The annotation mirrors the drain's steps (STEPS) for people and the event source; it is never read back.
-MARKING = ledgers.MARKING
-AWAITING = "awaiting_pods"
-STEPS = tuple(step for step in ledgers.STEPS if step != MARKING)
+# the states of a quarantine, their moves and what each means: states.py (the ledger records the step, the annotation mirrors it)
+MARKING, DRAINING, DRAINED, DRAIN_BLOCKED = states.MARKING, states.DRAINING, states.DRAINED, states.DRAIN_BLOCKED
+AWAITING, CANCELLED_BY_OPERATOR, RELEASED = states.AWAITING_PODS, states.CANCELLED_BY_OPERATOR, states.RELEASED
 # the Node condition that says why a node is out (the taint says that it is): False while quarantined for a GPU, True on
 # release, Unknown where an operator cancelled the quarantine; kubelet's status updates patch its own conditions only
 CONDITION = "GPUHealthy"
@@ -150,10 +148,10 @@ def _record(entry, node):
               "cordoned_by_us": bool(entry.get("cordoned_by_us")), "boot_id": entry.get("boot_id"),
               "paused_labels": entry.get("paused_labels"), "escalated_from": entry.get("escalated_from")}
     if record["step"] is None:
-        record["step"] = "draining" if _tainted(node) else MARKING
+        record["step"] = DRAINING if _tainted(node) else MARKING
         record["cordoned_by_us"] = drain.cordoned_by_us(node, CORDON_MARK)
     elif record["step"] == MARKING and _tainted(node):
-        record["step"] = "draining"  # the node's patch was done (a run killed before it wrote the next step): the drain resumes
+        record["step"] = states.move(MARKING, DRAINING)  # the node's patch was done (a run killed before it wrote the next step): the drain resumes
     return record
 
 
@@ -167,8 +165,8 @@ def _scope(action):
 def _mirror(record):
     """The annotation's text: the record, for people and the event source (its step); never read back as the truth."""
     shown = dict((k, v) for k, v in record.items() if v is not None)
-    if shown.get("step") == MARKING:
-        shown["step"] = "draining"
+    if shown.get("step"):
+        shown["step"] = states.TABLE[shown["step"]]["shown"]
     return json.dumps(shown, sort_keys=True)
 
 
@@ -314,7 +312,13 @@ def _refuse_early(p, current, escalation):
 
 
 def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.monotonic):
-    """The module's result for ``state: quarantined`` (see the module docstring)."""
+    """The module's result for ``state: quarantined`` (see the module docstring); ``stops``: whether the role stops for the node
+    at its step (states.py), without failing the run."""
+    result = _quarantine(client, api, p, check_mode, api_exception, now, clock)
+    return dict(result, stops=states.TABLE[result["step"]]["stops"])
+
+
+def _quarantine(client, api, p, check_mode, api_exception, now, clock):
     now = int(now if now is not None else time.time())
     node, opened, current = _read(client, api, p, api_exception)
     escalation = _escalation(current, p)
@@ -336,7 +340,7 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     need_cordon = marking and not spec.get("unschedulable") and (current is None or current["cordoned_by_us"])
     taints = _taints_with_ours(node, _taint_value(p["gpus"], p["scope"]))
     widen = bool(escalation) and current is not None and current["action"] != p["action"]
-    step = AWAITING if waiting else "drained"
+    step = AWAITING if waiting else DRAINED
     ours = bool(current and current["cordoned_by_us"]) or need_cordon
     result = {"node": p["node"], "gpus": p["gpus"], "action": p["action"], "scope": p["scope"], "evicted": [e["pod"] for e in to_evict],
               "already_gone": gone, "left_on_node": skipped, "eviction_notes": [e for e in to_evict if e["note"] or e["mode_note"]],
@@ -352,15 +356,19 @@ def quarantine(client, api, p, check_mode, api_exception, now=None, clock=time.m
     result["jobs"] = _jobs(client, api, to_evict + waiting)
     if check_mode:
         return dict(result, changed=True, step=step, msg=_msg(result, "would"))
-    record = dict(current or {}, gpus=p["gpus"], action=p["action"], scope=p["scope"], step="draining",
+    # the record's step is the ledger's, each move through states.move; the mark's annotation shows draining
+    record = dict(current or {}, gpus=p["gpus"], action=p["action"], scope=p["scope"], step=current["step"] if current else MARKING,
                   started=(current or {}).get("started") or now, run=p.get("run") or (current or {}).get("run"),
                   cordoned_by_us=ours, boot_id=(current or {}).get("boot_id") or boot_id)
     if escalation:
         record["escalated_from"] = escalation
     if marking or widen or taints is not None:
         result["condition_error"] = _mark(client, api, p, node, record, need_cordon, taints, now, api_exception, escalation, current)
+        if widen:  # the ledger's entry was widened to the escalation's action at step draining (_ledger_open)
+            record["step"] = states.move(record["step"], DRAINING)
         if to_evict:  # the node's patch is done: from here our taint missing is an operator's cancel, never a mark to redo
-            _ledger_set(api, p, {"step": "draining"}, api_exception)
+            record["step"] = states.move(record["step"], DRAINING)
+            _ledger_set(api, p, {"step": DRAINING}, api_exception)
     _drain(client, api, p, record, to_evict, clock() + p["drain_timeout"], api_exception, result, step)
     return dict(result, changed=True, step=step, msg=_held(result, _msg(result, "")))
 
@@ -423,6 +431,7 @@ def cancel(client, api, p, node, current, undone, check_mode, api_exception, now
            "run leaves it alone for the same signal" % (p["node"], undone, current.get("step")))
     if check_mode:
         return dict(result, changed=True, msg="would record: " + msg)
+    states.move(current["step"], CANCELLED_BY_OPERATOR)
     _close_entry(api, p, now, CANCELLED_BY_OPERATOR, api_exception)
     spec, restore = _ours(node, current)
     _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore or None)
@@ -476,7 +485,7 @@ def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception,
     patch_spec = dict(unschedulable=True) if need_cordon else {}
     if taints is not None:
         patch_spec["taints"] = taints
-    marks = {REMEDIATION: _mirror(record)}
+    marks = {REMEDIATION: _mirror(dict(record, step=DRAINING))}
     if need_cordon:
         marks[CORDON_MARK] = "gpu-remediation"
     # the ledger first: where it cannot be written (full, refused, another run's write), the node is left as it was
@@ -489,7 +498,7 @@ def _mark(client, api, p, node, record, need_cordon, taints, now, api_exception,
     return _quarantined_condition(api, p, node, now, api_exception)
 
 
-def _drain(client, api, p, record, to_evict, deadline, api_exception, result, step="drained"):
+def _drain(client, api, p, record, to_evict, deadline, api_exception, result, step=DRAINED):
     """The evictions by kubectl drain's rules, then the wait for the pods to go; the step recorded either way."""
     try:
         for item in to_evict:
@@ -499,11 +508,11 @@ def _drain(client, api, p, record, to_evict, deadline, api_exception, result, st
         if left:
             raise drain.DrainError("evicted pods still on the node after drain_timeout: %s" % ", ".join(left))
     except drain.DrainError as exc:
-        record["step"] = "drain_blocked"
+        record["step"] = states.move(record["step"], DRAIN_BLOCKED)
         _set_step(client, api, p, record, api_exception)
         raise QuarantineError("node %s stays quarantined (step drain_blocked; no reset or reboot may run): %s" % (p["node"], exc),
-                              dict(result, changed=True, step="drain_blocked")) from exc
-    record["step"] = step
+                              dict(result, changed=True, step=DRAIN_BLOCKED, stops=False)) from exc
+    record["step"] = states.move(record["step"], step)
     _set_step(client, api, p, record, api_exception)
 
 
@@ -534,13 +543,14 @@ def _ledger_open(api, p, record, now, api_exception, escalation=None):
     def change(ledger):
         entry = _open_entry(ledger, p["node"])
         if entry and escalation and entry.get("action") != p["action"]:
-            entry.update(action=p["action"], escalated_from=escalation, scope=p["scope"], step="draining")
+            entry.update(action=p["action"], escalated_from=escalation, scope=p["scope"],
+                         step=states.move(entry.get("step") or DRAINING, DRAINING))
             return ledger
         if entry:
             return None
         fresh = ledgers.bounded_entry({"node": p["node"], "gpus": p["gpus"], "action": p["action"], "keys": list(p.get("keys") or []),
                                        "driver_version": p.get("driver_version"), "at": now, "closed_at": None, "result": None,
-                                       "run": p.get("run"), "step": MARKING, "scope": p["scope"],
+                                       "run": p.get("run"), "step": states.move(states.START, MARKING), "scope": p["scope"],
                                        "cordoned_by_us": bool(record["cordoned_by_us"]), "boot_id": record.get("boot_id")})
         del added[:]
         added.append(fresh)
@@ -620,7 +630,7 @@ def pause(client, api, p, check_mode, api_exception, clock=time.monotonic):
     a watch until no pod of ``pause_pods`` runs there: the NVML clients a reset needs gone."""
     labels_wanted = check_pause(p)
     node, dummy, current = _read(client, api, p, api_exception)
-    if current is None or current["step"] != "drained":
+    if current is None or current["step"] != DRAINED:
         raise QuarantineError("node %s is not quarantined and drained by gpu_quarantine (the ledger's step %s): pause only a drained "
                               "node; nothing was changed" % (p["node"], (current or {}).get("step")))
     labels = _meta(node).get("labels") or {}
@@ -713,6 +723,7 @@ def release(client, api, p, check_mode, api_exception, now=None):
     if check_mode:
         return dict(result, changed=True, msg="would release %s" % p["node"])
     if entry is not None:
+        states.move(current["step"], RELEASED)
         # the ledger first: where it cannot be written, the node stays quarantined as it was (and counts as in flight, as it is)
         _close_entry(api, p, now, p["result"], api_exception)
     _patch_node(api, node, spec, {REMEDIATION: None, CORDON_MARK: None}, labels=restore or None)

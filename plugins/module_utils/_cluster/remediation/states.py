@@ -1,0 +1,118 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: a node's remediation states, declared once, pure data (it imports only the collection's error base).
+
+A GPU remediation holds a node from its quarantine to its release or an operator's cancel. Its states and the moves between
+them are this table; every part reads them here and spells none of them itself: the ledger (an open entry's ``step``, the
+truth about what is in flight), the quarantine (each move it makes goes through ``move``, which refuses one the table does
+not allow), the plan (an operator's cancel holds the node for the same signal), the run's outcome (the states the role stops
+at without failing the run), the event source (the step the node's annotation mirrors) and the role (``stops`` of
+``gpu_quarantine``'s result). NVSentinel declares its node lifecycle the same way, once, shared by its drainer and its
+remediation (``commons/pkg/statemanager/statemanager.go``: typed states and a map of valid transitions).
+
+Each row says:
+
+* ``recorded``: an open ledger entry holds it as its ``step``; a state that is not recorded is ``terminal``: the entry is
+  closed with a result (``released``: the release's result, ``cancelled_by_operator``: that text).
+* ``holds``: our quarantine holds the node (our taint, our cordon where we made it) in this state.
+* ``stops``: the role stops for the node at this state without failing the run (the report's ``outcome`` is the state's
+  name, ``next`` its ``waits_for``).
+* ``shown``: what the node's annotation (the record's mirror, for people and the event source) calls it, None where no
+  annotation says it (it is written once the node is marked and removed at the end).
+* ``next``: the states it may move to. A state moves to itself too (a run that finds it there again).
+* ``waits_for``: what the node waits for in it, a sentence (the report's ``next`` where the role stops there, the guide's
+  diagram).
+
+The diagram in ``docs/docsite/rst/guide_health.rst`` is ``diagram()``'s text (a test holds them together:
+``python hack/states_doc.py`` writes it).
+"""
+
+from __future__ import annotations
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+
+MARKING, DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS = "marking", "draining", "drained", "drain_blocked", "awaiting_pods"
+RELEASED, CANCELLED_BY_OPERATOR = "released", "cancelled_by_operator"
+# the state before any: no open ledger entry for the node (``move(None, MARKING)`` opens one)
+START = None
+
+_FIELDS = ("recorded", "holds", "stops", "shown", "next", "waits_for")
+_ENDS = (RELEASED, CANCELLED_BY_OPERATOR)
+# a drain's states move among themselves (a later run drains again, a pod ends, a budget refuses) and to either end
+_DRAIN = dict((name, tuple(n for n in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS) if n != name) + _ENDS)
+              for name in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS))
+# name: (holds, stops, shown, next, waits_for); recorded = not terminal = a non-empty next
+_ROWS = (
+    # marking: our taint is not on yet, so no operator can have taken it off (no cancel); evictions follow the mark (draining),
+    # a node with none to evict is drained (or waits for its pods) at once
+    (MARKING, True, False, DRAINING, (DRAINING, DRAINED, AWAITING_PODS, RELEASED),
+     "the node's one patch (the cordon, our taint, the annotation), after the ledger's entry is written"),
+    (DRAINING, True, False, DRAINING, _DRAIN[DRAINING],
+     "the evicted pods to go (kubectl drain's rules, up to drain_timeout)"),
+    (DRAINED, True, False, DRAINED, _DRAIN[DRAINED],
+     "the reset or reboot, the recovery check, DCGM's diagnostic where it is installed, and the release"),
+    (DRAIN_BLOCKED, True, False, DRAIN_BLOCKED, _DRAIN[DRAIN_BLOCKED],
+     "a later run's drain: a PodDisruptionBudget still refused an eviction at drain_timeout; no reset or reboot may run"),
+    (AWAITING_PODS, True, True, AWAITING_PODS, _DRAIN[AWAITING_PODS],
+     "the GPUs stay quarantined while the pods of waiting_for run (their eviction modes: allow_completion, "
+     "delete_after_timeout before its time, a system namespace's pod); a later run goes on once they are gone"),
+    (RELEASED, False, False, None, (),
+     "nothing: the ledger's entry is closed with the release's result (recovered, rebooted, ...) and only what was ours came off"),
+    (CANCELLED_BY_OPERATOR, False, True, None, (),
+     "nothing: an operator took the node out of the remediation by hand (see cancelled_by_operator); the ledger records it, "
+     "and the plan leaves the node alone for the same signal"),
+)
+TABLE = dict((name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits))))
+             for name, holds, stops, shown, nxt, waits in _ROWS)
+NAMES = tuple(row[0] for row in _ROWS)
+# an open ledger entry's steps (the ledger checks an entry's step against these)
+RECORDED = tuple(n for n in NAMES if TABLE[n]["recorded"])
+TERMINAL = tuple(n for n in NAMES if not TABLE[n]["recorded"])
+# the steps the node's annotation may show (the event source reports any other text as "other")
+SHOWN = tuple(sorted(set(TABLE[n]["shown"] for n in NAMES if TABLE[n]["shown"]), key=NAMES.index))
+# the states the role stops at for the node without failing the run
+STOPS = tuple(n for n in NAMES if TABLE[n]["stops"])
+
+
+class IllegalMove(GpuopsError):
+    """A move the table does not allow: a defect of the code that tried it (the tests make every move), never of the input; a
+    run that meets one fails the node's task with this message, before the move is written."""
+
+
+def move(before, after):
+    """``after``, where a node in ``before`` (``START``: no open entry) may move there; else ``IllegalMove``. From ``START``
+    the one move is to ``MARKING`` (the ledger's entry opened before the node is marked)."""
+    if after not in TABLE:
+        raise IllegalMove("%r is no remediation state (states.NAMES)" % (after,))
+    if before is START:
+        if after != MARKING:
+            raise IllegalMove("a remediation starts at %s, never at %s" % (MARKING, after))
+        return after
+    if before not in TABLE:
+        raise IllegalMove("%r is no remediation state (states.NAMES)" % (before,))
+    if after != before and after not in TABLE[before]["next"]:
+        raise IllegalMove("%s may not move to %s (it may move to: %s)" % (before, after, ", ".join(TABLE[before]["next"]) or "nothing"))
+    return after
+
+
+def recorded_step(step):
+    """An open entry's step as the node's annotation shows it."""
+    return TABLE[step]["shown"]
+
+
+def diagram():
+    """The guide's section on the states: a table of them and their moves, as reStructuredText (``hack/states_doc.py``)."""
+    lines = [".. list-table:: A node's remediation states (``plugins/module_utils/_cluster/remediation/states.py``)",
+             "   :header-rows: 1", "", "   * - State", "     - Holds the node", "     - The role stops there",
+             "     - Annotation shows", "     - Moves to", "     - Waits for"]
+    for name in NAMES:
+        row = TABLE[name]
+        lines += ["   * - ``%s``" % name, "     - %s" % ("yes" if row["holds"] else "no"), "     - %s" % ("yes" if row["stops"] else "no"),
+                  "     - %s" % ("``%s``" % row["shown"] if row["shown"] else "(none)"),
+                  "     - %s" % (", ".join("``%s``" % n for n in row["next"]) or "(the end)"), "     - %s" % row["waits_for"]]
+    lines += ["", ".. code-block:: text", "", "   (no entry) -> %s" % MARKING]
+    for name in RECORDED:
+        lines.append("   %s -> %s" % (name, ", ".join(TABLE[name]["next"])))
+    return "\n".join(lines) + "\n"
