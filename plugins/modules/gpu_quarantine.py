@@ -340,7 +340,7 @@ msg:
   type: str
 """
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import pause, quarantine, release, session
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import ApiException
 
@@ -352,7 +352,7 @@ except ImportError:
 
 ARGUMENT_SPEC = dict(
     state=dict(type="str", choices=["quarantined", "paused", "unpaused", "released"], required=True),
-    pause_labels=dict(type="dict", default={quarantine.MAINTENANCE_LABEL: "true"}),
+    pause_labels=dict(type="dict", default={pause.MAINTENANCE_LABEL: "true"}),
     pause_pods=dict(type="list", elements="dict",
                     default=[{"name": "nvidia-device-plugin-ds"}, {"name": "gpushare-device-plugin-ds"}, {"app.kubernetes.io/name": "dcgm-exporter"}]),
     pause_timeout=dict(type="int", default=300),
@@ -384,10 +384,10 @@ def main():
         p = quarantine.check_params(module.params)
         client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
-        step = {"quarantined": quarantine.quarantine, "paused": quarantine.pause, "unpaused": quarantine.unpause,
-                "released": quarantine.release}[p["state"]]
+        step = {"quarantined": quarantine.quarantine, "paused": pause.pause, "unpaused": pause.unpause,
+                "released": release.release}[p["state"]]
         # a QuarantineError's result (where the node stands) comes back beside its message (k8s_watch.failure)
-        return step(client, api, p, module.check_mode, ApiException)
+        return step(session.Session(client, api, p, module.check_mode, ApiException))
 
     result = run(module, work)
     if result.get("condition_error"):

@@ -14,7 +14,8 @@ import random
 import pytest
 from hostile_values import VALUES, mutations
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import approval, quarantine
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import approval
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision as hd
@@ -51,7 +52,7 @@ def test_the_ledger_answers_every_tampered_configmap_with_a_ledger_or_a_ledger_e
             continue
         # what reads a ledger: the plan's breakers, capacity and repeat rule, a release's entry, the write back
         rp._in_flight({}, ledger, NOW)
-        quarantine._open_entry(ledger, "a")
+        marks.open_entry(ledger, "a")
         rp.plan([{"node": "a", "host": "a", "health": {}, "entries": []}], [], [], [], ledger, {}, NOW)
         try:
             ledgers.dump(ledger)

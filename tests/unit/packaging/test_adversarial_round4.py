@@ -15,6 +15,7 @@ from hostile_values import mutations
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, metrics, quarantine
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks, pause
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import diag
@@ -33,13 +34,13 @@ def _node():
             "spec": {"unschedulable": False, "taints": [{"key": quarantine.TAINT_KEY, "value": "GPU-0650a168", "effect": "NoSchedule"}]},
             "status": {"capacity": {"nvidia.com/gpu": "8", "cpu": "64"}, "allocatable": {"nvidia.com/gpu": "7", "cpu": "63"},
                        "nodeInfo": {"bootID": "5b0e6f0a-0000-4000-8000-000000000001"},
-                       "conditions": [{"type": "Ready", "status": "True"}, {"type": quarantine.CONDITION, "status": "True",
+                       "conditions": [{"type": "Ready", "status": "True"}, {"type": marks.CONDITION, "status": "True",
                                                                             "reason": "NodeSaysSo", "message": "fine"}]}}
 
 
 def _entry():
     return {"node": "gpu-a", "gpus": [G], "action": "reset", "at": NOW - 60, "closed_at": None, "step": "drained", "scope": "gpu",
-            "cordoned_by_us": True, "paused_labels": {quarantine.MAINTENANCE_LABEL: None}, "boot_id": "b1"}
+            "cordoned_by_us": True, "paused_labels": {pause.MAINTENANCE_LABEL: None}, "boot_id": "b1"}
 
 
 def test_the_node_object_as_its_kubelet_writes_it_never_raises_in_what_reads_it():
@@ -54,11 +55,11 @@ def test_the_node_object_as_its_kubelet_writes_it_never_raises_in_what_reads_it(
         tried += 1
         assert node_events.view(node_events.slim(node)) == node_events.view(node)
         tracker.apply("MODIFIED", node, "t")
-        record = quarantine._record(_entry(), node) if isinstance(node, dict) else None  # pylint: disable=protected-access
+        record = marks.record(_entry(), node) if isinstance(node, dict) else None  # pylint: disable=protected-access
         if record is not None:
-            quarantine._operator_cancelled(node, record)  # pylint: disable=protected-access
-            quarantine._uncordoned(node, record)  # pylint: disable=protected-access
-            quarantine._ours(node, record)  # pylint: disable=protected-access
+            marks.operator_cancelled(node, record)  # pylint: disable=protected-access
+            marks.uncordoned(node, record)  # pylint: disable=protected-access
+            marks.ours(node, record)  # pylint: disable=protected-access
         rp.gpu_fleet([node])
         rp._in_flight({"gpu-a": node}, ledger, NOW)  # pylint: disable=protected-access
         rp.plan(items, [node], [], [], ledger, {}, NOW)

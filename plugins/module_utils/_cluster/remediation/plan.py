@@ -485,7 +485,7 @@ def _threshold(settings, scope):
     return min(settings["same_signal_nodes"], by_percent)
 
 
-# the quarantine's taint (quarantine.py TAINT_KEY; a Node's taints are a cluster user's to write, never its kubelet's)
+# the quarantine's taint (marks.py TAINT_KEY; a Node's taints are a cluster user's to write, never its kubelet's)
 QUARANTINE_TAINT = "gpuops.fleet/gpu-unhealthy"
 
 

@@ -16,6 +16,8 @@ import json
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine as q
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks, pause, release
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.session import Session
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 
@@ -61,7 +63,7 @@ def test_an_entry_of_another_shape_is_reported_and_never_stops_another_nodes_pla
     # the plan's breakers and repeat rule read it; b's open entry counts; a's does not
     assert rp._in_flight({}, ledger, NOW) == ({"b"}, set())
     # b's release finds and closes its entry; a's finds none (the bad entry stays as it was, reported)
-    assert q._open_entry(ledger, "b") == GOOD and q._open_entry(ledger, "a") is None
+    assert marks.open_entry(ledger, "b") == GOOD and marks.open_entry(ledger, "a") is None
     again = ledgers.parse({"data": ledgers.dump(ledger)}, WHERE)  # written back: the bad entry kept as it was
     assert again["entries"] == [GOOD] and len(again["invalid"]) == 1
 
@@ -189,19 +191,19 @@ def test_a_ledger_the_api_refuses_leaves_the_node_unchanged_on_quarantine_and_on
     node's marks, then failed, leaving its entry open for ever. Now the ledger comes first."""
     api = FakeApi(ledgers.empty(), refuse=(422, "Unprocessable Entity"))
     with pytest.raises(ledgers.LedgerError) as failed:
-        q.quarantine(api, api, params(), False, ApiError, now=NOW)
+        q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     assert "ConfigMap ns/gpuops-remediation-ledger: the API server refused the ledger (422 Unprocessable Entity) of" in str(failed.value)
     assert api.calls == ["write ledger"] and api.node["spec"] == {} and api.node["metadata"]["annotations"] == {}
 
     api.refuse = None
-    done = q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    done = q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     assert done["step"] == "drained" and api.node["spec"]["unschedulable"] and api.calls[1:3] == ["write ledger", "patch node"]
     api.refuse, api.calls = (422, "Unprocessable Entity"), []
     with pytest.raises(ledgers.LedgerError):
-        q.release(api, api, params(state="released"), False, ApiError, now=NOW + 60)
+        release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 60))
     assert api.calls == ["write ledger"] and api.node["spec"]["unschedulable"], "the node stays quarantined, as the ledger says"
     api.refuse = None
-    released = q.release(api, api, params(state="released"), False, ApiError, now=NOW + 60)
+    released = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 60))
     entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
     assert released["changed"] and (entry["closed_at"], entry["recover_seconds"]) == (NOW + 60, 60) and not api.node["spec"]["unschedulable"]
 
@@ -215,19 +217,19 @@ def test_a_node_patch_that_fails_takes_the_runs_ledger_entry_back():
 
     api.patch_node = refused
     with pytest.raises(q.QuarantineError) as failed:
-        q.quarantine(api, api, params(), False, ApiError, now=NOW)
+        q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     assert "node a could not be marked (409 Conflict): the node was not changed; its ledger entry was taken back" in str(failed.value)
     assert ledgers.parse(api.cm, WHERE)["entries"] == []
 
 
 def test_another_runs_write_in_between_is_read_and_applied_again():
     api = FakeApi(dict(ledgers.empty(), entries=[dict(GOOD)]), conflicts=2)
-    q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     assert api.calls[:4] == ["write ledger", "write ledger", "write ledger", "patch node"]
     assert [e["node"] for e in ledgers.parse(api.cm, WHERE)["entries"]] == ["b", "a"]
     api = FakeApi(ledgers.empty(), conflicts=5)
     with pytest.raises(ledgers.LedgerError, match="another run wrote the ledger at each of 3 attempts"):
-        q.quarantine(api, api, params(), False, ApiError, now=NOW)
+        q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     assert "patch node" not in api.calls
 
 
@@ -235,25 +237,25 @@ def test_a_release_of_a_node_whose_entry_has_a_nan_time_releases_it():
     """The review's case: an entry with at NaN made every release of that node crash. Its entry is unreadable, so it is not
     the node's open entry: the release removes the node's marks and says so."""
     api = FakeApi(dict(ledgers.empty(), entries=[dict(GOOD, node="a", at=float("nan")), dict(GOOD)]))
-    q.quarantine(api, api, params(), False, ApiError, now=NOW)
-    released = q.release(api, api, params(state="released"), False, ApiError, now=NOW + 5)
+    q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
+    released = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 5))
     assert released["changed"] and released["recover_seconds"] == 5 and not api.node["spec"]["unschedulable"]
     back = ledgers.parse(api.cm, WHERE)
     assert [(e["node"], e["closed_at"]) for e in back["entries"]] == [("b", None), ("a", NOW + 5)] and len(back["invalid"]) == 1
 
 
 def _condition(api):
-    found = [c for c in api.node["status"].get("conditions") or [] if c["type"] == q.CONDITION]
+    found = [c for c in api.node["status"].get("conditions") or [] if c["type"] == marks.CONDITION]
     return (found[0]["status"], found[0]["reason"]) if found else None
 
 
 def test_the_node_condition_says_why_and_a_refused_condition_never_stops_the_quarantine_or_the_release():
     api = FakeApi(ledgers.empty())
     api.node["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
-    done = q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    done = q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     assert done["condition_error"] is None and _condition(api) == ("False", "Xid48")
-    assert [c["type"] for c in api.node["status"]["conditions"]] == ["Ready", q.CONDITION]  # kubelet's own stays
-    again = q.quarantine(api, api, params(), False, ApiError, now=NOW + 5)
+    assert [c["type"] for c in api.node["status"]["conditions"]] == ["Ready", marks.CONDITION]  # kubelet's own stays
+    again = q.quarantine(Session(api, api, params(), False, ApiError, now=NOW + 5))
     assert not again["changed"] and "patch node status" not in api.calls[api.calls.index("patch node status") + 1:]
 
     refusing = FakeApi(ledgers.empty())
@@ -263,10 +265,10 @@ def test_the_node_condition_says_why_and_a_refused_condition_never_stops_the_qua
         raise ApiError(403, "Forbidden")
 
     refusing.patch_node_status = forbidden
-    done = q.quarantine(refusing, refusing, params(), False, ApiError, now=NOW)
+    done = q.quarantine(Session(refusing, refusing, params(), False, ApiError, now=NOW))
     assert done["step"] == "drained" and refusing.node["spec"]["unschedulable"], "the quarantine went on"
     assert "could not be written (403 Forbidden): grant patch on nodes/status" in done["condition_error"]
-    released = q.release(refusing, refusing, params(state="released"), False, ApiError, now=NOW + 60)
+    released = release.release(Session(refusing, refusing, params(state="released"), False, ApiError, now=NOW + 60))
     assert released["changed"] and not refusing.node["spec"]["unschedulable"] and "403" in released["condition_error"]
 
 
@@ -276,10 +278,10 @@ def test_an_uncordon_alone_cancels_nothing_it_is_reported_and_the_quarantine_hol
     plan then left the faulty node alone. Now an uncordon is reported (who may have done it, how to cancel) and nothing of
     ours comes off."""
     api = FakeApi(ledgers.empty())
-    q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     api.node["spec"]["unschedulable"] = False  # the node's kubelet (or anyone) uncordons it
     api.calls = []
-    again = q.quarantine(api, api, params(), False, ApiError, now=NOW + 30)
+    again = q.quarantine(Session(api, api, params(), False, ApiError, now=NOW + 30))
     assert again["step"] == "drained" and not again["changed"] and "cancelled_by_operator" not in again, again
     assert "uncordoned while quarantined" in again["uncordoned_while_quarantined"] and "kubectl taint node a %s-" % q.TAINT_KEY in again["msg"]
     assert api.calls == [], api.calls  # nothing written: the taint, the annotation and the open entry stay
@@ -287,7 +289,7 @@ def test_an_uncordon_alone_cancels_nothing_it_is_reported_and_the_quarantine_hol
     entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
     assert entry["closed_at"] is None and entry["step"] == "drained" and entry["cordoned_by_us"] is True
     # the release lifts nothing it did not put on: the node is schedulable already
-    released = q.release(api, api, params(state="released"), False, ApiError, now=NOW + 60)
+    released = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 60))
     assert released["untainted"] and not released["uncordoned"] and not api.node["spec"]["taints"]
 
 
@@ -295,12 +297,12 @@ def test_an_operator_who_takes_off_our_taint_cancels_and_gets_the_node_back_our_
     """The operator's cancel is a signal no kubelet can forge: our taint removed (NodeRestriction refuses a kubelet's change of
     its taints). The entry closes cancelled_by_operator; our cordon (the ledger says it is ours) comes off with its mark."""
     api = FakeApi(ledgers.empty())
-    q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     api.node["spec"]["taints"].append({"key": "example.com/theirs", "effect": "NoSchedule"})
     api.node["spec"]["taints"] = [t for t in api.node["spec"]["taints"] if t["key"] != q.TAINT_KEY]  # kubectl taint ... -
-    preview = q.quarantine(api, api, params(), True, ApiError, now=NOW + 30)
+    preview = q.quarantine(Session(api, api, params(), True, ApiError, now=NOW + 30))
     assert preview["changed"] and preview["step"] == q.CANCELLED_BY_OPERATOR and q.REMEDIATION in api.node["metadata"]["annotations"]
-    done = q.quarantine(api, api, params(), False, ApiError, now=NOW + 30)
+    done = q.quarantine(Session(api, api, params(), False, ApiError, now=NOW + 30))
     assert done["step"] == q.CANCELLED_BY_OPERATOR and done["cancelled_by_operator"] == "removed the taint %s" % q.TAINT_KEY
     assert done["evicted"] == [] and not api.node["spec"]["unschedulable"] and q.CORDON_MARK not in api.node["metadata"]["annotations"]
     assert api.node["spec"]["taints"] == [{"key": "example.com/theirs", "effect": "NoSchedule"}]
@@ -322,21 +324,21 @@ def test_a_forged_annotation_neither_skips_the_quarantine_nor_makes_the_controll
     api.node["spec"]["unschedulable"] = True  # it cordoned itself too, as it may
     api.node["metadata"]["annotations"][q.REMEDIATION] = json.dumps(FORGED)
     api.node["metadata"]["annotations"][q.CORDON_MARK] = "gpu-remediation"
-    done = q.quarantine(api, api, params(), False, ApiError, now=NOW)
+    done = q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
     assert done["step"] == "drained" and "cancelled_by_operator" not in done and done["foreign_cordon"] and not done["cordoned"], done
     assert [t["key"] for t in api.node["spec"]["taints"]] == [q.TAINT_KEY]
     entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
     assert (entry["node"], entry["closed_at"], entry["step"], entry["cordoned_by_us"]) == ("a", None, "drained", False)
     mirror = json.loads(api.node["metadata"]["annotations"][q.REMEDIATION])
     assert "paused_labels" not in mirror and mirror["cordoned_by_us"] is False and mirror["started"] == NOW
-    paused = q.pause(api, api, dict(params(state="paused"), pause_labels={q.MAINTENANCE_LABEL: "true"}, pause_pods=[], pause_timeout=5),
-                     False, ApiError)
-    assert paused["previous_labels"] == {q.MAINTENANCE_LABEL: None}
+    paused = pause.pause(Session(api, api, dict(params(state="paused"), pause_labels={pause.MAINTENANCE_LABEL: "true"}, pause_pods=[], pause_timeout=5),
+                     False, ApiError))
+    assert paused["previous_labels"] == {pause.MAINTENANCE_LABEL: None}
     api.node["metadata"]["annotations"][q.REMEDIATION] = json.dumps(FORGED)  # forged again, mid-remediation
-    q.unpause(api, api, dict(params(state="unpaused")), False, ApiError)
-    released = q.release(api, api, params(state="released"), False, ApiError, now=NOW + 60)
+    pause.unpause(Session(api, api, dict(params(state="unpaused")), False, ApiError))
+    released = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 60))
     assert released["restored_labels"] == {} and not released["uncordoned"] and api.node["spec"]["unschedulable"], released
-    assert "node-restriction.kubernetes.io/pool" not in api.node["metadata"]["labels"] and q.MAINTENANCE_LABEL not in api.node["metadata"]["labels"]
+    assert "node-restriction.kubernetes.io/pool" not in api.node["metadata"]["labels"] and pause.MAINTENANCE_LABEL not in api.node["metadata"]["labels"]
     assert api.node["spec"]["taints"] == []
 
 
@@ -346,5 +348,5 @@ def test_a_garbage_annotation_never_blocks_the_nodes_own_quarantine():
     for text in ("reset please", "[" * 20000 + "]" * 20000, json.dumps({"gpus": "x", "step": 5}), '"\ud800"'):
         api = FakeApi(ledgers.empty())
         api.node["metadata"]["annotations"][q.REMEDIATION] = text
-        assert q.quarantine(api, api, params(), False, ApiError, now=NOW)["step"] == "drained"
+        assert q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))["step"] == "drained"
         assert json.loads(api.node["metadata"]["annotations"][q.REMEDIATION])["step"] == "drained"

@@ -9,6 +9,7 @@ import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine as q
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks, pause
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
@@ -54,15 +55,15 @@ def test_the_record_comes_from_the_ledger_never_the_nodes_annotation():
     entry of before the record (no step) is read with what the node cannot forge: our taint, and our cordon's mark."""
     tainted = {"metadata": {"name": "gpu-a", "annotations": {q.REMEDIATION: "anything", q.CORDON_MARK: "gpu-remediation"}},
                "spec": {"unschedulable": True, "taints": [{"key": q.TAINT_KEY, "effect": "NoSchedule"}]}}
-    assert q._record(None, tainted) is None
+    assert marks.record(None, tainted) is None
     entry = {"node": "gpu-a", "gpus": [G0], "action": "reset", "at": 5, "step": "drained", "cordoned_by_us": False, "scope": "gpu"}
-    assert q._record(entry, tainted)["step"] == "drained" and not q._record(entry, tainted)["cordoned_by_us"]
+    assert marks.record(entry, tainted)["step"] == "drained" and not marks.record(entry, tainted)["cordoned_by_us"]
     legacy = {"node": "gpu-a", "gpus": [G0], "action": "reset", "at": 5}
-    assert (q._record(legacy, tainted)["step"], q._record(legacy, tainted)["cordoned_by_us"], q._record(legacy, tainted)["scope"]) == (
+    assert (marks.record(legacy, tainted)["step"], marks.record(legacy, tainted)["cordoned_by_us"], marks.record(legacy, tainted)["scope"]) == (
         "draining", True, "gpu")
-    assert q._record(legacy, {"metadata": {"name": "gpu-a"}, "spec": {}})["step"] == q.MARKING
+    assert marks.record(legacy, {"metadata": {"name": "gpu-a"}, "spec": {}})["step"] == q.MARKING
     # a run killed after its node patch, before its next ledger write: the taint proves the patch
-    assert q._record(dict(entry, step=q.MARKING), tainted)["step"] == "draining"
+    assert marks.record(dict(entry, step=q.MARKING), tainted)["step"] == "draining"
 
 
 def pod(name, uid, owner="ReplicaSet", phase="Running"):
@@ -129,5 +130,5 @@ def test_the_pause_waits_for_a_terminating_nvml_client_until_kubelet_removes_it(
     plugin["metadata"]["labels"] = {"name": "nvidia-device-plugin-ds"}
     terminating = dict(plugin, metadata=dict(plugin["metadata"], deletionTimestamp="2026-11-29T10:00:00Z"))
     ended = dict(plugin, status={"phase": "Succeeded"})
-    assert q._matching([terminating], selectors) == ["ml/plugin"]  # pylint: disable=protected-access
-    assert q._matching([ended], selectors) == [] and q._matching([pod("other", "u2")], selectors) == []  # pylint: disable=protected-access
+    assert pause.matching([terminating], selectors) == ["ml/plugin"]  # pylint: disable=protected-access
+    assert pause.matching([ended], selectors) == [] and pause.matching([pod("other", "u2")], selectors) == []  # pylint: disable=protected-access

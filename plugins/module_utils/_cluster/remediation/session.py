@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: one cluster-side remediation operation's session (module gpu_quarantine), as
+kubernetes.core passes one ``K8sService(client, module)``: the API client, the CoreV1 API, the checked parameters, check
+mode, the error edge (the client's ``ApiException``), the clock and the time the operation started. The operations
+(``quarantine.py``, ``pause.py``, ``release.py``) take it, and the reads and writes every one of them makes are here: the
+Node, the ledger (the truth about what we did), one patch of the Node at the resourceVersion read."""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ResultError
+
+
+class QuarantineError(ResultError):
+    """Refused before anything changed, or the drain could not finish (``result`` says where the node stands)."""
+
+
+class Session:
+    """``client``, ``api`` (CoreV1Api), ``p`` (the checked parameters), ``check_mode``, ``api_exception``; ``now`` (epoch
+    seconds, the ledger's and the condition's time) and ``clock`` (monotonic, the waits' deadlines)."""
+
+    def __init__(self, client, api, p, check_mode, api_exception, now=None, clock=time.monotonic):
+        self.client, self.api, self.p, self.check_mode, self.api_exception = client, api, p, check_mode, api_exception
+        self.now = int(now if now is not None else time.time())
+        self.clock = clock
+
+    @property
+    def node(self):
+        return self.p["node"]
+
+    def serial(self, obj):
+        return self.client.sanitize_for_serialization(obj)
+
+    def read_node(self):
+        return self.serial(self.api.read_node(self.node))
+
+    def read(self):
+        """``(node, entry, record)``: the Node, its open ledger entry and the quarantine's record from it."""
+        node = self.read_node()
+        ledger, dummy = ledgers.read(self.api, self.p["namespace"], self.api_exception)
+        entry = marks.open_entry(ledger, self.node)
+        return node, entry, marks.record(entry, node)
+
+    def pods_on_node(self):
+        return [self.serial(x) for x in self.api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % self.node).items]
+
+    def ledger_update(self, change):
+        """The ledger changed by ``change(ledger)`` (None: nothing to write), as ``ledger.update`` writes it."""
+        ledgers.update(self.api, self.p["namespace"], change, self.api_exception)
+
+    def ledger_set(self, fields):
+        """The node's open ledger entry updated with ``fields`` (the record's step, a pause's labels) before the node mirrors
+        them; QuarantineError where the ledger holds no open entry for it any more (another run released it)."""
+        found = []
+
+        def change(ledger):
+            entry = marks.open_entry(ledger, self.node)
+            del found[:]
+            if entry is None:
+                return None
+            found.append(entry)
+            if all(entry.get(k) == v for k, v in fields.items()):
+                return None
+            entry.update(fields)
+            return ledger
+
+        self.ledger_update(change)
+        if not found:
+            raise QuarantineError("node %s: the ledger holds no open entry for it any more (another run released or cancelled it); "
+                                  "nothing more was changed" % self.node)
+
+    def patch_node(self, node, spec=None, annotations=None, labels=None):
+        """One patch of ``node`` at the resourceVersion read (a concurrent writer makes it fail with 409, never mixes)."""
+        body = {"metadata": {"resourceVersion": marks.meta(node).get("resourceVersion")}}
+        for part, value in (("annotations", annotations), ("labels", labels)):
+            if value:
+                body["metadata"][part] = value
+        if spec:
+            body["spec"] = spec
+        return self.api.patch_node(marks.meta(node)["name"], body)
+
+    def set_condition(self, node, status, reason, message):
+        """The Node's GPUHealthy condition (``marks.set_condition``): None, or why it could not be written."""
+        return marks.set_condition(self.api, node, (status, reason, message), self.now, self.api_exception)
+
+    def close_entry(self, outcome):
+        """The node's open ledger entry closed with ``outcome``: its seconds from quarantine to release, but for an operator's
+        cancel (no release)."""
+
+        def close(ledger):
+            found = marks.open_entry(ledger, self.node)
+            if found is None:
+                return None
+            found.update(closed_at=self.now, result=outcome,
+                         recover_seconds=None if outcome == marks.states.CANCELLED_BY_OPERATOR else self.now - int(found["at"]))
+            return ledger
+
+        self.ledger_update(close)
