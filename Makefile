@@ -62,9 +62,10 @@ sanity: venv ## ansible-test sanity: all on ansible-core 2.21, what can differ o
 	hack/sanity.sh 2.21 "$$(PYTHON=$(PYTHON) hack/ansible-matrix.sh --venv 14)"
 	hack/sanity.sh 2.19 $(BIN)/python --differing-from "$$(PYTHON=$(PYTHON) hack/ansible-matrix.sh --venv 14)"
 
-lint: venv collection-link ## ansible-lint (production profile) and the changelog fragments
+lint: venv collection-link ## ansible-lint (production profile), the changelog fragments, mypy on the annotated pure cores
 	$(BIN)/ansible-lint --offline
 	$(BIN)/antsibull-changelog lint
+	$(BIN)/python -m mypy
 
 # antsibull-nox (noxfile.py, antsibull-nox.toml): ruff and yamllint, antsibull-docs' docs lint,
 # no-unwanted-files and the action groups, the build and galaxy-importer's import of the tarball.

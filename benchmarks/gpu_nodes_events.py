@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
 CHILD = r"""
 import importlib.util, json, sys, threading
 spec = importlib.util.spec_from_file_location("src", sys.argv[1]); m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
-opts = m.node_events.check_options({"kubeconfig": sys.argv[2], "heartbeat": 10})
+opts = m.options.check_nodes({"kubeconfig": sys.argv[2], "heartbeat": 10})
 counts = {}
 def emit(e):
     k = e["gpuops"]["kind"]; counts[k] = counts.get(k, 0) + 1

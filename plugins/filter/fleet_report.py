@@ -7,12 +7,10 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 
 from collections.abc import Mapping
 
-import yaml
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
@@ -20,7 +18,7 @@ from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_facts
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
-from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import collection_root
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _role_specs as role_specs
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._tags import tags_run
 
 COLUMNS = (
@@ -86,22 +84,6 @@ def _plain(value):
     return value
 
 
-def role_spec(role, entry_point="main"):
-    """A role of this collection's entry point's options, from its ``meta/argument_specs.yml``."""
-    if not isinstance(role, str) or not re.match(r"\A[a-z][a-z0-9_]*\Z", role) or not isinstance(entry_point, str):
-        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: %r is not a role name of this collection" % (role,))
-    path = os.path.join(collection_root(), "roles", role, "meta", "argument_specs.yml")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            specs = yaml.safe_load(handle)["argument_specs"]
-    except (OSError, KeyError, TypeError, yaml.YAMLError) as exc:
-        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: no argument spec for role %s (%s)" % (role, exc)) from exc
-    if entry_point not in specs:
-        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: role %s has no entry point %r (it has %s)"
-                                 % (role, entry_point, ", ".join(sorted(specs))))
-    return specs[entry_point].get("options") or {}
-
-
 def role_argument_errors(nodes, hostvars, role, aliases=None, entry_point="main"):
     """What a role's argument spec (this collection's ``role``, its ``entry_point``) finds wrong in the variables the
     nodes' inventory, facts and extra vars give (``aliases`` maps an option to the variable a playbook sets it from),
@@ -109,7 +91,10 @@ def role_argument_errors(nodes, hostvars, role, aliases=None, entry_point="main"
     pass. The errors are ansible-core's own (ArgumentSpecValidator, as the role's check). site.yml runs this once on the
     controller, where the role's own check was a task on every node (issue 36): a fleet whose nodes share their group
     variables is one set."""
-    spec = role_spec(role, entry_point)
+    try:
+        spec = role_specs.role_spec(role, entry_point)
+    except role_specs.RoleSpecError as exc:
+        raise AnsibleFilterError("gpuops.fleet._role_argument_errors: %s" % exc) from exc
     aliases = aliases or {}
     sets = {}
     for node in nodes or ():

@@ -19,7 +19,7 @@ import eda_source
 import realnode
 from realnode import wait
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
 
 GPUS = ["GPU-4d4d4d4d-4444-4444-8444-00000000004d", "GPU-5e5e5e5e-5555-4555-8555-00000000005e"]
 
@@ -30,7 +30,7 @@ def test_a_critical_xid_reaches_the_source_as_one_gpu_unallocatable_event_with_l
     node.wait_allocatable(2, timeout=60)
     realnode.grant(node.cluster, "gpu-nodes-events.yml", "gpuops-events")
     offset = node.cluster.audit_offset()
-    options = node_events.check_options({"kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig"), "heartbeat": 5})
+    options = source_options.check_nodes({"kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig"), "heartbeat": 5})
     events, stop = [], threading.Event()
     thread = threading.Thread(target=eda_source.load().follow, args=(options, events.append, stop), daemon=True)
     thread.start()

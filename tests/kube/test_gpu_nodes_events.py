@@ -16,7 +16,7 @@ import pytest
 
 import eda_source
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
 
 
 def make_node(kubelet, name, label, free=8):
@@ -75,7 +75,7 @@ def nodes(cluster, tmp_path):
 def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes):
     (a, b), label = nodes
     module = eda_source.load()
-    options = node_events.check_options({"kubeconfig": cluster.kubeconfig, "heartbeat": 2, "settle_seconds": 1,
+    options = source_options.check_nodes({"kubeconfig": cluster.kubeconfig, "heartbeat": 2, "settle_seconds": 1,
                                          "label_selector": ",".join("%s=%s" % kv for kv in label.items())})
     events, stop = [], threading.Event()
     thread = threading.Thread(target=module.follow, args=(options, events.append, stop), daemon=True)
@@ -111,7 +111,7 @@ def test_the_source_lists_then_watches_and_emits_each_change_once(cluster, nodes
 
 def start(cluster, label, module=None, heartbeat=2):
     module = module or eda_source.load()
-    options = node_events.check_options({"kubeconfig": cluster.kubeconfig, "heartbeat": heartbeat, "settle_seconds": 1, "backoff_max": 2,
+    options = source_options.check_nodes({"kubeconfig": cluster.kubeconfig, "heartbeat": heartbeat, "settle_seconds": 1, "backoff_max": 2,
                                          "label_selector": ",".join("%s=%s" % kv for kv in label.items())})
     events, stop = [], threading.Event()
     thread = threading.Thread(target=module.follow, args=(options, events.append, stop), daemon=True)

@@ -224,13 +224,13 @@ def test_one_nodes_hostile_writes_never_blind_the_watch_to_another_nodes_fault(f
     import eda_source
     import fakenode
 
-    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
 
     f = fleet([{"name": "a", "gpus": [G[0]]}, {"name": "b", "gpus": [OTHER[0]]}])
     a, b = f.nodes[0]["name"], f.nodes[1]["name"]
     f.install_old_plugin()  # the simulated plugin registers the GPUs (and runs its health loop)
     me = f.as_node(a)
-    options = node_events.check_options({"kubeconfig": os.path.join(f.cluster.workdir, "role.kubeconfig"), "heartbeat": 5,
+    options = source_options.check_nodes({"kubeconfig": os.path.join(f.cluster.workdir, "role.kubeconfig"), "heartbeat": 5,
                                          "label_selector": "gpuops.test/run=%s" % f.label["gpuops.test/run"]})
     events, stop = [], threading.Event()
     thread = threading.Thread(target=eda_source.load().follow, args=(options, events.append, stop), daemon=True)

@@ -412,8 +412,8 @@ def _gpu_nodes(workdir, names):
 def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
     """Issue 50's alerts path, every part real but the GPUs: Debian's Prometheus evaluates the gpu_monitoring rules and
     sends the firing alerts to Debian's Alertmanager, whose webhook receiver (a bearer token from a file) posts them to the
-    event source gpuops.fleet.alertmanager in the real ansible-rulebook, beside gpuops.fleet.gpu_nodes watching a real API
-    server, as the shipped gpu_health.yml runs them. The fault alerts of lab-healthy (GPUXidErrors,
+    receiver of the event source gpuops.fleet.gpu_nodes (its alertmanager option) in the real ansible-rulebook, beside its
+    watch of a real API server, one fault window owned by that source (issue 58), as the shipped gpu_health.yml runs them. The fault alerts of lab-healthy (GPUXidErrors,
     GPURecoveryActionRequired, GPURowRemapFailure, GPULost) are one gpu_faults event: one playbook run limited to
     lab-healthy and the controller; gpu-z's GPUExporterDown is an event and no run; a request without the token gets 401.
     Issue 57, item 4: an alert whose node label says ``all`` (sent as Alertmanager sends one) is an event of no node
@@ -431,8 +431,8 @@ def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
     rules = tmp_path / "alerts.yml"
     cluster, kubefleet = _gpu_nodes(tmp_path / "cluster", ["lab-healthy", "gpu-z"])
     rules.write_text(yaml.safe_dump([{"name": "GPU alerts", "hosts": "all", "sources": [
-        {"gpuops.fleet.gpu_nodes": {"kubeconfig": cluster.kubeconfig, "label_selector": "gpuops.test/alerts=true", "settle_seconds": 3}},
-        {"gpuops.fleet.alertmanager": {"port": source_port, "token_file": str(token), "settle_seconds": 3}}],
+        {"gpuops.fleet.gpu_nodes": {"kubeconfig": cluster.kubeconfig, "label_selector": "gpuops.test/alerts=true", "settle_seconds": 3,
+                                    "alertmanager": {"port": source_port, "token_file": str(token)}}}],
         "rules": [{"name": "GPU faults of a window", "condition": 'event.gpuops.kind == "gpu_faults"',
                    "action": {"run_playbook": {"name": str(playbook)}}}]}], sort_keys=False))
     inventory = tmp_path / "inventory.yml"

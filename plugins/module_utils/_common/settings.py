@@ -15,25 +15,31 @@ a module's argument spec (``argument_spec``), the defaults (``defaults``), and e
 
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+Check = Callable[[Any], Optional[str]]
+Row = Dict[str, Any]
+
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 
-def row(name, kind, default, choices=None, elements=None, aliases=None, check=None, **extra):
+def row(name: str, kind: str, default: Any, choices: Optional[Sequence[Any]] = None, elements: Optional[str] = None,
+        aliases: Optional[Sequence[str]] = None, check: Optional[Check] = None, **extra: Any) -> Row:
     """A setting: ``extra`` holds what one table adds (where the setting also goes: ``guard``, ``role``...)."""
     out = {"name": name, "type": kind, "default": default, "choices": choices, "elements": elements, "aliases": aliases, "check": check}
     out.update(extra)
     return out
 
 
-def copy(value):
+def copy(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
 
 
 # checks a row may name: each takes the value and returns None, or why it is refused (the field is the row's name)
-def whole(low=None, high=None, what="whole number"):
+def whole(low: Optional[int] = None, high: Optional[int] = None, what: str = "whole number") -> Check:
     """A check: a whole number (not a bool) from ``low`` to ``high`` (None: no bound)."""
-    def _check(value):
+    def _check(value: Any) -> Optional[str]:
         if is_int(value) and (low is None or value >= low) and (high is None or value <= high):
             return None
         bounds = ("from %d to %d" % (low, high) if high is not None else "of %d or more" % low) if low is not None else ""
@@ -41,26 +47,26 @@ def whole(low=None, high=None, what="whole number"):
     return _check
 
 
-def boolean(value):
+def boolean(value: Any) -> Optional[str]:
     return None if isinstance(value, bool) else "must be true or false"
 
 
 class Table:
     """Rows of settings (``row``), checked and turned into argument specs by name."""
 
-    def __init__(self, *rows):
+    def __init__(self, *rows: Row) -> None:
         self.rows = tuple(rows)
         self.by_name = dict((r["name"], r) for r in rows)
 
-    def names(self):
+    def names(self) -> Tuple[str, ...]:
         return tuple(r["name"] for r in self.rows)
 
-    def problem(self, name, value):
+    def problem(self, name: str, value: Any) -> Optional[str]:
         """Why ``value`` is refused for the setting ``name`` (its choices, then its check), or None."""
         found = self.refusal(name, value)
         return found and (found[1] if found[0] == name else "%s: %s" % (found[0], found[1]))
 
-    def refusal(self, name, value):
+    def refusal(self, name: str, value: Any) -> Optional[Tuple[str, str]]:
         """``(field, why)`` where ``value`` is refused for the setting ``name``, or None. A row's ``each`` checks a list's
         elements one by one; the field then names the element (``gpus[1]``)."""
         entry = self.by_name[name]
@@ -75,17 +81,18 @@ class Table:
                 return "%s[%d]" % (name, i), reason
         return None
 
-    def check(self, name, value):
+    def check(self, name: str, value: Any) -> Any:
         """``value`` for the setting ``name``, or ParameterError naming it (or its element) and why."""
         found = self.refusal(name, value)
         if found:
             raise ParameterError(*found)
         return value
 
-    def defaults(self, *names):
+    def defaults(self, *names: str) -> Dict[str, Any]:
         return dict((r["name"], copy(r["default"])) for r in self._rows(names))
 
-    def check_all(self, raw, coerce=None, where=None):
+    def check_all(self, raw: Optional[Dict[str, Any]], coerce: Optional[Callable[[Row, Any], Any]] = None,
+                  where: Optional[str] = None) -> Dict[str, Any]:
         """Every setting from ``raw`` (unset or None: the default), checked; an unknown key is refused, naming the known
         ones. ``coerce(row, value)`` turns a value that may arrive as a string (an AWX survey) into the row's type first;
         ``where`` prefixes the field named in an error (``thresholds.``)."""
@@ -102,7 +109,7 @@ class Table:
             out[key] = value
         return out
 
-    def argument_spec(self, *names):
+    def argument_spec(self, *names: str) -> Dict[str, Dict[str, Any]]:
         """Ansible argument specs of the named rows (all rows when none is named)."""
         spec = {}
         for entry in self._rows(names):
@@ -119,5 +126,5 @@ class Table:
             spec[entry["name"]] = arg
         return spec
 
-    def _rows(self, names):
+    def _rows(self, names: Sequence[str]) -> List[Row]:
         return [self.by_name[n] for n in names] if names else list(self.rows)

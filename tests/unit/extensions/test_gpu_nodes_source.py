@@ -1,132 +1,30 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The event source gpuops.fleet.gpu_nodes with its watch scripted (kubernetes.watch.Watch replaced, as
-test_k8s_watch.py does): a 410 Gone lists again and emits what changed while away, once; a connection that fails is
-reported in a heartbeat, backed off and listed again; ansible-rulebook's entry point puts the events on its queue and names
-a bad option."""
+"""The event source gpuops.fleet.gpu_nodes' entry point, as ansible-rulebook runs it: its events on the queue, a bad option
+named, and with its alertmanager option the receiver beside the watch, one fault window owned by the source. The watch itself
+is tests/unit/plugins/module_utils/_cluster/events/test_watch.py's."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
-import types
 
 import pytest
 
-import kube_list
 
 import eda_source
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch as kw
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import window as windows
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 pytest.importorskip("kubernetes")
-from kubernetes.client.exceptions import ApiException  # noqa: E402  pylint: disable=wrong-import-position
-
-
-def node(name, rv, free=8, boot="b1", step=None, tainted=False):
-    meta = {"name": name, "resourceVersion": str(rv)}
-    if step:
-        meta["annotations"] = {node_events.REMEDIATION: '{"step": "%s"}' % step}
-    return {"metadata": meta, "spec": {"taints": [{"key": node_events.TAINT, "effect": "NoSchedule"}] if tainted else []},
-            "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": str(free)},
-                       "nodeInfo": {"bootID": boot}, "conditions": [{"type": "Ready", "status": "True"}]}}
-
-
-class Lister:
-    """list_node: plays ``lists`` (each a list of nodes) one per call, the last one again after."""
-
-    def __init__(self, lists):
-        self.lists, self.calls = lists, 0
-
-    def __call__(self, *args, **kwargs):
-        items = self.lists[min(self.calls, len(self.lists) - 1)]
-        self.calls += 1
-        return kube_list.listed(items, 100 + self.calls)
-
-
-class Client:
-    @staticmethod
-    def sanitize_for_serialization(item):
-        return item
-
-
-def scripted(streams, stop, now):
-    """A Watch whose stream() calls play ``streams``; a stream that plays out holds its request to its timeout, as the
-    server does (``now``: the fake time, in seconds)."""
-
-    class FakeWatch:
-        def stream(self, func, *args, **kwargs):
-            if not streams:
-                stop.set()
-                return
-            script = streams.pop(0)
-            if isinstance(script, Exception):
-                raise script
-            for i, item in enumerate(script):
-                try:
-                    yield item
-                except GeneratorExit:  # a watch stopped early is resumed from its last version: the rest comes next
-                    streams.insert(0, script[i + 1:])
-                    raise
-            now[0] += kwargs["timeout_seconds"]
-
-        def stop(self):
-            pass
-
-    return FakeWatch
-
-
-def kinds(events):
-    """The node events (not the heartbeats, not the windows' gpu_faults)."""
-    return [(e["gpuops"]["kind"], e["gpuops"].get("node")) for e in events
-            if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults", "node_reboots"))]
-
-
-def run(monkeypatch, lists, streams):
-    module = eda_source.load()
-    stop, now = threading.Event(), [0.0]
-    monkeypatch.setattr(kw.k8s_watch, "Watch", scripted(streams, stop, now))
-    lister = Lister(lists)
-    monkeypatch.setattr("kubernetes.client.CoreV1Api", lambda client: types.SimpleNamespace(list_node=lister))
-    events = []
-    options = node_events.check_options({"heartbeat": 10, "backoff_max": 1, "settle_seconds": 1})
-
-    def clock():  # each look at the clock is 1 ms later; an idle watch request, its timeout later (scripted)
-        now[0] += 0.001
-        return now[0]
-
-    module.follow(options, events.append, stop, client=Client(), clock=clock)
-    return events, lister
-
-
-def test_a_410_lists_again_and_emits_what_changed_while_away_once(monkeypatch):
-    gone = ApiException(status=410, reason="Gone")
-    events, lister = run(monkeypatch, [[node("a", 1), node("b", 2)], [node("a", 5, free=6), node("b", 2)]],
-                         [[{"type": "MODIFIED", "raw_object": node("a", 3, free=7)}], gone, [], [], [], []])
-    assert lister.calls == 2
-    assert kinds(events) == [("startup", None), ("gpu_unallocatable", "a"), ("gpu_unallocatable", "a")]
-    # a's first fault ran; its second, within the flap window, is throttled
-    assert [(e["gpuops"]["kind"], e["gpuops"]["nodes"], e["gpuops"]["throttled"]) for e in events if e["gpuops"]["kind"].startswith("gpu_faults")] == [
-        ("gpu_faults", ["a"], []), ("gpu_faults_throttled", [], ["a"])]
-    lost = [e["gpuops"]["changed"] for e in events if e["gpuops"]["kind"] == "gpu_unallocatable"]
-    assert lost == [{"nvidia.com/gpu": {"before": 8, "after": 7, "capacity": 8}}, {"nvidia.com/gpu": {"before": 7, "after": 6, "capacity": 8}}]
-
-
-def test_a_failed_connection_is_reported_backed_off_and_listed_again(monkeypatch):
-    events, lister = run(monkeypatch, [[node("a", 1)], [node("a", 4, free=7)]], [ConnectionResetError("reset by peer"), []])
-    assert lister.calls == 2
-    errors = [e["gpuops"] for e in events if e["gpuops"].get("error")]
-    assert len(errors) == 1 and errors[0]["error"] == "ConnectionResetError: reset by peer" and errors[0]["reconnect_in"] == 0.5
-    assert kinds(events) == [("startup", None), ("gpu_unallocatable", "a")]
 
 
 def test_the_entry_point_puts_events_on_the_queue_and_names_a_bad_option(monkeypatch):
     module = eda_source.load()
 
     def follow(options, emit, stop, window=None):
-        assert isinstance(window, node_events.FaultWindow)  # the ruleset's window (node_events.shared)
+        assert isinstance(window, windows.FaultWindow)  # the ruleset's window (windows.shared)
         emit({"gpuops": {"kind": "startup", "nodes": []}})
 
     monkeypatch.setattr(module, "follow", follow)
@@ -142,75 +40,83 @@ def test_the_entry_point_puts_events_on_the_queue_and_names_a_bad_option(monkeyp
     assert err.value.field == "heartbeat"
 
 
-def test_the_faults_of_a_window_are_one_gpu_faults_event_limited_to_their_nodes(monkeypatch):
-    events, dummy = run(monkeypatch, [[node("a", 1), node("b", 2), node("c", 3)]],
-                        [[{"type": "MODIFIED", "raw_object": node("a", 4, free=7)}, {"type": "MODIFIED", "raw_object": node("b", 5, free=7)}],
-                         [], []])
-    faults = [e for e in events if e["gpuops"]["kind"] == "gpu_faults"]
-    assert len(faults) == 1 and faults[0]["gpuops"]["nodes"] == ["a", "b"] and faults[0]["meta"]["hosts"] == ["a", "b", "localhost"]
-    assert kinds(events) == [("startup", None), ("gpu_unallocatable", "a"), ("gpu_unallocatable", "b")]
+def _free_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
-def test_a_restarted_source_acts_on_the_gpus_withheld_now(monkeypatch):
-    events, dummy = run(monkeypatch, [[node("a", 1, free=6), node("b", 2)]], [[], []])
-    faults = [e["gpuops"] for e in events if e["gpuops"]["kind"] == "gpu_faults"]
-    assert [f["nodes"] for f in faults] == [["a"]]
+def _post(port, token, body):
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request("http://127.0.0.1:%d/alerts" % port, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
+    for dummy in range(100):  # the receiver starts beside the watch
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                return answer.status
+        except urllib.error.URLError as exc:
+            if isinstance(exc, urllib.error.HTTPError):
+                return exc.code
+            import time
+            time.sleep(0.1)
+    raise AssertionError("the receiver never listened on %d" % port)
 
 
-def test_the_reboots_of_a_window_are_one_node_reboots_event_less_the_remediations_own(monkeypatch):
-    """A rack power-cycles: its nodes' new boot IDs are one node_reboots event (one checkpoint run); c, rebooted by our
-    remediation (it carries our taint, which no kubelet can write), is the remediation's to verify; d wrote our annotation on
-    itself (its kubelet may) to hide its reboot: it is in the run all the same; a's second reboot within the flap window is
-    throttled."""
-    events, dummy = run(monkeypatch, [[node("a", 1), node("b", 2), node("c", 3, step="drained", tainted=True), node("d", 4, step="drained")]],
-                        [[{"type": "MODIFIED", "raw_object": node("a", 4, boot="b2")}, {"type": "MODIFIED", "raw_object": node("b", 5, boot="b2")},
-                          {"type": "MODIFIED", "raw_object": node("c", 6, boot="b2", step="drained", tainted=True)},
-                          {"type": "MODIFIED", "raw_object": node("d", 7, boot="b2", step="drained")}],
-                         [], [{"type": "MODIFIED", "raw_object": node("a", 8, boot="b3")}], [], []])
-    assert kinds(events) == [("startup", None), ("node_rebooted", "a"), ("node_rebooted", "b"), ("node_rebooted", "c"), ("node_rebooted", "d"),
-                             ("node_rebooted", "a")]
-    windows = [(e["gpuops"]["kind"], e["gpuops"]["nodes"], e["gpuops"]["throttled"], e.get("meta", {}).get("hosts"))
-               for e in events if e["gpuops"]["kind"].startswith("node_reboots")]
-    assert windows == [("node_reboots", ["a", "b", "d"], [], ["a", "b", "d", "localhost"]), ("node_reboots_throttled", [], ["a"], None)]
-    assert not [e for e in events if e["gpuops"]["kind"].startswith("gpu_faults")]
+def test_one_source_runs_the_watch_and_the_receiver_with_one_window_it_owns(monkeypatch):
+    """Issue 58, item 3: gpu_nodes' alertmanager option runs the receiver beside the Node watch, one fault window owned by the
+    source (never the ruleset's, which leans on ansible-rulebook's FilteredQueue): an alert for a GPU Node the watch knows is a
+    gpu_alert event and joins the watch's window, whose gpu_faults names the node once."""
+    module = eda_source.load("gpuops_gpu_nodes_one_source")
+    seen = {}
+
+    def follow(options, emit, stop, client=None, clock=None, window=None):
+        seen["window"], seen["options"] = window, options
+        window.known = {"gpu-a"}  # the GPU Nodes the watch lists
+        stop.wait(30)
+
+    monkeypatch.setattr(module, "follow", follow)
+    port, token = _free_port(), "t0ken-0123456789abcdef"
+    alert = {"status": "firing", "labels": {"alertname": "GPUXidErrors", "node": "gpu-a", "xid": "79"}, "annotations": {},
+             "startsAt": "2026-12-06T10:00:00Z", "fingerprint": "f1"}
+
+    async def go():
+        queue = asyncio.Queue()
+        task = asyncio.ensure_future(module.main(queue, {"settle_seconds": 1, "alertmanager": {"port": str(port), "token": token}}))
+        status = await asyncio.to_thread(_post, port, token, {"alerts": [alert]})
+        events = []
+        while not [e for e in events if e["gpuops"]["kind"] == "gpu_faults"]:
+            events.append(await asyncio.wait_for(queue.get(), 10))
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return status, events, queue
+
+    status, events, queue = asyncio.run(go())
+    assert status == 202
+    assert [e["gpuops"]["kind"] for e in events] == ["gpu_alert", "gpu_faults"]
+    assert events[1]["gpuops"]["nodes"] == ["gpu-a"] and events[1]["meta"]["hosts"] == ["gpu-a", "localhost"]
+    assert seen["options"]["alertmanager"]["settle_seconds"] == 1  # the receiver's window options are the source's
+    assert queue not in windows._SHARED and seen["window"] not in windows._SHARED.values()  # pylint: disable=protected-access
 
 
-def test_one_nodes_hostile_data_never_blinds_the_watch_for_another_nodes_fault(monkeypatch):
-    """Issue 57, item 7: a 40 KB annotation of nested arrays raised RecursionError out of the view; the source took it for a lost
-    connection, listed again, raised again, for ever, and another node's withheld GPU made no event. Now node h, its Node
-    with every field replaced by each hostile value in turn (hostile_values, issue 57's included), is at most ``unreadable``:
-    the watch is never listed again for it, and a's fault is one gpu_faults event."""
-    import hostile_values
-
-    hostile = node("h", 2)
-    hostile["metadata"]["annotations"] = {node_events.REMEDIATION: '{"step": "drained"}'}
-    notes = [{"type": "MODIFIED", "raw_object": shape} for dummy, dummy2, shape in hostile_values.mutations(hostile)]
-    notes.append({"type": "MODIFIED", "raw_object": dict(hostile, metadata=dict(hostile["metadata"], resourceVersion="9998", annotations={
-        node_events.REMEDIATION: "[" * 20000 + "]" * 20000}))})
-    notes.append({"type": "MODIFIED", "raw_object": node("a", 9999, free=7)})
-    events, lister = run(monkeypatch, [[node("a", 1), hostile]], [notes, [], []])
-    assert len(notes) > 300
-    assert lister.calls == 1 and not [e for e in events if e["gpuops"].get("error")], [e for e in events if e["gpuops"].get("error")][:2]
-    # a's fault is in a window's run (h's own shapes may withhold a GPU of h's: that is h's data about h)
-    assert "a" in [n for e in events if e["gpuops"]["kind"] == "gpu_faults" for n in e["gpuops"]["nodes"]]
-    # the deep annotation is h's step "unreadable", said about h alone
-    steps = [e["gpuops"] for e in events if e["gpuops"]["kind"] == "remediation_step" and e["gpuops"]["changed"]["step"]["after"] == "unreadable"]
-    assert steps and set(e["node"] for e in steps) == {"h"}
-
-
-def test_the_window_knows_the_gpu_nodes_of_the_watchs_latest_list(monkeypatch):
-    """The alerts source asks the shared window which names are GPU Nodes: the watch's views as they are now, after every
-    list and relist (each list replaces the views; a reference to the first list's would know nothing)."""
-    window = node_events.FaultWindow(1, 600)
-    gone = ApiException(status=410, reason="Gone")
-    module = eda_source.load()
-    stop, now = threading.Event(), [0.0]
-    monkeypatch.setattr(kw.k8s_watch, "Watch", scripted([[], gone, []], stop, now))
-    monkeypatch.setattr("kubernetes.client.CoreV1Api", lambda client: types.SimpleNamespace(list_node=Lister([[node("a", 1)], [node("a", 1), node("b", 2)]])))
-
-    def clock():
-        now[0] += 0.001
-        return now[0]
-
-    module.follow(node_events.check_options({"heartbeat": 10, "backoff_max": 1}), [].append, stop, client=Client(), clock=clock, window=window)
-    assert "a" in window.known and "b" in window.known and "c" not in window.known
+def test_the_receivers_options_are_checked_inside_the_sources_and_named_so():
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes({"alertmanager": {"token": "t" * 20, "port": "x"}})
+    assert err.value.field == "alertmanager.port"
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes({"alertmanager": {"token": "t" * 20, "settle_seconds": 3}})
+    assert err.value.field == "alertmanager.settle_seconds" and "beside alertmanager" in err.value.reason
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes({"alertmanager": {"port": 5000}})
+    assert err.value.field == "alertmanager.token" and "t" * 20 not in str(err.value)
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes({"alertmanager": "on"})
+    assert err.value.field == "alertmanager"
+    off = source_options.check_nodes({"alertmanager": {"enabled": "false", "token": "", "token_file": ""}})
+    assert off["alertmanager"]["enabled"] is False
+    on = source_options.check_nodes({"settle_seconds": "7", "alertmanager": {"enabled": "true", "token": "t" * 20, "token_file": ""}})
+    assert on["alertmanager"]["token"] == "t" * 20 and on["alertmanager"]["settle_seconds"] == 7 and on["alertmanager"]["port"] == 5000

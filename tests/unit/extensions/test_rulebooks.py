@@ -15,7 +15,9 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import kinds as event_kinds
 
 validators = pytest.importorskip("ansible_rulebook.validators")
 rules_parser = pytest.importorskip("ansible_rulebook.rules_parser")
@@ -24,7 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.a
 RULEBOOKS = os.path.join(ROOT, "extensions", "eda", "rulebooks")
 NAMES = sorted(os.listdir(RULEBOOKS))
 TWINS = {"gpu_health_controller.yml": "gpu_health.yml", "checkpoint_repair_controller.yml": "checkpoint_repair.yml"}
-SOURCE_OPTIONS = {"gpuops.fleet.gpu_nodes": node_events.check_options({}), "gpuops.fleet.alertmanager": alerts.check_options({"enabled": False})}
+SOURCE_OPTIONS = {"gpuops.fleet.gpu_nodes": source_options.check_nodes({}), "gpuops.fleet.alertmanager": source_options.check_alerts({"enabled": False})}
 
 
 def load(name):
@@ -67,8 +69,10 @@ def test_the_rulebook_is_valid_for_ansible_rulebook_and_its_sources_are_ours(nam
             (kind,) = [k for k in source if k not in ("name", "filters")]
             assert kind in SOURCE_OPTIONS, kind
             assert set(source[kind]) <= set(SOURCE_OPTIONS[kind]), (kind, set(source[kind]) - set(SOURCE_OPTIONS[kind]))
+            receiver = source[kind].get("alertmanager") or {}  # gpu_nodes' receiver: the alertmanager source's options
+            assert set(receiver) <= set(SOURCE_OPTIONS["gpuops.fleet.alertmanager"]) - set(source_options.WINDOW_NAMES), receiver
         for rule in ruleset["rules"]:
-            kinds = [k for k in node_events.KINDS if '"%s"' % k in rule["condition"]]
+            kinds = [k for k in event_kinds.KINDS if '"%s"' % k in rule["condition"]]
             assert kinds, rule["condition"]  # each rule on one of the source's event kinds
 
 
@@ -103,11 +107,29 @@ def test_a_controller_rulebook_launches_only_templates_of_docs_awx_with_their_su
 def test_a_controller_rulebook_watches_as_its_twin_does(name):
     mine, twin = load(name)[0], load(TWINS[name])[0]
     assert mine["sources"] == twin["sources"]
-    kinds = sorted(set(k for r in twin["rules"] for k in node_events.KINDS if '"%s"' % k in r["condition"]))
-    assert kinds == sorted(set(k for r in mine["rules"] for k in node_events.KINDS if '"%s"' % k in r["condition"]) - {"startup"})
+    kinds = sorted(set(k for r in twin["rules"] for k in event_kinds.KINDS if '"%s"' % k in r["condition"]))
+    assert kinds == sorted(set(k for r in mine["rules"] for k in event_kinds.KINDS if '"%s"' % k in r["condition"]) - {"startup"})
 
 
 def test_the_checkpoint_template_for_events_never_installs_the_guard():
     templates, dummy, dummy2 = awx()
     assert templates["gpuops - Repair checkpoints after a reboot"]["extra_vars"] == {"checkpoint_guard_install": False}
     assert load("checkpoint_repair.yml")[0]["rules"][0]["action"]["run_playbook"]["extra_vars"]["checkpoint_guard_install"] is False
+
+
+@pytest.mark.parametrize("name", ["gpu_health.yml", "gpu_health_controller.yml"])
+def test_the_rulebooks_source_as_ansible_rulebook_renders_it_passes_the_check_alerts_off_and_on(name):
+    """The one source (issue 58): its options, the receiver's nested ones too, rendered as ansible-rulebook renders a
+    source's arguments (util.substitute_variables, recursive), are the check's, with the alerts off (the default) and on."""
+    util = pytest.importorskip("ansible_rulebook.util")
+    (ruleset,) = load(name)
+    (source,) = ruleset["sources"]
+    args = source["gpuops.fleet.gpu_nodes"]
+    off = source_options.check_nodes(util.substitute_variables(args, {}))
+    assert off["alertmanager"]["enabled"] is False and off["settle_seconds"] == 5
+    on = source_options.check_nodes(util.substitute_variables(args, {"gpuops_alerts_enabled": True, "gpuops_alerts_token": "t" * 20,
+                                                                      "gpuops_events_settle_seconds": 3}))
+    assert on["alertmanager"]["enabled"] is True and on["alertmanager"]["port"] == 5000 and on["alertmanager"]["settle_seconds"] == 3
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes(util.substitute_variables(args, {"gpuops_alerts_enabled": True}))
+    assert err.value.field == "alertmanager.token"

@@ -13,7 +13,10 @@ import json
 
 from hostile_values import mutations
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import alerts
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import nodes
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import window as windows
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, metrics, quarantine
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks, pause
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
@@ -47,13 +50,13 @@ def test_the_node_object_as_its_kubelet_writes_it_never_raises_in_what_reads_it(
     """The Node watch (slim, view, the tracker), the quarantine's record and cancel, the plan's fleet and in-flight count and
     its plan, and the metrics: every field of the Node replaced or deleted."""
     tried = 0
-    tracker = node_events.Tracker()
+    tracker = nodes.Tracker()
     tracker.start([_node()], "1", "t")
     ledger = dict(ledgers.empty(), entries=[_entry()])
     items = [{"node": "gpu-a", "host": "gpu-a", "health": {}, "entries": []}]
     for dummy, dummy2, node in mutations(_node()):
         tried += 1
-        assert node_events.view(node_events.slim(node)) == node_events.view(node)
+        assert nodes.view(nodes.slim(node)) == nodes.view(node)
         tracker.apply("MODIFIED", node, "t")
         record = marks.record(_entry(), node) if isinstance(node, dict) else None  # pylint: disable=protected-access
         if record is not None:
@@ -92,8 +95,8 @@ def test_alertmanagers_alerts_are_events_or_a_payload_error():
     payload = {"version": "4", "status": "firing", "receiver": "gpuops", "alerts": [{
         "status": "firing", "labels": {"alertname": "GPUXidErrors", "node": "gpu-a", "Hostname": "gpu-a", "xid": "79"},
         "annotations": {"summary": "s"}, "startsAt": "2026-12-06T00:00:00Z", "fingerprint": "f1"}]}
-    options = alerts.check_options({"token": "t" * 16})
-    window = node_events.FaultWindow(5, 600)
+    options = source_options.check_alerts({"token": "t" * 16})
+    window = windows.FaultWindow(5, 600)
     window.known = {"gpu-a": None}
     tried = refused = 0
     for dummy, dummy2, doc in mutations(payload):

@@ -168,7 +168,7 @@ def test_no_function_of_the_health_code_reaches_60_lines():
 # the remediation's states (module_utils/_cluster/remediation/states.py): the role, the quarantine, the plan, the outcome and
 # the event source read them there; adding a state is its row, the code that moves a node there, and a test (the guide's
 # diagram is written from the table: python hack/states_doc.py); each test below fails where one of them is missing
-STATE_FILES = HEALTH + [os.path.join(ROOT, "plugins", "module_utils", "_cluster", "node_events.py"),
+STATE_FILES = HEALTH + [os.path.join(ROOT, "plugins", "module_utils", "_cluster", "events", "nodes.py"),
                         os.path.join(ROOT, "plugins", "modules", "gpu_quarantine.py")]
 
 

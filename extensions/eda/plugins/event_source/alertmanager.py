@@ -11,7 +11,7 @@ authentication and puts the request's headers, an ``Authorization`` header inclu
 - answers ``POST <path>`` (``/alerts``) only with ``Authorization: Bearer <token>`` (Alertmanager's ``http_config.authorization``;
   the token from ``token`` or ``token_file``, compared in constant time); any other request gets 401 and emits nothing;
   ``GET /healthz`` answers ``up`` (a probe, no data);
-- holds a port anyone may reach (module_utils/_cluster/receiver.py): headers and body each within ``read_timeout`` seconds
+- holds a port anyone may reach (module_utils/_cluster/events/receiver.py): headers and body each within ``read_timeout`` seconds
   (10), at most ``max_connections`` (256) at once, a new one taking the place of the oldest that has not sent its headers;
   no request line, header or body is ever logged, and refusals are logged once a minute, not per connection;
 - bounds a notification (``max_bytes``, 1 MiB; 1,000 alerts) and answers 400 to one that is not Alertmanager's payload;
@@ -23,7 +23,7 @@ authentication and puts the request's headers, an ``Authorization`` header inclu
   an event and never a fault;
 - adds a firing alert of ``fault_alerts`` (GPUXidErrors, GPURecoveryActionRequired, GPURowRemapFailure, GPULost) to the
   ruleset's fault window, shared with ``gpuops.fleet.gpu_nodes``: ``gpu_faults`` once per ``settle_seconds`` window for all
-  its nodes, each node at most once per ``flap_seconds`` (module_utils/_cluster/node_events.py FaultWindow);
+  its nodes, each node at most once per ``flap_seconds`` (module_utils/_cluster/events/window.py);
 - serves TLS with ``certfile`` and ``keyfile``.
 
 Options: DOCUMENTATION below, as ansible.eda declares its sources' (the docs site's "Event sources" page is written
@@ -54,6 +54,9 @@ description:
     a fault.
   - A firing alert of O(fault_alerts) joins the ruleset's fault window shared with M(gpuops.fleet.gpu_nodes) (one
     C(gpu_faults) per O(settle_seconds), each node at most once per O(flap_seconds)).
+  - Alone, its alerts name no node (it knows no GPU Node); beside a M(gpuops.fleet.gpu_nodes) source of the same ruleset it
+    shares that source's fault window (the older form). M(gpuops.fleet.gpu_nodes)' O(ignore:alertmanager) option runs this
+    receiver inside the Node watch's source instead, one fault window owned by one source - the form to use.
   - A bad option fails the source, naming it; the token never appears in a message.
 options:
   host:
@@ -121,129 +124,52 @@ options:
 """
 
 EXAMPLES = r"""
-- name: GPU alerts and the Node watch in one ruleset (one fault window)
+- name: Alertmanager's GPU alerts alone (the GPU faults of the Node watch with them - gpuops.fleet.gpu_nodes' alertmanager option)
   hosts: all
   sources:
-    - gpuops.fleet.gpu_nodes:
-        label_selector: nvidia.com/gpu.present=true
     - gpuops.fleet.alertmanager:
         host: 0.0.0.0
         port: 5000
         token_file: /run/secrets/alertmanager-token
   rules:
-    - name: Remediate the faulty GPU nodes
-      condition: event.gpuops.kind == "gpu_faults"
+    - name: Say which GPU alerts fire
+      condition: event.gpuops.kind == "gpu_alert"
       action:
-        run_playbook:
-          name: gpuops.fleet.gpu_remediation
+        debug:
+          msg: "{{ event.gpuops.alert }} on {{ event.gpuops.node }}"
 """
 
 import asyncio
-import json
 import os
-import ssl
 import sys
-import time
 
 
 def _import():
     """The collection's code: from the installed collections, else from the tree this file is in (ansible-rulebook loads
     a source by its path: the folder that holds ansible_collections/ is seven folders above this file's)."""
     try:
-        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events, receiver
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options, webhook, window
     except ImportError:
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, os.path.abspath(os.path.join(here, *[os.pardir] * 7)))
-        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts, node_events, receiver
-    return alerts, node_events, receiver
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options, webhook, window
+    return options, webhook, window
 
 
-alerts, node_events, http = _import()
-
-
-def _now():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _read(path):
-    with open(path, encoding="utf-8") as handle:
-        return handle.read(4096)
-
-
-class Receiver:
-    """The webhook's answers and the window's flushing, around ``emit`` (an async put on the queue); served by
-    module_utils/_cluster/receiver.py (deadlines, a connection cap, logs that never hold a request)."""
-
-    def __init__(self, options, emit, window, clock=time.monotonic):
-        self.options, self.emit, self.window, self.clock = options, emit, window, clock
-        self.wake = asyncio.Event()
-
-    def authorize(self, headers):
-        return alerts.authorized(headers.get("authorization"), self.options["token"])
-
-    async def handle(self, method, path, headers, body):
-        if method == "GET":
-            return 200, "up"
-        try:
-            payload = json.loads(body)
-            found = alerts.events(payload, self.options, _now(), known=self.window.known)
-        except (ValueError, RecursionError, alerts.PayloadError) as exc:
-            return 400, str(exc) if isinstance(exc, alerts.PayloadError) else "not JSON"
-        for event in found:
-            await self.emit(event)
-            self.window.alert(event)  # a firing fault alert keeps its node offered again until it is resolved
-            if event["gpuops"]["fault"]:
-                self.window.add(event, self.clock())
-                self.wake.set()
-        return 202, "received %d alerts" % len(found)
-
-    async def flushing(self):
-        """Close the window when it is due (the Node watch closes it too: whichever comes first emits it, once)."""
-        while True:
-            due = self.window.due()
-            try:
-                await asyncio.wait_for(self.wake.wait(), None if due is None else max(0.0, due - self.clock()) + 0.05)
-            except asyncio.TimeoutError:
-                pass
-            self.wake.clear()
-            batch = self.window.flush(self.clock(), _now())
-            if batch:
-                await self.emit(batch)
-
-
-def _tls(options):
-    if not options["certfile"]:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        context.load_cert_chain(options["certfile"], options["keyfile"])
-    except (OSError, ssl.SSLError) as exc:
-        raise alerts.ParameterError("certfile", "cannot load the certificate and key: %s" % exc) from None
-    return context
-
-
-async def serve(options, emit, window, ready=None):
-    """Serve until cancelled; ``ready(port)`` is called once listening (tests give port 0)."""
-    receiver = Receiver(options, emit, window)
-    server = http.Server(receiver.handle, receiver.authorize, {"/healthz": ("GET",), options["path"]: ("POST",)}, options["max_bytes"],
-                         read_timeout=options["read_timeout"], max_connections=options["max_connections"])
-    port = await server.start(options["host"], options["port"], _tls(options))
-    if ready is not None:
-        ready(port)
-    try:
-        await receiver.flushing()
-    finally:
-        await server.close()
+options, webhook, windows = _import()
+serve = webhook.serve  # the receiver (module_utils/_cluster/events/webhook.py)
 
 
 async def main(queue, args):
-    """ansible-rulebook's entry point."""
-    options = alerts.check_options(args, read=_read)
-    if not options["enabled"]:
+    """ansible-rulebook's entry point: the receiver alone. Its fault window is the ruleset's (``window.shared``), shared with a
+    ``gpuops.fleet.gpu_nodes`` source of the same ruleset: the older form; ``gpu_nodes``' ``alertmanager`` option runs this
+    receiver inside the Node watch's source, one window owned by one source."""
+    checked = options.check_alerts(args, read=webhook.read)
+    if not checked["enabled"]:
         await asyncio.Event().wait()  # switched off: a source that returned would end the rulebook
         return
-    window = node_events.shared(queue, options["settle_seconds"], options["flap_seconds"], options["retry_max_seconds"])
-    await serve(options, queue.put, window)
+    window = windows.shared(queue, checked["settle_seconds"], checked["flap_seconds"], checked["retry_max_seconds"])
+    await serve(checked, queue.put, window)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ nodes our remediation rebooted (they carry its taint: the remediation verifies t
 
 A watch that ends is resumed from the last resourceVersion; ``410 Gone`` makes it list again, and so does a reconnect after
 an error (capped backoff, ``backoff_max``); a list emits exactly what changed while away, as every event is a change of
-the node's state, never a notification as such (module_utils/_cluster/node_events.py), so none is emitted twice.
+the node's state, never a notification as such (module_utils/_cluster/events/nodes.py), so none is emitted twice.
 
 Options: DOCUMENTATION below, as ansible.eda declares its sources' (the docs site's "Event sources" page is written
 from it, hack/eda_docs.py); a bad option fails the source, naming it.
@@ -108,15 +108,27 @@ options:
         86400; 0, never again); shared by the ruleset's sources.
     type: int
     default: 3600
+  alertmanager:
+    description:
+      - The options of an Alertmanager receiver this source runs beside its Node watch (every option of
+        M(gpuops.fleet.alertmanager) but the fault window's, which are this source's), so one source owns the fault window
+        that the withheld GPUs and the fault alerts add to.
+      - Without it, the window is the ruleset's, shared with a M(gpuops.fleet.alertmanager) source of the same ruleset (the
+        older form; it relies on how ansible-rulebook 1.3 hands each source its queue, so prefer this option).
+    type: dict
 """
 
 EXAMPLES = r"""
-- name: GPU faults of the GPU Nodes, one playbook run per storm
+- name: GPU faults of the GPU Nodes and Alertmanager's GPU alerts, one fault window, one playbook run per storm
   hosts: all
   sources:
     - gpuops.fleet.gpu_nodes:
         label_selector: nvidia.com/gpu.present=true
         settle_seconds: 5
+        alertmanager:
+          host: 0.0.0.0
+          port: 5000
+          token_file: /run/secrets/alertmanager-token
   rules:
     - name: Remediate the faulty GPU nodes
       condition: event.gpuops.kind == "gpu_faults"
@@ -129,123 +141,52 @@ import asyncio
 import os
 import sys
 import threading
-import time
 
 
 def _import():
     """The collection's code: from the installed collections, else from the tree this file is in (ansible-rulebook loads
     a source by its path: the folder that holds ansible_collections/ is seven folders above this file's)."""
     try:
-        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch, node_events
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options, watch, webhook, window
     except ImportError:
         here = os.path.dirname(os.path.abspath(__file__))
         sys.path.insert(0, os.path.abspath(os.path.join(here, *[os.pardir] * 7)))
-        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch, node_events
-    return k8s_watch, node_events
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options, watch, webhook, window
+    return options, watch, webhook, window
 
 
-k8s_watch, node_events = _import()
-AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert")
-
-
-def _now():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-class _Listener:
-    """The watch's listener: each list and notification through the tracker, each event onto the queue; the GPU faults
-    also into the window (``window``, a node_events.FaultWindow, or None)."""
-
-    def __init__(self, tracker, emit, window=None, clock=time.monotonic, reboots=None):
-        self.tracker, self.emit, self.window, self.clock, self.reboots = tracker, emit, window, clock, reboots
-
-    def listed(self, items, resource_version, first):
-        if first:
-            start = self.tracker.start(items, resource_version, _now())
-            self.emit(start)
-            for bad in start["gpuops"]["nodes"]:  # a restarted activation acts on the GPUs withheld now
-                if self.window is not None and node_events.withheld(self.tracker.views[bad["node"]]):
-                    self.window.add({"gpuops": {"node": bad["node"]}}, self.clock())
-        else:
-            self._each(self.tracker.relist(items, resource_version, _now()))
-
-    def event(self, kind, obj):
-        self._each(self.tracker.apply(kind, obj, _now()))
-
-    def _each(self, events):
-        for event in events:
-            self.emit(event)
-            if self.window is not None and event["gpuops"]["kind"] == node_events.GPU_UNALLOCATABLE:
-                self.window.add(event, self.clock())
-            # a reboot of ours (the remediation's node_reboot step: the node carries our taint, which its kubelet can neither
-            # write nor lift; never our annotation, which it may write to hide its reboot) is the remediation's to verify
-            elif self.reboots is not None and event["gpuops"]["kind"] == node_events.NODE_REBOOTED and not self.tracker.views[event["gpuops"]["node"]]["quarantined"]:
-                self.reboots.add(event, self.clock())
-
-
-def _client(options):
-    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
-
-    auth = dict((k, options[k]) for k in AUTH if options.get(k) is not None)
-    return get_api_client(**auth).client.client
-
-
-def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
-    """List, then watch until ``stop`` is set; every event through ``emit`` (runs in a thread). ``window``: the ruleset's
-    fault window (node_events.shared), else one of its own."""
-    from kubernetes.client import CoreV1Api
-
-    client = client or _client(options)
-    tracker = node_events.Tracker(options["gpu_resources"], by_label=bool(options["label_selector"]))
-    kwargs = {"allow_watch_bookmarks": True}
-    if options["label_selector"]:
-        kwargs["label_selector"] = options["label_selector"]
-    # the tracker keeps the views; the list comes 250 Nodes a call, each Node reduced to what a view reads
-    watcher = k8s_watch.Watcher(CoreV1Api(client).list_node, _clock=clock, _keep=False, _page=250, _slim=node_events.slim, **kwargs)
-    window = window or node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], again_max=options["retry_max_seconds"])
-    window.known = tracker  # the alerts of the ruleset name a node only where this watch knows it as a GPU Node (its views now)
-    reboots = node_events.FaultWindow(options["settle_seconds"], options["flap_seconds"], kind=node_events.NODE_REBOOTS, again_max=0)
-    watcher.listener = _Listener(tracker, emit, window, clock, reboots)
-    attempt, relist, beat = 0, True, clock() + options["heartbeat"]
-    while not stop.is_set():
-        try:
-            if relist:
-                watcher.list()
-                relist = False
-            due = (window.due(), reboots.due())
-            until = min([beat, clock() + options["watch_seconds"]] + [d for d in due if d is not None])
-            # back at once when an event opens a window, so it closes settle_seconds later, not at the next heartbeat
-            watcher.wait(lambda dummy, due=due: stop.is_set() or (window.due(), reboots.due()) != due, until)
-            attempt = 0
-            for batch in (window.flush(clock(), _now()), reboots.flush(clock(), _now())):
-                if batch:
-                    emit(batch)
-            if clock() >= beat:
-                emit(tracker.heartbeat(_now()))
-                beat = clock() + options["heartbeat"]
-        except Exception as exc:  # the API server gone, a connection reset: back off, then list again and diff
-            attempt += 1
-            relist = True
-            emit({"gpuops": {"kind": node_events.HEARTBEAT, "watched": len(tracker.views), "resource_version": tracker.resource_version,
-                             "observed_at": _now(), "error": "%s: %s" % (type(exc).__name__, str(exc)[:200]), "reconnect_in":
-                             node_events.backoff(attempt, options["backoff_max"])}})
-            stop.wait(node_events.backoff(attempt, options["backoff_max"]))
+options, watch, webhook, windows = _import()
+follow = watch.follow  # the Node watch (module_utils/_cluster/events/watch.py), in a thread
 
 
 async def main(queue, args):
-    """ansible-rulebook's entry point."""
-    options = node_events.check_options(args)
-    window = node_events.shared(queue, options["settle_seconds"], options["flap_seconds"], options["retry_max_seconds"])
+    """ansible-rulebook's entry point: the Node watch, and with ``alertmanager`` the alerts receiver beside it, one fault window
+    owned by this source. Without ``alertmanager`` the window is the ruleset's (``window.shared``): the older form, where a
+    ``gpuops.fleet.alertmanager`` source of the same ruleset adds its alerts to it."""
+    checked = options.check_nodes(args, read=webhook.read)
+    receiver = checked["alertmanager"]
+    if receiver is not None and receiver["enabled"]:
+        window = windows.FaultWindow(checked["settle_seconds"], checked["flap_seconds"], again_max=checked["retry_max_seconds"])
+    else:
+        window = windows.shared(queue, checked["settle_seconds"], checked["flap_seconds"], checked["retry_max_seconds"])
     loop = asyncio.get_running_loop()
     stop = threading.Event()
 
     def emit(event):
         asyncio.run_coroutine_threadsafe(queue.put(event), loop).result(timeout=60)
 
+    tasks = [asyncio.ensure_future(asyncio.to_thread(follow, checked, emit, stop, window=window))]
+    if receiver is not None and receiver["enabled"]:
+        tasks.append(asyncio.ensure_future(webhook.serve(receiver, queue.put, window)))
     try:
-        await asyncio.to_thread(follow, options, emit, stop, window=window)
+        done, dummy = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            task.result()  # the receiver's error (a port in use) ends the source, named
     finally:
         stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def mirror(shown_record):
     back as the truth."""
     shown = dict((k, v) for k, v in shown_record.items() if v is not None)
     if shown.get("step"):
-        shown["step"] = states.TABLE[shown["step"]]["shown"]
+        shown["step"] = states.shown(shown["step"])
     return json.dumps(shown, sort_keys=True)
 
 

@@ -31,17 +31,20 @@ The diagram in ``docs/docsite/rst/guide_health.rst`` is ``diagram()``'s text (a 
 
 from __future__ import annotations
 
+from typing import Dict, Optional, Tuple, Union
+
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 
 MARKING, DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS = "marking", "draining", "drained", "drain_blocked", "awaiting_pods"
 RELEASED, CANCELLED_BY_OPERATOR = "released", "cancelled_by_operator"
 # the state before any: no open ledger entry for the node (``move(None, MARKING)`` opens one)
 START = None
+Row = Dict[str, Union[bool, str, None, Tuple[str, ...]]]
 
 _FIELDS = ("recorded", "holds", "stops", "shown", "next", "waits_for")
 _ENDS = (RELEASED, CANCELLED_BY_OPERATOR)
 # a drain's states move among themselves (a later run drains again, a pod ends, a budget refuses) and to either end
-_DRAIN = dict((name, tuple(n for n in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS) if n != name) + _ENDS)
+_DRAIN: Dict[str, Tuple[str, ...]] = dict((name, tuple(n for n in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS) if n != name) + _ENDS)
               for name in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS))
 # name: (holds, stops, shown, next, waits_for); recorded = not terminal = a non-empty next
 _ROWS = (
@@ -64,14 +67,27 @@ _ROWS = (
      "nothing: an operator took the node out of the remediation by hand (see cancelled_by_operator); the ledger records it, "
      "and the plan leaves the node alone for the same signal"),
 )
-TABLE = dict((name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits))))
+TABLE: Dict[str, Row] = dict((name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits))))
              for name, holds, stops, shown, nxt, waits in _ROWS)
-NAMES = tuple(row[0] for row in _ROWS)
+NAMES: Tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
+
+
+def _next(name: str) -> Tuple[str, ...]:
+    found = TABLE[name]["next"]
+    return found if isinstance(found, tuple) else ()
+
+
+def shown(step: str) -> Optional[str]:
+    """A recorded step as the node's annotation shows it (None: a state no annotation says)."""
+    found = TABLE[step]["shown"]
+    return found if isinstance(found, str) else None
+
+
 # an open ledger entry's steps (the ledger checks an entry's step against these)
 RECORDED = tuple(n for n in NAMES if TABLE[n]["recorded"])
 TERMINAL = tuple(n for n in NAMES if not TABLE[n]["recorded"])
 # the steps the node's annotation may show (the event source reports any other text as "other")
-SHOWN = tuple(sorted(set(TABLE[n]["shown"] for n in NAMES if TABLE[n]["shown"]), key=NAMES.index))
+SHOWN = tuple(sorted(set(s for s in (shown(n) for n in NAMES) if s), key=NAMES.index))
 # the states the role stops at for the node without failing the run
 STOPS = tuple(n for n in NAMES if TABLE[n]["stops"])
 
@@ -81,7 +97,7 @@ class IllegalMove(GpuopsError):
     run that meets one fails the node's task with this message, before the move is written."""
 
 
-def move(before, after):
+def move(before: Optional[str], after: str) -> str:
     """``after``, where a node in ``before`` (``START``: no open entry) may move there; else ``IllegalMove``. From ``START``
     the one move is to ``MARKING`` (the ledger's entry opened before the node is marked)."""
     if after not in TABLE:
@@ -92,17 +108,13 @@ def move(before, after):
         return after
     if before not in TABLE:
         raise IllegalMove("%r is no remediation state (states.NAMES)" % (before,))
-    if after != before and after not in TABLE[before]["next"]:
-        raise IllegalMove("%s may not move to %s (it may move to: %s)" % (before, after, ", ".join(TABLE[before]["next"]) or "nothing"))
+    allowed = _next(before)
+    if after != before and after not in allowed:
+        raise IllegalMove("%s may not move to %s (it may move to: %s)" % (before, after, ", ".join(allowed) or "nothing"))
     return after
 
 
-def recorded_step(step):
-    """An open entry's step as the node's annotation shows it."""
-    return TABLE[step]["shown"]
-
-
-def diagram():
+def diagram() -> str:
     """The guide's section on the states: a table of them and their moves, as reStructuredText (``hack/states_doc.py``)."""
     lines = [".. list-table:: A node's remediation states (``plugins/module_utils/_cluster/remediation/states.py``)",
              "   :header-rows: 1", "", "   * - State", "     - Holds the node", "     - The role stops there",
@@ -111,8 +123,8 @@ def diagram():
         row = TABLE[name]
         lines += ["   * - ``%s``" % name, "     - %s" % ("yes" if row["holds"] else "no"), "     - %s" % ("yes" if row["stops"] else "no"),
                   "     - %s" % ("``%s``" % row["shown"] if row["shown"] else "(none)"),
-                  "     - %s" % (", ".join("``%s``" % n for n in row["next"]) or "(the end)"), "     - %s" % row["waits_for"]]
+                  "     - %s" % (", ".join("``%s``" % n for n in _next(name)) or "(the end)"), "     - %s" % row["waits_for"]]
     lines += ["", ".. code-block:: text", "", "   (no entry) -> %s" % MARKING]
     for name in RECORDED:
-        lines.append("   %s -> %s" % (name, ", ".join(TABLE[name]["next"])))
+        lines.append("   %s -> %s" % (name, ", ".join(_next(name))))
     return "\n".join(lines) + "\n"

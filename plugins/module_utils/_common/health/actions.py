@@ -24,6 +24,8 @@ name (template, scope, equivalence group), each row says:
 
 from __future__ import annotations
 
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
+
 NONE, OBSERVE, RESET, INVESTIGATE, REBOOT, REPLACE = "none", "observe", "reset", "investigate", "reboot", "replace"
 QUARANTINE = "quarantine"  # the step of an action a run does not take itself, and of every action in quarantine mode
 EVICTS = ("none", "gpu", "gpu+peers", "node")
@@ -40,10 +42,10 @@ _ROWS = (
     (REBOOT, "node", True, "node", ("escalate", "reboot", "reboot_wait", "verify"), "reboot_wait", None, None),
     (REPLACE, "node", False, "node", (), None, None, "rma_candidate"),
 )
-TABLE = dict((name, dict(zip(_FIELDS, (rank, scope, automated, evicts, name if automated else (QUARANTINE if scope else None),
+TABLE: Dict[str, Dict[str, Any]] = dict((name, dict(zip(_FIELDS, (rank, scope, automated, evicts, name if automated else (QUARANTINE if scope else None),
                                        stages, tried_by, escalates_to, outcome))))
              for rank, (name, scope, automated, evicts, stages, tried_by, escalates_to, outcome) in enumerate(_ROWS))
-NAMES = tuple(name for name, *dummy in _ROWS)
+NAMES: Tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
 # the actions that quarantine a node (a scope), those a run takes itself, and the node-scoped ones
 ACTING = tuple(n for n in NAMES if TABLE[n]["scope"])
 AUTOMATED = tuple(n for n in NAMES if TABLE[n]["automated"])
@@ -54,26 +56,26 @@ NODE_SCOPED = tuple(n for n in NAMES if TABLE[n]["scope"] == "node")
 STAGES = ("quarantine",) + tuple(s for n in AUTOMATED for s in TABLE[n]["stages"]) + ("recovery", "diag", "release")
 
 
-def severity(action):
+def severity(action: str) -> int:
     return TABLE[action]["severity"]
 
 
-def scope_of(action):
+def scope_of(action: str) -> Optional[str]:
     """``node`` for an action on the whole node, ``gpu`` for one on GPUs, None for one that changes nothing."""
     return TABLE[action]["scope"]
 
 
-def evicts(action, peers=False):
+def evicts(action: str, peers: bool = False) -> str:
     """What the quarantine for ``action`` evicts; ``peers``: the verdict adds the GPUs' NVLink peers."""
     found = TABLE[action]["evicts"]
     return "gpu+peers" if found == "gpu" and peers else found
 
 
-def most_severe(names):
+def most_severe(names: Iterable[str]) -> str:
     return max(names, key=severity)
 
 
-def step(action, mode_acts):
+def step(action: str, mode_acts: bool) -> Optional[str]:
     """The role's step for ``action``: its own block where the run takes it (``mode_acts``: not quarantine mode), else the
     quarantine alone; None for an action that changes nothing."""
     row = TABLE[action]
@@ -82,17 +84,17 @@ def step(action, mode_acts):
     return row["step"] if mode_acts else QUARANTINE
 
 
-def escalation(action, allowed):
+def escalation(action: str, allowed: Sequence[str]) -> Optional[str]:
     """The action that follows a failed ``action`` in this run (``allowed``: the run's automated actions), or None."""
     nxt = TABLE[action]["escalates_to"]
     return nxt if nxt in allowed else None
 
 
-def outcome_at_quarantine(action):
+def outcome_at_quarantine(action: str) -> Optional[str]:
     """The report's outcome where a run stops at the quarantine on purpose (None: the run goes on)."""
     return TABLE[action]["outcome"]
 
 
-def tried(ran):
+def tried(ran: Callable[[str], bool]) -> list:
     """The automated actions a run tried: those whose ``tried_by`` stage ran (``ran``: stage -> bool)."""
     return [n for n in AUTOMATED if ran(TABLE[n]["tried_by"])]

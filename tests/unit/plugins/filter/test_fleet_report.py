@@ -298,7 +298,9 @@ def test_without_variables_no_node_is_chosen_for_the_repair():
 
 
 def _role_spec():
-    return fr.role_spec("checkpoint_guard")
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _role_specs
+
+    return _role_specs.role_spec("checkpoint_guard")
 
 
 def test_role_arguments_are_checked_once_per_distinct_set_with_ansible_cores_own_messages(monkeypatch):
@@ -340,3 +342,12 @@ def test_role_arguments_that_pass_give_no_error_and_many_nodes_are_named_in_shor
         fr.role_argument_errors(["a"], {"a": {}}, "checkpoint_guard", entry_point="mian")
     with pytest.raises(AnsibleFilterError, match="no argument spec for role no_such_role"):
         fr.role_argument_errors(["a"], {"a": {}}, "no_such_role")
+
+
+def test_a_role_without_a_spec_or_entry_point_is_a_filter_error_naming_it():
+    from ansible.errors import AnsibleFilterError
+
+    for role, entry, said in (("../../etc", "main", "is not a role name"), ("no_such_role", "main", "no argument spec for role no_such_role"),
+                              ("checkpoint_guard", "nope", "has no entry point 'nope'")):
+        with pytest.raises(AnsibleFilterError, match=said):
+            fr.role_argument_errors(["a"], {"a": {}}, role, entry_point=entry)

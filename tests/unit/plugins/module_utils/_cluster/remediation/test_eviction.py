@@ -169,8 +169,8 @@ def test_the_plan_leaves_a_node_an_operator_took_back_alone_for_the_same_signal_
 
 def test_the_event_source_knows_every_step_the_quarantine_writes():
     from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import states
-    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
-    assert node_events.STEPS == states.SHOWN
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import nodes
+    assert nodes.STEPS == states.SHOWN
 
 
 @pytest.mark.parametrize("text", ["delete_after_timeout:" + "9" * 5000, "delete_after_timeout:\u00b2", "delete_after_timeout:\u0661",

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import nodes
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger, outcome, plan, states
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "..", ".."))
@@ -72,7 +72,7 @@ def test_the_table_is_consistent():
 
 def test_the_rest_of_the_collection_reads_the_table():
     assert ledger.STEPS == states.RECORDED == (states.MARKING, states.DRAINING, states.DRAINED, states.DRAIN_BLOCKED, states.AWAITING_PODS)
-    assert node_events.STEPS == states.SHOWN == (states.DRAINING, states.DRAINED, states.DRAIN_BLOCKED, states.AWAITING_PODS)
+    assert nodes.STEPS == states.SHOWN == (states.DRAINING, states.DRAINED, states.DRAIN_BLOCKED, states.AWAITING_PODS)
     assert set(outcome.HELD) == set(states.STOPS) == {states.AWAITING_PODS, states.CANCELLED_BY_OPERATOR}
     assert plan.CANCELLED_BY_OPERATOR == states.CANCELLED_BY_OPERATOR
 

@@ -1,14 +1,16 @@
 # -*- coding: utf-8 -*-
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Alertmanager's notifications as GPU events (module_utils/_cluster/alerts.py): options named when bad, the token never
+"""Alertmanager's notifications as GPU events (module_utils/_cluster/events/alerts.py, options.py): options named when bad, the token never
 in a message, the node from the first node label that is a Kubernetes name, hostile labels bounded data."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import alerts
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import node_events
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import alerts
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import nodes
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import window as windows
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 TOKEN = "s3cret-token-0123456789"
@@ -27,7 +29,7 @@ def alert(name="GPUXidErrors", status="firing", **labels):
 
 
 def options(**args):
-    return alerts.check_options(dict({"token": TOKEN}, **args))
+    return source_options.check_alerts(dict({"token": TOKEN}, **args))
 
 
 @pytest.mark.parametrize("args, field", [
@@ -56,7 +58,7 @@ def test_a_bad_option_is_named(args, field):
 @pytest.mark.parametrize("token", [None, "", "short", "has a space in it 123", "tab\there-0123456789abc"])
 def test_a_missing_or_weak_token_is_refused_without_showing_it(token):
     with pytest.raises(ParameterError) as err:
-        alerts.check_options({"token": token})
+        source_options.check_alerts({"token": token})
     assert err.value.field == "token"
     if token:
         assert token not in str(err.value)
@@ -70,17 +72,17 @@ def test_the_token_file_is_read_and_its_errors_are_named(tmp_path):
         with open(name, encoding="utf-8") as handle:
             return handle.read()
 
-    got = alerts.check_options({"token_file": str(path)}, read=read)
+    got = source_options.check_alerts({"token_file": str(path)}, read=read)
     assert got["token"] == TOKEN
     for args, field in (({"token_file": str(tmp_path / "none")}, "token_file"), ({"token_file": "rel/path"}, "token_file"),
                         ({"token_file": str(path), "token": TOKEN}, "token")):
         with pytest.raises(ParameterError) as err:
-            alerts.check_options(args, read=read)
+            source_options.check_alerts(args, read=read)
         assert err.value.field == field
 
 
 def test_a_switched_off_source_needs_no_token():
-    assert alerts.check_options({"enabled": "False"})["enabled"] is False
+    assert source_options.check_alerts({"enabled": "False"})["enabled"] is False
 
 
 @pytest.mark.parametrize("header, ok", [
@@ -143,19 +145,19 @@ def test_hostile_labels_stay_bounded_data():
     got = alerts.events(payload(alert(**labels)), options(), "t", KNOWN)[0]["gpuops"]
     assert len(got["labels"]) <= alerts.MAX_LABELS
     assert "bad-key" not in got["labels"] and "n" not in got["labels"]
-    assert all(len(v) <= node_events.MAX_TEXT for v in got["labels"].values())
+    assert all(len(v) <= nodes.MAX_TEXT for v in got["labels"].values())
     assert got["node"] == "gpu-a"
 
 
 def test_a_storm_of_alerts_and_node_faults_is_one_window_of_the_ruleset():
     queue = object.__new__(type("Q", (), {}))
-    window = node_events.shared(queue, 5, 600)
-    assert node_events.shared(queue, 5, 600) is window
+    window = windows.shared(queue, 5, 600)
+    assert windows.shared(queue, 5, 600) is window
     with pytest.raises(ParameterError) as err:
-        node_events.shared(queue, 7, 600)
+        windows.shared(queue, 7, 600)
     assert err.value.field == "settle_seconds"
     other = object.__new__(type("Q", (), {}))
-    assert node_events.shared(other, 7, 600) is not window
+    assert windows.shared(other, 7, 600) is not window
     for i, event in enumerate(alerts.events(payload(*[alert(node="gpu-%d" % n) for n in range(20)]), options(), "t", KNOWN)):
         window.add(event, 100 + i * 0.1)
     window.add({"gpuops": {"node": "gpu-3"}}, 101)  # the Node watch saw gpu-3's withheld GPU too
@@ -171,5 +173,5 @@ def test_the_window_is_the_rulesets_through_ansible_rulebooks_filtered_queues():
 
     ruleset, other = asyncio.Queue(), asyncio.Queue()
     first, second = engine.FilteredQueue([], ruleset), engine.FilteredQueue([], ruleset)
-    assert node_events.shared(first, 5, 600) is node_events.shared(second, 5, 600)
-    assert node_events.shared(engine.FilteredQueue([], other), 5, 600) is not node_events.shared(first, 5, 600)
+    assert windows.shared(first, 5, 600) is windows.shared(second, 5, 600)
+    assert windows.shared(engine.FilteredQueue([], other), 5, 600) is not windows.shared(first, 5, 600)

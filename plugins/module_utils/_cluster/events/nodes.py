@@ -21,85 +21,19 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-import threading
-import weakref
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events.kinds import (
+    GPU_RESTORED, GPU_UNALLOCATABLE, HEARTBEAT, NODE_NOT_READY, NODE_READY, NODE_REBOOTED, NODE_REMOVED, NODE_UNREADABLE,
+    REMEDIATION_STEP, STARTUP)
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events.options import DEFAULT_RESOURCES, MAX_TEXT, host_name
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import states
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int, digits, is_int
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import digits, is_int
 
-# the kinds of event the sources emit (``event.gpuops.kind``), each spelled here only: a rule's condition names one of them
-STARTUP, HEARTBEAT, NODE_UNREADABLE, NODE_REMOVED = "startup", "heartbeat", "node_unreadable", "node_removed"
-GPU_UNALLOCATABLE, GPU_RESTORED, NODE_REBOOTED = "gpu_unallocatable", "gpu_restored", "node_rebooted"
-NODE_NOT_READY, NODE_READY, REMEDIATION_STEP = "node_not_ready", "node_ready", "remediation_step"
-GPU_FAULTS, NODE_REBOOTS, THROTTLED = "gpu_faults", "node_reboots", "_throttled"  # a window's event, and where all were throttled
-GPU_ALERT = "gpu_alert"  # the alertmanager source's, one per alert (alerts.py)
-KINDS = (STARTUP, HEARTBEAT, GPU_UNALLOCATABLE, GPU_RESTORED, NODE_REBOOTED, NODE_NOT_READY, NODE_READY, REMEDIATION_STEP, NODE_REMOVED,
-         NODE_UNREADABLE, GPU_FAULTS, GPU_FAULTS + THROTTLED, NODE_REBOOTS, NODE_REBOOTS + THROTTLED, GPU_ALERT)
 # the steps the quarantine's annotation shows (_cluster/remediation/states.py); any other text is reported as "other"
 STEPS = states.SHOWN
 _BOOT_ID = re.compile(r"\A[0-9A-Za-z-]{1,64}\Z")
-DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/mig-*", "aliyun.com/gpu-mem")
 REMEDIATION = "gpuops.fleet/gpu-remediation"  # the quarantine's annotation (_cluster/remediation/plan.py QUARANTINE_ANNOTATION)
 TAINT = "gpuops.fleet/gpu-unhealthy"  # the quarantine's taint (plan.py QUARANTINE_TAINT): a cluster user's to write, never a kubelet's
-_DNS = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-MAX_TEXT = 256
-_SELECTOR = re.compile(r"\A[A-Za-z0-9_./!=,() -]{0,1024}\Z")
-
-
-def check_options(args):
-    """The source's options (``args`` of the rulebook's source), checked and completed; ParameterError names the option."""
-    out = {"gpu_resources": list(DEFAULT_RESOURCES), "label_selector": "", "heartbeat": 60, "backoff_max": 30, "watch_seconds": 300,
-           "settle_seconds": 5, "flap_seconds": 600, "retry_max_seconds": 3600,
-           "kubeconfig": None, "context": None, "host": None, "api_key": None, "validate_certs": True, "ca_cert": None}
-    for key, value in (args or {}).items():
-        if key not in out:
-            raise ParameterError(str(key), "is not an option of gpuops.fleet.gpu_nodes (known: %s)" % ", ".join(sorted(out)))
-        out[key] = value
-    resources = out["gpu_resources"]
-    if isinstance(resources, str):
-        resources = [r.strip() for r in resources.split(",") if r.strip()]
-    if not isinstance(resources, list) or not resources or not all(isinstance(r, str) and r and len(r) <= MAX_TEXT for r in resources):
-        raise ParameterError("gpu_resources", "a non-empty list of resource names or shell patterns (nvidia.com/gpu, nvidia.com/mig-*), "
-                             "got %r" % (out["gpu_resources"],))
-    out["gpu_resources"] = resources
-    if not isinstance(out["label_selector"], str) or not _SELECTOR.match(out["label_selector"]):
-        raise ParameterError("label_selector", "a Kubernetes label selector such as 'nvidia.com/gpu.present=true', got %r" % (out["label_selector"],))
-    for key, low, high in (("heartbeat", 1, 3600), ("backoff_max", 1, 600), ("watch_seconds", 10, 1800), ("settle_seconds", 1, 300),
-                           ("flap_seconds", 0, 86400), ("retry_max_seconds", 0, 86400)):
-        out[key] = whole(key, out[key], low, high)
-    for key in ("kubeconfig", "context", "host", "api_key", "ca_cert"):
-        if out[key] is not None and (not isinstance(out[key], str) or "\x00" in out[key]):
-            raise ParameterError(key, "a string, got %s" % type(out[key]).__name__)
-    if isinstance(out["validate_certs"], str):
-        out["validate_certs"] = out["validate_certs"].strip().lower() not in ("false", "no", "0", "off")
-    return out
-
-
-def whole(key, value, low, high):
-    """An option's whole number in ``[low, high]`` (a rulebook's template gives a string); ParameterError names it."""
-    try:
-        number = as_int(key, value)
-    except ParameterError:
-        number = None
-    if number is None or not low <= number <= high:
-        raise ParameterError(key, "a whole number from %d to %d, got %r" % (low, high, value))
-    return number
-
-
-def dns_name(name):
-    """Whether ``name`` is a Kubernetes object name (DNS-1123 subdomain)."""
-    return isinstance(name, str) and len(name) <= 253 and bool(_DNS.match(name))
-
-
-# what a playbook's --limit (ansible-rulebook joins meta.hosts into it) takes for more than one host, though DNS-1123 allows it
-PATTERN_WORDS = ("all", "ungrouped")
-
-
-def host_name(name):
-    """Whether ``name`` may name one inventory host in ``meta.hosts``: a Kubernetes name that is no Ansible pattern word (``all``,
-    ``ungrouped``: a --limit of it is every host)."""
-    return dns_name(name) and name not in PATTERN_WORDS
 
 
 def _count(value):
@@ -349,139 +283,3 @@ class Tracker:
     def heartbeat(self, observed):
         return {"gpuops": {"kind": HEARTBEAT, "watched": len(self.views), "resource_version": self.resource_version,
                            "observed_at": observed, "unhealthy_nodes": sorted(n for n, v in self.views.items() if unhealthy(v))}}
-
-
-class FaultWindow:
-    """GPU faults gathered into one event per short window (a storm is one plan run, so the same-signal breaker sees its
-    nodes together), and each node at most once per ``flap`` seconds (a flapping node runs once per window).
-
-    ``add`` a ``gpu_unallocatable`` event; ``due()`` is when the window closes (``settle`` seconds after its first fault) or a
-    node is offered again, whichever is first; ``flush(now)`` the ``gpu_faults`` event once it has closed: ``nodes``
-    (``meta.hosts``: the playbook's limit), ``throttled`` (nodes of the window run less than ``flap`` seconds ago) and
-    ``again`` (nodes offered again, with their attempt); ``gpu_faults_throttled`` where every node was; None before the window
-    closes. ``kind`` names the event: ``node_reboots`` gathers the reboots (checkpoint_repair.yml).
-
-    **No fault is lost, only delayed.** A node that ran and is still unhealthy (``still``: the Node watch sees a GPU withheld, or
-    a fault alert of it still fires) is offered again in a later window: ``flap`` seconds (at least ``MIN_AGAIN``) after its
-    run, then twice as long after each further run, at most ``again_max`` seconds (a run that keeps failing is never a loop).
-    So a fault throttled within the flap window, and a run that failed (the API server restarting), are run again; a node
-    healthy again is forgotten. ``again_max`` 0 offers nothing again."""
-
-    MIN_AGAIN = 60
-
-    def __init__(self, settle, flap, kind=GPU_FAULTS, again_max=3600):
-        self.settle, self.flap, self.kind, self.again_max = settle, flap, kind, again_max
-        self.opened, self.nodes, self.last_run = None, [], {}
-        self.attempts = {}  # node -> its runs since it was last seen healthy
-        self.firing = {}  # node -> the fingerprints of its fault alerts that fire (the alerts source's)
-        # the GPU Nodes the ruleset's Node watch knows (its tracker's views, by name); None where no Node watch shares the window:
-        # an alert names a node only where it is one of them (alerts.node_of)
-        self.known = None
-        self.lock = threading.RLock()  # the sources of one ruleset share a window (``shared``): the Node watch runs in a thread
-
-    def add(self, event, now):
-        node = event["gpuops"]["node"]
-        with self.lock:
-            if self.opened is None:
-                self.opened = now
-            if node not in self.nodes:
-                self.nodes.append(node)
-
-    def alert(self, event):
-        """A ``gpu_alert`` of a known node: a firing fault alert keeps its node unhealthy until it is resolved."""
-        node, fingerprint = event["gpuops"].get("node"), event["gpuops"].get("fingerprint") or event["gpuops"].get("alert")
-        if not node:
-            return
-        with self.lock:
-            held = self.firing.setdefault(node, set())
-            if event["gpuops"].get("fault"):
-                held.add(fingerprint)
-            elif event["gpuops"].get("status") == "resolved":
-                held.discard(fingerprint)
-            if not held:
-                self.firing.pop(node, None)
-
-    def still(self, node):
-        """Whether ``node`` is still unhealthy: a GPU withheld in the Node watch's view, or a fault alert of it firing."""
-        view = (self.known or {}).get(node)
-        return bool(view and withheld(view)) or bool(self.firing.get(node))
-
-    def _again_at(self, node):
-        tries = self.attempts.get(node, 0)
-        if not tries or not self.again_max or node not in self.last_run:
-            return None
-        return self.last_run[node] + min(max(self.flap, self.MIN_AGAIN) * 2 ** min(tries - 1, 20), max(self.again_max, self.flap))
-
-    def due(self):
-        with self.lock:
-            times = [self.opened + self.settle] if self.opened is not None else []
-            times += [t for t in (self._again_at(n) for n in list(self.attempts)) if t is not None]
-            return min(times) if times else None
-
-    def flush(self, now, observed):
-        with self.lock:
-            self._again(now)
-            return self._flush(now, observed)
-
-    def _again(self, now):
-        """The nodes due to be offered again, into the window where they are still unhealthy; forgotten where healthy again."""
-        for node in list(self.attempts):
-            at = self._again_at(node)
-            if at is None or now < at:
-                continue
-            if not self.still(node):
-                self.attempts.pop(node, None)
-                continue
-            if self.opened is None:
-                self.opened = now - self.settle  # due now: the window closes at once
-            if node not in self.nodes:
-                self.nodes.append(node)
-
-    def _flush(self, now, observed):
-        if self.opened is None or now < self.opened + self.settle:
-            return None
-        due_again = set(n for n in self.nodes if (self._again_at(n) or float("inf")) <= now)
-        run = [n for n in self.nodes if n in due_again or now - self.last_run.get(n, -float("inf")) >= self.flap]
-        throttled = [n for n in self.nodes if n not in run]
-        again = dict((n, self.attempts.get(n, 0) + 1) for n in run if n in due_again)
-        for node in run:
-            self.last_run[node] = now
-            self.attempts[node] = self.attempts.get(node, 0) + 1
-        for node in throttled:  # not lost: offered again when its time comes, if it is still unhealthy
-            self.attempts.setdefault(node, 1)
-        self.opened, self.nodes = None, []
-        if not run:  # every node of the window ran less than ``flap`` seconds ago: said, offered again later
-            return {"gpuops": {"kind": self.kind + THROTTLED, "nodes": [], "throttled": throttled, "window": self.settle,
-                               "observed_at": observed}}
-        return {"gpuops": {"kind": self.kind, "nodes": run, "throttled": throttled, "again": again, "window": self.settle,
-                           "observed_at": observed}, "meta": {"hosts": limit(run)}}
-
-
-_SHARED = weakref.WeakKeyDictionary()
-_SHARED_LOCK = threading.Lock()
-
-
-def shared(queue, settle, flap, retry_max=3600):
-    """The fault window of the ruleset whose event queue is ``queue``: the Node watch and the alerts of one ruleset add to
-    one window, so a GPU fault seen by both (the device plugin withheld it; an XID alert fired) runs once, and a storm seen
-    by both is still one plan run. The sources must agree on ``settle_seconds`` and ``flap_seconds``.
-
-    ansible-rulebook gives each source its own ``FilteredQueue`` around the ruleset's queue, as ``.queue``
-    (ansible_rulebook/engine.py, 1.3.2): the ruleset's queue is the key."""
-    queue = getattr(queue, "queue", queue)
-    with _SHARED_LOCK:
-        window = _SHARED.get(queue)
-        if window is None:
-            window = _SHARED[queue] = FaultWindow(settle, flap, again_max=retry_max)
-        for key, mine, theirs in (("settle_seconds", settle, window.settle), ("flap_seconds", flap, window.flap),
-                                  ("retry_max_seconds", retry_max, window.again_max)):
-            if mine != theirs:
-                raise ParameterError(key, "%s here, %s in another source of this ruleset: the sources of one ruleset share one fault "
-                                     "window, give them the same %s" % (mine, theirs, key))
-        return window
-
-
-def backoff(attempt, cap):
-    """Seconds to wait before reconnect ``attempt``: 0.5, 1, 2, 4, ... at most ``cap`` (a first retry soon: an API server that
-    restarts is back in seconds, and every second of backoff delays a fault's event)."""
-    return min(cap, 0.5 * 2 ** min(max(attempt, 1) - 1, 16))

@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+"""The event sources' options (module_utils/_cluster/events/options.py): a bad option named, a survey's strings coerced,
+the defaults."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"gpu_resources": []}, "gpu_resources"), ({"gpu_resources": [7]}, "gpu_resources"), ({"label_selector": "a\nb"}, "label_selector"),
+    ({"heartbeat": 0}, "heartbeat"), ({"heartbeat": "soon"}, "heartbeat"), ({"backoff_max": True}, "backoff_max"),
+    ({"watch_seconds": 5}, "watch_seconds"), ({"kubeconfig": ["x"]}, "kubeconfig"), ({"namespace": "x"}, "namespace"),
+])
+def test_bad_options_are_named(args, field):
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes(args)
+    assert err.value.field == field
+
+
+def test_options_from_a_survey_and_the_defaults():
+    got = source_options.check_nodes({"gpu_resources": "nvidia.com/gpu, aliyun.com/gpu-mem", "heartbeat": "30", "validate_certs": "false"})
+    assert got["gpu_resources"] == ["nvidia.com/gpu", "aliyun.com/gpu-mem"] and got["heartbeat"] == 30 and got["validate_certs"] is False
+    assert source_options.check_nodes({})["gpu_resources"] == list(source_options.DEFAULT_RESOURCES)
