@@ -153,23 +153,27 @@ def fleet_node_summary(node_vars, alive, repair_nodes=None, check_mode=False, wo
     if not hasattr(node_vars, "get"):
         raise AnsibleFilterError("fleet_node_summary: expects a node's variables (hostvars[node]), got %s" % type(node_vars).__name__)
     try:
-        return _node_summary(node_vars, alive, repair_nodes, check_mode, workload_findings, gpu_share, gpu_memory)
+        return _node_summary(node_vars, alive, {"repair_nodes": repair_nodes, "check_mode": check_mode, "workload_findings": workload_findings,
+                                                "gpu_share": gpu_share, "gpu_memory": gpu_memory})
     except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
         return {"node": str(node_vars.get("inventory_hostname")), "status": "bad_result",
                 "msg": "this node's results are not of the shape the collection's modules return (%s: %s); its row is left out"
                        % (type(exc).__name__, str(exc)[:200])}
 
 
-def _node_summary(node_vars, alive, repair_nodes=None, check_mode=False, workload_findings=None, gpu_share=None, gpu_memory=None):
+def _node_summary(node_vars, alive, run):
     """One node's summary from its variables (``hostvars[node]``), or None where the node left the run.
 
     Computed once on the controller for the whole fleet, instead of one set_fact task per node.
-    ``alive``: the nodes still in the run; ``repair_nodes``: those site.yml sent to the repair
+    ``alive``: the nodes still in the run; ``run``: what the run read beside the node (each may be None):
+    ``repair_nodes``: those site.yml sent to the repair
     (in check mode, where the repair is not run again, their plan is their would-be repair);
     ``workload_findings``: gpu_workload_audit's ``by_node`` (Kubernetes node name -> findings),
     when the GPU workloads were audited; ``gpu_share``: gpu_share_info's ``nodes``, when a cluster
-    was read (else a sharing node's row says what its own checkpoint holds).
+    was read (else a sharing node's row says what its own checkpoint holds); ``check_mode``, ``gpu_memory``.
     """
+    repair_nodes, check_mode, workload_findings, gpu_share, gpu_memory = (
+        run.get(k) for k in ("repair_nodes", "check_mode", "workload_findings", "gpu_share", "gpu_memory"))
     node = node_vars.get("inventory_hostname")
     if node not in (alive or ()):
         return None

@@ -29,7 +29,7 @@ def remediation_targets(plan, mode, allowed_actions, approved=None, max_age=None
     each other one is skipped, naming the difference (``approval.hold``). ``require``: no act without an approved plan.
     """
     try:
-        return outcome.targets(plan, mode, allowed_actions, approved, max_age, require)
+        return outcome.targets(plan, mode, allowed_actions, {"approved": approved, "max_age": max_age, "require": require})
     except GpuopsError as exc:
         raise AnsibleFilterError(str(exc)) from None
 

@@ -387,7 +387,7 @@ def main():
         step = {"quarantined": quarantine.quarantine, "paused": pause.pause, "unpaused": pause.unpause,
                 "released": release.release}[p["state"]]
         # a QuarantineError's result (where the node stands) comes back beside its message (k8s_watch.failure)
-        return step(session.Session(client, api, p, module.check_mode, ApiException))
+        return step(session.Session(api, p, module.check_mode, ApiException))
 
     result = run(module, work)
     if result.get("condition_error"):

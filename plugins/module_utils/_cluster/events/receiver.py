@@ -60,9 +60,13 @@ class _Tally:
 class Server:
     """The receiver; ``start(host, port, ssl)`` listens, ``close()`` stops and closes every connection."""
 
-    def __init__(self, handle, authorize, paths, max_bytes, read_timeout=10.0, max_connections=256, log=LOG, clock=time.monotonic):
-        self.handle, self.authorize, self.paths = handle, authorize, paths
-        self.max_bytes, self.read_timeout, self.max_connections = max_bytes, read_timeout, max_connections
+    def __init__(self, hook, paths, limits, log=LOG, clock=time.monotonic):
+        """``hook``: its ``handle(method, path, headers, body)`` answers a request, its ``authorize(headers)`` says whether one
+        may be read on; ``paths``: ``{path: (methods)}``; ``limits``: ``max_bytes`` of a body, ``read_timeout`` (seconds, 10)
+        and ``max_connections`` (256)."""
+        self.handle, self.authorize, self.paths = hook.handle, hook.authorize, paths
+        self.max_bytes = limits["max_bytes"]
+        self.read_timeout, self.max_connections = limits.get("read_timeout", 10.0), limits.get("max_connections", 256)
         self.clock = clock
         self.tally = _Tally(log, clock)
         self.open = {}  # writer -> {"at": monotonic, "headers": bool}

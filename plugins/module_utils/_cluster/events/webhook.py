@@ -83,8 +83,8 @@ def _tls(options):
 async def serve(options, emit, window, ready=None):
     """Serve until cancelled; ``ready(port)`` is called once listening (tests give port 0)."""
     hook = Receiver(options, emit, window)
-    server = receiver.Server(hook.handle, hook.authorize, {"/healthz": ("GET",), options["path"]: ("POST",)}, options["max_bytes"],
-                         read_timeout=options["read_timeout"], max_connections=options["max_connections"])
+    server = receiver.Server(hook, {"/healthz": ("GET",), options["path"]: ("POST",)},
+                             dict((k, options[k]) for k in ("max_bytes", "read_timeout", "max_connections")))
     port = await server.start(options["host"], options["port"], _tls(options))
     if ready is not None:
         ready(port)

@@ -61,9 +61,12 @@ def _target(row, mode, allowed):
     return target
 
 
-def targets(plan, mode, allowed, approved=None, max_age=None, require=False, now=None):
+def targets(plan, mode, allowed, approval_given=None, now=None):
     """``{"act": [...], "skipped": [{node, action, why}], "mode", "by_host": {host: its act item}, "pin"}`` from
-    gpu_remediation_plan's result (the filter ``_remediation_targets`` documents it)."""
+    gpu_remediation_plan's result (the filter ``_remediation_targets`` documents it). ``approval_given``: ``{approved,
+    max_age, require}`` of the run (the approved plan's pin, its greatest age, whether one is required), or None."""
+    given = dict(approval_given or {})
+    approved, max_age, require = given.get("approved"), given.get("max_age"), given.get("require") or False
     if mode not in MODES:
         raise ParameterError("gpu_remediation_mode", "%r is not one of %s" % (mode, ", ".join(MODES)))
     allowed = allowed_actions(allowed, mode)

@@ -182,17 +182,18 @@ def pdb_of(pod, pdbs):
     return out
 
 
-def _eviction(pod, reason, pdbs, settings, policy):
+def _eviction(pod, reason, cluster):
     """One pod the row's action would take off its GPU: drain's verdict, its PDB, its eviction mode (``eviction.mode_of``:
     ``mode``, ``timeout_minutes``, ``mode_by``, ``system``; ``mode_error`` where its annotation asks for one it may not
     have) and the multi-pod job it belongs to (``jobs.job_of``)."""
     name = "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))
+    settings = cluster["settings"]
     ok, why = drain.pod_verdict(pod, settings["drain_force"], settings["drain_delete_emptydir_data"])
-    blocked = [p for p, allowed in pdb_of(pod, pdbs) if not allowed]
+    blocked = [p for p, allowed in pdb_of(pod, cluster["pdbs"]) if not allowed]
     out = {"pod": name, "uid": _meta(pod).get("uid"), "reason": reason, "evict": ok, "note": why,
            "pdb": blocked[0] if blocked else None, "job": jobs.job_of(pod)}
     try:
-        found = eviction.mode_of(pod, policy)
+        found = eviction.mode_of(pod, cluster["policy"])
     except eviction.PodModeError as exc:
         return dict(out, mode=None, timeout_minutes=None, mode_by=None, system=False, mode_error=str(exc))
     return dict(out, mode=found["mode"], timeout_minutes=found["timeout_minutes"], mode_by=found["by"], system=found["system"],
@@ -274,6 +275,7 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
     policy = policy or eviction.check_policy(None, None)
     nodes_by_name = dict((_meta(n).get("name"), n) for n in api_nodes or () if isinstance(_meta(n).get("name"), str))
     pods_by_uid = dict((_meta(p).get("uid"), p) for p in pods or () if isinstance(_meta(p).get("uid"), str))
+    cluster = {"pods": pods, "pods_by_uid": pods_by_uid, "pdbs": pdbs, "settings": settings, "policy": policy}
     breaker = ledger.get("breaker") or {}
     reset_at = breaker.get("reset_at")
     named = {}
@@ -296,7 +298,7 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
             rule(row, item=item, api_node=nodes_by_name.get(item["node"]), ledger=ledger, now=now, settings=settings)
         if row["action"] in actions.ACTING:
             row["keys"] = _keys(verdict, health)
-            _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings, policy)
+            _map_and_evict(row, item, health, cluster)
             _operator_hold(row, ledger)
     # the fleet in scope: every GPU Node the API shows, with this run's hosts; never the run's --limit (an event run limited to
     # one node, or an AWX slice, would get a cap of 1 while every quarantine in the cluster counts against it)
@@ -395,15 +397,17 @@ def _operator_hold(row, ledger):
                           "a new signal plans it again" % (", ".join(row["keys"]) or "-", last.get("closed_at")))
 
 
-def _map_and_evict(row, item, health, pods, pods_by_uid, pdbs, settings, policy):
-    """The row's evictions and blockers, by what its action evicts (the actions table): a GPU's pods, the node's, or none."""
+def _map_and_evict(row, item, health, cluster):
+    """The row's evictions and blockers, by what its action evicts (the actions table): a GPU's pods, the node's, or none.
+    ``cluster``: what the plan read of the cluster for every row (``pods``, ``pods_by_uid``, ``pdbs``) and the run's
+    ``settings`` and eviction ``policy``."""
     holders, unmapped = pod_gpu_map(item.get("entries"), health.get("gpus") or [])
     row["unmapped_device_ids"] = unmapped
     evicts = actions.evicts(row["action"])
     if evicts == "gpu":
-        _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings, policy)
+        _gpu_evictions(row, health, holders, cluster)
     elif evicts == "node":
-        _node_evictions(row, pods, pdbs, settings, policy)
+        _node_evictions(row, cluster)
     for ev in row["evictions"]:
         if ev["mode_error"]:
             row["blockers"].append({"kind": "eviction_mode", "pod": ev["pod"], "detail": ev["mode_error"]})
@@ -422,7 +426,7 @@ def _name(pod):
     return "%s/%s" % (_meta(pod).get("namespace"), _meta(pod).get("name"))
 
 
-def _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings, policy):
+def _gpu_evictions(row, health, holders, cluster):
     """A GPU-scoped action: the target GPUs (with the NVLink peers that go with them: ``decision.nvlink_peers``), their pods
     from kubelet's checkpoint, cross-checked with NVML's processes. A pending remap (row 16) waits for a GPU with no pods."""
     gpus = health.get("gpus") or []
@@ -433,7 +437,7 @@ def _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings, policy):
     uids = []
     for uuid in targets:
         uids.extend(uid for uid in sorted(holders.get(uuid) or {}) if uid not in uids)
-        row["blockers"].extend(_process_blockers(uuid, by_uuid.get(uuid) or {}, holders.get(uuid) or {}, pods_by_uid))
+        row["blockers"].extend(_process_blockers(uuid, by_uuid.get(uuid) or {}, holders.get(uuid) or {}, cluster["pods_by_uid"]))
     if any(v.get("opportunistic") for v in verdicts):
         row["opportunistic"] = True
         if uids:
@@ -441,7 +445,7 @@ def _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings, policy):
             row["reasons"].append("the pending remap waits for a reset while the GPU holds no pods; it holds %d" % len(uids))
         return
     for uid in uids:
-        pod = pods_by_uid.get(uid)
+        pod = cluster["pods_by_uid"].get(uid)
         if pod is None or not active(pod):
             continue
         on = [u for u in targets if uid in (holders.get(u) or {})]
@@ -451,7 +455,7 @@ def _gpu_evictions(row, health, holders, pods_by_uid, pdbs, settings, policy):
             row["blockers"].append({"kind": "foreign_pod", "pod": _name(pod), "detail": "this node's checkpoint gives %s to pod %s (UID %s), "
                                     "which runs on %s, not on this node: its checkpoint is not trusted" % (", ".join(on), _name(pod), uid, where or "no node")})
             continue
-        row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), pdbs, settings, policy))
+        row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), cluster))
 
 
 def _process_blockers(uuid, gpu, holders, pods_by_uid):
@@ -470,14 +474,14 @@ def _process_blockers(uuid, gpu, holders, pods_by_uid):
     return out
 
 
-def _node_evictions(row, pods, pdbs, settings, policy):
+def _node_evictions(row, cluster):
     """A node-scoped action: every pod of the node but those kubectl drain leaves (DaemonSet and mirror pods)."""
-    for pod in pods or ():
+    for pod in cluster["pods"] or ():
         if (pod.get("spec") or {}).get("nodeName") != row["node"] or not active(pod):
             continue
         if drain.left_by_drain(pod):
             continue  # kubectl drain leaves them; the reboot restarts them
-        row["evictions"].append(_eviction(pod, "on the node to %s" % row["action"], pdbs, settings, policy))
+        row["evictions"].append(_eviction(pod, "on the node to %s" % row["action"], cluster))
 
 
 def _threshold(settings, scope):

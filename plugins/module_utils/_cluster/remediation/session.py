@@ -22,11 +22,11 @@ class QuarantineError(ResultError):
 
 
 class Session:
-    """``client``, ``api`` (CoreV1Api), ``p`` (the checked parameters), ``check_mode``, ``api_exception``; ``now`` (epoch
-    seconds, the ledger's and the condition's time) and ``clock`` (monotonic, the waits' deadlines)."""
+    """``api`` (CoreV1Api; its ``api_client`` serializes), ``p`` (the checked parameters), ``check_mode``, ``api_exception``;
+    ``now`` (epoch seconds, the ledger's and the condition's time) and ``clock`` (monotonic, the waits' deadlines)."""
 
-    def __init__(self, client, api, p, check_mode, api_exception, now=None, clock=time.monotonic):
-        self.client, self.api, self.p, self.check_mode, self.api_exception = client, api, p, check_mode, api_exception
+    def __init__(self, api, p, check_mode, api_exception, now=None, clock=time.monotonic):
+        self.client, self.api, self.p, self.check_mode, self.api_exception = api.api_client, api, p, check_mode, api_exception
         self.now = int(now if now is not None else time.time())
         self.clock = clock
 

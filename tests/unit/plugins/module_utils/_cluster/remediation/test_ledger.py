@@ -109,31 +109,31 @@ def test_a_ledger_the_api_refuses_leaves_the_node_unchanged_on_quarantine_and_on
     node's marks, then failed, leaving its entry open for ever. Now the ledger comes first."""
     api = FakeApi(ledgers.empty(), refuse=(422, "Unprocessable Entity"))
     with pytest.raises(ledgers.LedgerError) as failed:
-        q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
+        q.quarantine(Session(api, params(), False, ApiError, now=NOW))
     assert "ConfigMap ns/gpuops-remediation-ledger: the API server refused the ledger (422 Unprocessable Entity) of" in str(failed.value)
     assert api.calls == ["write ledger"] and api.node["spec"] == {} and api.node["metadata"]["annotations"] == {}
 
     api.refuse = None
-    done = q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
+    done = q.quarantine(Session(api, params(), False, ApiError, now=NOW))
     assert done["step"] == "drained" and api.node["spec"]["unschedulable"] and api.calls[1:3] == ["write ledger", "patch node"]
     api.refuse, api.calls = (422, "Unprocessable Entity"), []
     with pytest.raises(ledgers.LedgerError):
-        release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 60))
+        release.release(Session(api, params(state="released"), False, ApiError, now=NOW + 60))
     assert api.calls == ["write ledger"] and api.node["spec"]["unschedulable"], "the node stays quarantined, as the ledger says"
     api.refuse = None
-    released = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 60))
+    released = release.release(Session(api, params(state="released"), False, ApiError, now=NOW + 60))
     entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
     assert released["changed"] and (entry["closed_at"], entry["recover_seconds"]) == (NOW + 60, 60) and not api.node["spec"]["unschedulable"]
 
 
 def test_another_runs_write_in_between_is_read_and_applied_again():
     api = FakeApi(dict(ledgers.empty(), entries=[dict(GOOD)]), conflicts=2)
-    q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
+    q.quarantine(Session(api, params(), False, ApiError, now=NOW))
     assert api.calls[:4] == ["write ledger", "write ledger", "write ledger", "patch node"]
     assert [e["node"] for e in ledgers.parse(api.cm, WHERE)["entries"]] == ["b", "a"]
     api = FakeApi(ledgers.empty(), conflicts=5)
     with pytest.raises(ledgers.LedgerError, match="another run wrote the ledger at each of 3 attempts"):
-        q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
+        q.quarantine(Session(api, params(), False, ApiError, now=NOW))
     assert "patch node" not in api.calls
 
 

@@ -40,19 +40,19 @@ def paused(**kw):
 def test_only_a_drained_node_is_paused_and_its_previous_labels_go_to_the_ledger_first():
     api = FakeApi(ledgers.empty())
     with pytest.raises(QuarantineError, match="not quarantined and drained"):
-        pause.pause(Session(api, api, paused(), False, ApiError, now=NOW))
+        pause.pause(Session(api, paused(), False, ApiError, now=NOW))
     assert api.calls == []
-    assert q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))["step"] == states.DRAINED
+    assert q.quarantine(Session(api, params(), False, ApiError, now=NOW))["step"] == states.DRAINED
     api.node["metadata"]["labels"][pause.MAINTENANCE_LABEL] = "false"  # a value of the node's own before the pause
-    preview = pause.pause(Session(api, api, paused(), True, ApiError, now=NOW))
+    preview = pause.pause(Session(api, paused(), True, ApiError, now=NOW))
     assert preview["changed"] and "would label" in preview["msg"] and api.node["metadata"]["labels"][pause.MAINTENANCE_LABEL] == "false"
     calls = len(api.calls)
-    done = pause.pause(Session(api, api, paused(), False, ApiError, now=NOW))
+    done = pause.pause(Session(api, paused(), False, ApiError, now=NOW))
     assert done["changed"] and api.calls[calls:] == ["write ledger", "patch node"]  # the ledger first
     (entry,) = ledgers.parse(api.cm, WHERE)["entries"]
     assert entry["paused_labels"] == {pause.MAINTENANCE_LABEL: "false"}
-    assert pause.pause(Session(api, api, paused(), False, ApiError, now=NOW))["changed"] is False
-    back = pause.unpause(Session(api, api, params(state="unpaused"), False, ApiError))
+    assert pause.pause(Session(api, paused(), False, ApiError, now=NOW))["changed"] is False
+    back = pause.unpause(Session(api, params(state="unpaused"), False, ApiError))
     assert back["changed"] and api.node["metadata"]["labels"][pause.MAINTENANCE_LABEL] == "false"
     assert ledgers.parse(api.cm, WHERE)["entries"][0]["paused_labels"] is None
-    assert pause.unpause(Session(api, api, params(state="unpaused"), False, ApiError))["changed"] is False
+    assert pause.unpause(Session(api, params(state="unpaused"), False, ApiError))["changed"] is False

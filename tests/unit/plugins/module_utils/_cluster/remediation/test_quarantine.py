@@ -127,7 +127,7 @@ def test_a_node_patch_that_fails_takes_the_runs_ledger_entry_back():
 
     api.patch_node = refused
     with pytest.raises(q.QuarantineError) as failed:
-        q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW))
+        q.quarantine(Session(api, api_params(), False, ApiError, now=NOW))
     assert "node a could not be marked (409 Conflict): the node was not changed; its ledger entry was taken back" in str(failed.value)
     assert ledgers.parse(api.cm, WHERE)["entries"] == []
 
@@ -140,10 +140,10 @@ def _condition(api):
 def test_the_node_condition_says_why_and_a_refused_condition_never_stops_the_quarantine_or_the_release():
     api = FakeApi(ledgers.empty())
     api.node["status"]["conditions"] = [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]
-    done = q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW))
+    done = q.quarantine(Session(api, api_params(), False, ApiError, now=NOW))
     assert done["condition_error"] is None and _condition(api) == ("False", "Xid48")
     assert [c["type"] for c in api.node["status"]["conditions"]] == ["Ready", marks.CONDITION]  # kubelet's own stays
-    again = q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW + 5))
+    again = q.quarantine(Session(api, api_params(), False, ApiError, now=NOW + 5))
     assert not again["changed"] and "patch node status" not in api.calls[api.calls.index("patch node status") + 1:]
 
     refusing = FakeApi(ledgers.empty())
@@ -153,10 +153,10 @@ def test_the_node_condition_says_why_and_a_refused_condition_never_stops_the_qua
         raise ApiError(403, "Forbidden")
 
     refusing.patch_node_status = forbidden
-    done = q.quarantine(Session(refusing, refusing, api_params(), False, ApiError, now=NOW))
+    done = q.quarantine(Session(refusing, api_params(), False, ApiError, now=NOW))
     assert done["step"] == "drained" and refusing.node["spec"]["unschedulable"], "the quarantine went on"
     assert "could not be written (403 Forbidden): grant patch on nodes/status" in done["condition_error"]
-    released = release.release(Session(refusing, refusing, api_params(state="released"), False, ApiError, now=NOW + 60))
+    released = release.release(Session(refusing, api_params(state="released"), False, ApiError, now=NOW + 60))
     assert released["changed"] and not refusing.node["spec"]["unschedulable"] and "403" in released["condition_error"]
 
 
@@ -166,10 +166,10 @@ def test_an_uncordon_alone_cancels_nothing_it_is_reported_and_the_quarantine_hol
     plan then left the faulty node alone. Now an uncordon is reported (who may have done it, how to cancel) and nothing of
     ours comes off."""
     api = FakeApi(ledgers.empty())
-    q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW))
+    q.quarantine(Session(api, api_params(), False, ApiError, now=NOW))
     api.node["spec"]["unschedulable"] = False  # the node's kubelet (or anyone) uncordons it
     api.calls = []
-    again = q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW + 30))
+    again = q.quarantine(Session(api, api_params(), False, ApiError, now=NOW + 30))
     assert again["step"] == "drained" and not again["changed"] and "cancelled_by_operator" not in again, again
     assert "uncordoned while quarantined" in again["uncordoned_while_quarantined"] and "kubectl taint node a %s-" % q.TAINT_KEY in again["msg"]
     assert api.calls == [], api.calls  # nothing written: the taint, the annotation and the open entry stay
@@ -177,7 +177,7 @@ def test_an_uncordon_alone_cancels_nothing_it_is_reported_and_the_quarantine_hol
     entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
     assert entry["closed_at"] is None and entry["step"] == "drained" and entry["cordoned_by_us"] is True
     # the release lifts nothing it did not put on: the node is schedulable already
-    released = release.release(Session(api, api, api_params(state="released"), False, ApiError, now=NOW + 60))
+    released = release.release(Session(api, api_params(state="released"), False, ApiError, now=NOW + 60))
     assert released["untainted"] and not released["uncordoned"] and not api.node["spec"]["taints"]
 
 
@@ -185,12 +185,12 @@ def test_an_operator_who_takes_off_our_taint_cancels_and_gets_the_node_back_our_
     """The operator's cancel is a signal no kubelet can forge: our taint removed (NodeRestriction refuses a kubelet's change of
     its taints). The entry closes cancelled_by_operator; our cordon (the ledger says it is ours) comes off with its mark."""
     api = FakeApi(ledgers.empty())
-    q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW))
+    q.quarantine(Session(api, api_params(), False, ApiError, now=NOW))
     api.node["spec"]["taints"].append({"key": "example.com/theirs", "effect": "NoSchedule"})
     api.node["spec"]["taints"] = [t for t in api.node["spec"]["taints"] if t["key"] != q.TAINT_KEY]  # kubectl taint ... -
-    preview = q.quarantine(Session(api, api, api_params(), True, ApiError, now=NOW + 30))
+    preview = q.quarantine(Session(api, api_params(), True, ApiError, now=NOW + 30))
     assert preview["changed"] and preview["step"] == q.CANCELLED_BY_OPERATOR and q.REMEDIATION in api.node["metadata"]["annotations"]
-    done = q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW + 30))
+    done = q.quarantine(Session(api, api_params(), False, ApiError, now=NOW + 30))
     assert done["step"] == q.CANCELLED_BY_OPERATOR and done["cancelled_by_operator"] == "removed the taint %s" % q.TAINT_KEY
     assert done["evicted"] == [] and not api.node["spec"]["unschedulable"] and q.CORDON_MARK not in api.node["metadata"]["annotations"]
     assert api.node["spec"]["taints"] == [{"key": "example.com/theirs", "effect": "NoSchedule"}]
@@ -212,19 +212,19 @@ def test_a_forged_annotation_neither_skips_the_quarantine_nor_makes_the_controll
     api.node["spec"]["unschedulable"] = True  # it cordoned itself too, as it may
     api.node["metadata"]["annotations"][q.REMEDIATION] = json.dumps(FORGED)
     api.node["metadata"]["annotations"][q.CORDON_MARK] = "gpu-remediation"
-    done = q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW))
+    done = q.quarantine(Session(api, api_params(), False, ApiError, now=NOW))
     assert done["step"] == "drained" and "cancelled_by_operator" not in done and done["foreign_cordon"] and not done["cordoned"], done
     assert [t["key"] for t in api.node["spec"]["taints"]] == [q.TAINT_KEY]
     entry = ledgers.parse(api.cm, WHERE)["entries"][-1]
     assert (entry["node"], entry["closed_at"], entry["step"], entry["cordoned_by_us"]) == ("a", None, "drained", False)
     mirror = json.loads(api.node["metadata"]["annotations"][q.REMEDIATION])
     assert "paused_labels" not in mirror and mirror["cordoned_by_us"] is False and mirror["started"] == NOW
-    paused = pause.pause(Session(api, api, dict(api_params(state="paused"), pause_labels={pause.MAINTENANCE_LABEL: "true"}, pause_pods=[], pause_timeout=5),
+    paused = pause.pause(Session(api, dict(api_params(state="paused"), pause_labels={pause.MAINTENANCE_LABEL: "true"}, pause_pods=[], pause_timeout=5),
                      False, ApiError))
     assert paused["previous_labels"] == {pause.MAINTENANCE_LABEL: None}
     api.node["metadata"]["annotations"][q.REMEDIATION] = json.dumps(FORGED)  # forged again, mid-remediation
-    pause.unpause(Session(api, api, dict(api_params(state="unpaused")), False, ApiError))
-    released = release.release(Session(api, api, api_params(state="released"), False, ApiError, now=NOW + 60))
+    pause.unpause(Session(api, dict(api_params(state="unpaused")), False, ApiError))
+    released = release.release(Session(api, api_params(state="released"), False, ApiError, now=NOW + 60))
     assert released["restored_labels"] == {} and not released["uncordoned"] and api.node["spec"]["unschedulable"], released
     assert "node-restriction.kubernetes.io/pool" not in api.node["metadata"]["labels"] and pause.MAINTENANCE_LABEL not in api.node["metadata"]["labels"]
     assert api.node["spec"]["taints"] == []
@@ -236,5 +236,5 @@ def test_a_garbage_annotation_never_blocks_the_nodes_own_quarantine():
     for text in ("reset please", "[" * 20000 + "]" * 20000, json.dumps({"gpus": "x", "step": 5}), '"\ud800"'):
         api = FakeApi(ledgers.empty())
         api.node["metadata"]["annotations"][q.REMEDIATION] = text
-        assert q.quarantine(Session(api, api, api_params(), False, ApiError, now=NOW))["step"] == "drained"
+        assert q.quarantine(Session(api, api_params(), False, ApiError, now=NOW))["step"] == "drained"
         assert json.loads(api.node["metadata"]["annotations"][q.REMEDIATION])["step"] == "drained"

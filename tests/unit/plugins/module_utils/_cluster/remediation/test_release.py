@@ -19,8 +19,8 @@ def test_a_release_of_a_node_whose_entry_has_a_nan_time_releases_it():
     """The review's case: an entry with at NaN made every release of that node crash. Its entry is unreadable, so it is not
     the node's open entry: the release removes the node's marks and says so."""
     api = FakeApi(dict(ledgers.empty(), entries=[dict(GOOD, node="a", at=float("nan")), dict(GOOD)]))
-    q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
-    released = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 5))
+    q.quarantine(Session(api, params(), False, ApiError, now=NOW))
+    released = release.release(Session(api, params(state="released"), False, ApiError, now=NOW + 5))
     assert released["changed"] and released["recover_seconds"] == 5 and not api.node["spec"]["unschedulable"]
     back = ledgers.parse(api.cm, WHERE)
     assert [(e["node"], e["closed_at"]) for e in back["entries"]] == [("b", None), ("a", NOW + 5)] and len(back["invalid"]) == 1
@@ -28,18 +28,18 @@ def test_a_release_of_a_node_whose_entry_has_a_nan_time_releases_it():
 
 def test_a_node_with_nothing_of_ours_is_no_change_and_check_mode_writes_nothing():
     api = FakeApi(ledgers.empty())
-    calm = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW))
+    calm = release.release(Session(api, params(state="released"), False, ApiError, now=NOW))
     assert calm["changed"] is False and api.calls == []
-    q.quarantine(Session(api, api, params(), False, ApiError, now=NOW))
+    q.quarantine(Session(api, params(), False, ApiError, now=NOW))
     calls = list(api.calls)
-    preview = release.release(Session(api, api, params(state="released"), True, ApiError, now=NOW + 60))
+    preview = release.release(Session(api, params(state="released"), True, ApiError, now=NOW + 60))
     assert preview["changed"] is True and preview["msg"] == "would release a" and api.calls == calls
-    done = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 60))
+    done = release.release(Session(api, params(state="released"), False, ApiError, now=NOW + 60))
     assert done["changed"] and done["untainted"] and done["recover_seconds"] == 60
     assert marks.TAINT_KEY not in str(api.node["spec"]) and marks.REMEDIATION not in api.node["metadata"]["annotations"]
     (entry,) = ledgers.parse(api.cm, WHERE)["entries"]
     assert (entry["result"], entry["closed_at"], entry["recover_seconds"]) == ("recovered", NOW + 60, 60)
     # the move to released is the table's: a closed entry is never moved again
     assert states.TABLE[states.RELEASED]["next"] == () and math.isfinite(entry["recover_seconds"])
-    again = release.release(Session(api, api, params(state="released"), False, ApiError, now=NOW + 90))
+    again = release.release(Session(api, params(state="released"), False, ApiError, now=NOW + 90))
     assert again["changed"] is False
