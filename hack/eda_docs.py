@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 """Write docs/docsite/rst/event_sources.rst from the event sources' DOCUMENTATION and EXAMPLES
 (extensions/eda/plugins/event_source/*.py). Neither antsibull-docs nor galaxy-importer renders an event source's docs: both
@@ -10,6 +9,8 @@ import os
 import sys
 
 import yaml
+
+import docgen
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SOURCES = os.path.join(ROOT, "extensions", "eda", "plugins", "event_source")
@@ -71,22 +72,7 @@ def page():
 
 
 def main(argv):
-    text = page()
-    try:
-        with open(PAGE, encoding="utf-8") as handle:
-            old = handle.read()
-    except FileNotFoundError:
-        old = None
-    if "--check" in argv:
-        if old != text:
-            sys.stderr.write("%s is stale: run python hack/eda_docs.py\n" % PAGE)
-            return 1
-        return 0
-    if old != text:
-        with open(PAGE + ".tmp", "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(PAGE + ".tmp", PAGE)
-    return 0
+    return docgen.write_or_check(PAGE, page(), argv, "python hack/eda_docs.py")
 
 
 if __name__ == "__main__":

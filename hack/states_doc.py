@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 """Write the guide's table and diagram of a node's remediation states from the table itself
 (plugins/module_utils/_cluster/remediation/states.py), between the guide's two markers; --check: exit 1 where the guide
@@ -6,6 +5,8 @@ differs (tests/unit/plugins/module_utils/_cluster/remediation/test_states.py run
 
 import os
 import sys
+
+import docgen
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 GUIDE = os.path.join(ROOT, "docs", "docsite", "rst", "guide_health.rst")
@@ -31,17 +32,7 @@ def written(text, table):
 def main(argv):
     with open(GUIDE, encoding="utf-8") as handle:
         text = handle.read()
-    new = written(text, load().diagram())
-    if "--check" in argv:
-        if new != text:
-            sys.stderr.write("%s is stale: run python hack/states_doc.py\n" % GUIDE)
-            return 1
-        return 0
-    if new != text:
-        with open(GUIDE + ".tmp", "w", encoding="utf-8") as handle:
-            handle.write(new)
-        os.replace(GUIDE + ".tmp", GUIDE)
-    return 0
+    return docgen.write_or_check(GUIDE, written(text, load().diagram()), argv, "python hack/states_doc.py")
 
 
 if __name__ == "__main__":

@@ -51,21 +51,21 @@ def test_each_sources_documentation_is_the_options_its_check_accepts(name):
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
-def test_each_example_is_a_ruleset_whose_source_options_pass_the_check(name):
+def test_each_example_is_a_ruleset_or_a_source_entry_whose_options_pass_the_check(name):
     doc, examples = eda_docs.docs(os.path.join(SOURCES, name + ".py"))
-    rulesets = yaml.safe_load(examples)
     used = []
-    for ruleset in rulesets:
-        assert ruleset["rules"] and ruleset["hosts"]
-        for source in ruleset["sources"]:
+    for item in yaml.safe_load(examples):
+        entries = item["sources"] if "sources" in item else [item]  # a whole ruleset, or a source's entry as ansible.eda shows it
+        if "sources" in item:
+            assert item["rules"] and item["hosts"]
+            for rule in item["rules"]:
+                assert [k for k in event_kinds.KINDS if '"%s"' % k in rule["condition"]], rule["condition"]
+        for source in entries:
             ((fqcn, args),) = source.items()
             short = fqcn.split(".")[-1]
             assert fqcn == "gpuops.fleet." + short and short in CHECKS
             CHECKS[short](args)
             used.append(short)
-        for rule in ruleset["rules"]:
-            kinds = [k for k in event_kinds.KINDS if '"%s"' % k in rule["condition"]]
-            assert kinds, rule["condition"]
     assert name in used
 
 

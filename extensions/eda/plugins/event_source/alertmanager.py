@@ -124,19 +124,12 @@ options:
 """
 
 EXAMPLES = r"""
-- name: Alertmanager's GPU alerts alone (the GPU faults of the Node watch with them - gpuops.fleet.gpu_nodes' alertmanager option)
-  hosts: all
-  sources:
-    - gpuops.fleet.alertmanager:
-        host: 0.0.0.0
-        port: 5000
-        token_file: /run/secrets/alertmanager-token
-  rules:
-    - name: Say which GPU alerts fire
-      condition: event.gpuops.kind == "gpu_alert"
-      action:
-        debug:
-          msg: "{{ event.gpuops.alert }} on {{ event.gpuops.node }}"
+# as ansible.eda's examples: the source's entry of a ruleset's sources (the receiver alone; with the Node watch, one fault
+# window: gpuops.fleet.gpu_nodes' alertmanager option, whose example is a whole ruleset)
+- gpuops.fleet.alertmanager:
+    host: 0.0.0.0
+    port: 5000
+    token_file: /run/secrets/alertmanager-token
 """
 
 import asyncio
