@@ -23,9 +23,9 @@ def docs(path):
         tree = ast.parse(handle.read(), path)
     found = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("DOCUMENTATION", "EXAMPLES") and isinstance(node.value, ast.Constant):
-                found[node.targets[0].id] = node.value.value
+        named = isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        if named and node.targets[0].id in ("DOCUMENTATION", "EXAMPLES") and isinstance(node.value, ast.Constant):
+            found[node.targets[0].id] = node.value.value
     return yaml.safe_load(found["DOCUMENTATION"]), found["EXAMPLES"]
 
 

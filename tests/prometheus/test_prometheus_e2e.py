@@ -413,8 +413,9 @@ def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
     """Issue 50's alerts path, every part real but the GPUs: Debian's Prometheus evaluates the gpu_monitoring rules and
     sends the firing alerts to Debian's Alertmanager, whose webhook receiver (a bearer token from a file) posts them to the
     receiver of the event source gpuops.fleet.gpu_nodes (its alertmanager option) in the real ansible-rulebook, beside its
-    watch of a real API server, one fault window owned by that source (issue 58), as the shipped gpu_health.yml runs them. The fault alerts of lab-healthy (GPUXidErrors,
-    GPURecoveryActionRequired, GPURowRemapFailure, GPULost) are one gpu_faults event: one playbook run limited to
+    watch of a real API server, one fault window owned by that source (issue 58), as the shipped gpu_health.yml runs them.
+    The fault alerts of lab-healthy (GPUXidErrors, GPURecoveryActionRequired, GPURowRemapFailure, GPULost) are one
+    gpu_faults event: one playbook run limited to
     lab-healthy and the controller; gpu-z's GPUExporterDown is an event and no run; a request without the token gets 401.
     Issue 57, item 4: an alert whose node label says ``all`` (sent as Alertmanager sends one) is an event of no node
     (``unknown_node``), never a run of every host: the alerts source takes a node only where the Node watch knows it."""

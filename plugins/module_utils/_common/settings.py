@@ -15,7 +15,7 @@ a module's argument spec (``argument_spec``), the defaults (``defaults``), and e
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence
 
 Check = Callable[[Any], Optional[str]]
 Row = Dict[str, Any]
@@ -24,8 +24,8 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 
-def row(name: str, kind: str, default: Any, choices: Optional[Sequence[Any]] = None, elements: Optional[str] = None,
-        aliases: Optional[Sequence[str]] = None, check: Optional[Check] = None, **extra: Any) -> Row:
+def row(name: str, kind: str, default: Any, choices: Sequence[Any] | None = None, elements: str | None = None,
+        aliases: Sequence[str] | None = None, check: Check | None = None, **extra: Any) -> Row:
     """A setting: ``extra`` holds what one table adds (where the setting also goes: ``guard``, ``role``...)."""
     out = {"name": name, "type": kind, "default": default, "choices": choices, "elements": elements, "aliases": aliases, "check": check}
     out.update(extra)
@@ -37,9 +37,9 @@ def copy(value: Any) -> Any:
 
 
 # checks a row may name: each takes the value and returns None, or why it is refused (the field is the row's name)
-def whole(low: Optional[int] = None, high: Optional[int] = None, what: str = "whole number") -> Check:
+def whole(low: int | None = None, high: int | None = None, what: str = "whole number") -> Check:
     """A check: a whole number (not a bool) from ``low`` to ``high`` (None: no bound)."""
-    def _check(value: Any) -> Optional[str]:
+    def _check(value: Any) -> str | None:
         if is_int(value) and (low is None or value >= low) and (high is None or value <= high):
             return None
         bounds = ("from %d to %d" % (low, high) if high is not None else "of %d or more" % low) if low is not None else ""
@@ -47,7 +47,7 @@ def whole(low: Optional[int] = None, high: Optional[int] = None, what: str = "wh
     return _check
 
 
-def boolean(value: Any) -> Optional[str]:
+def boolean(value: Any) -> str | None:
     return None if isinstance(value, bool) else "must be true or false"
 
 
@@ -58,15 +58,15 @@ class Table:
         self.rows = tuple(rows)
         self.by_name = dict((r["name"], r) for r in rows)
 
-    def names(self) -> Tuple[str, ...]:
+    def names(self) -> tuple[str, ...]:
         return tuple(r["name"] for r in self.rows)
 
-    def problem(self, name: str, value: Any) -> Optional[str]:
+    def problem(self, name: str, value: Any) -> str | None:
         """Why ``value`` is refused for the setting ``name`` (its choices, then its check), or None."""
         found = self.refusal(name, value)
         return found and (found[1] if found[0] == name else "%s: %s" % (found[0], found[1]))
 
-    def refusal(self, name: str, value: Any) -> Optional[Tuple[str, str]]:
+    def refusal(self, name: str, value: Any) -> tuple[str, str] | None:
         """``(field, why)`` where ``value`` is refused for the setting ``name``, or None. A row's ``each`` checks a list's
         elements one by one; the field then names the element (``gpus[1]``)."""
         entry = self.by_name[name]
@@ -88,11 +88,11 @@ class Table:
             raise ParameterError(*found)
         return value
 
-    def defaults(self, *names: str) -> Dict[str, Any]:
+    def defaults(self, *names: str) -> dict[str, Any]:
         return dict((r["name"], copy(r["default"])) for r in self._rows(names))
 
-    def check_all(self, raw: Optional[Dict[str, Any]], coerce: Optional[Callable[[Row, Any], Any]] = None,
-                  where: Optional[str] = None) -> Dict[str, Any]:
+    def check_all(self, raw: dict[str, Any] | None, coerce: Callable[[Row, Any], Any] | None = None,
+                  where: str | None = None) -> dict[str, Any]:
         """Every setting from ``raw`` (unset or None: the default), checked; an unknown key is refused, naming the known
         ones. ``coerce(row, value)`` turns a value that may arrive as a string (an AWX survey) into the row's type first;
         ``where`` prefixes the field named in an error (``thresholds.``)."""
@@ -109,7 +109,7 @@ class Table:
             out[key] = value
         return out
 
-    def argument_spec(self, *names: str) -> Dict[str, Dict[str, Any]]:
+    def argument_spec(self, *names: str) -> dict[str, dict[str, Any]]:
         """Ansible argument specs of the named rows (all rows when none is named)."""
         spec = {}
         for entry in self._rows(names):
@@ -126,5 +126,5 @@ class Table:
             spec[entry["name"]] = arg
         return spec
 
-    def _rows(self, names: Sequence[str]) -> List[Row]:
+    def _rows(self, names: Sequence[str]) -> list[Row]:
         return [self.by_name[n] for n in names] if names else list(self.rows)

@@ -55,7 +55,7 @@ def test_each_example_is_a_ruleset_or_a_source_entry_whose_options_pass_the_chec
     doc, examples = eda_docs.docs(os.path.join(SOURCES, name + ".py"))
     used = []
     for item in yaml.safe_load(examples):
-        entries = item["sources"] if "sources" in item else [item]  # a whole ruleset, or a source's entry as ansible.eda shows it
+        entries = item.get("sources", [item])  # a whole ruleset, or a source's entry as ansible.eda shows it
         if "sources" in item:
             assert item["rules"] and item["hosts"]
             for rule in item["rules"]:

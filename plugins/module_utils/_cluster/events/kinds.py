@@ -7,7 +7,6 @@ declared once, pure data; every source and core emits them through these constan
 
 from __future__ import annotations
 
-from typing import Tuple
 
 # the kinds of event the sources emit (``event.gpuops.kind``), each spelled here only: a rule's condition names one of them
 STARTUP, HEARTBEAT, NODE_UNREADABLE, NODE_REMOVED = "startup", "heartbeat", "node_unreadable", "node_removed"
@@ -15,5 +14,5 @@ GPU_UNALLOCATABLE, GPU_RESTORED, NODE_REBOOTED = "gpu_unallocatable", "gpu_resto
 NODE_NOT_READY, NODE_READY, REMEDIATION_STEP = "node_not_ready", "node_ready", "remediation_step"
 GPU_FAULTS, NODE_REBOOTS, THROTTLED = "gpu_faults", "node_reboots", "_throttled"  # a window's event, and where all were throttled
 GPU_ALERT = "gpu_alert"  # the alertmanager source's, one per alert (alerts.py)
-KINDS: Tuple[str, ...] = (STARTUP, HEARTBEAT, GPU_UNALLOCATABLE, GPU_RESTORED, NODE_REBOOTED, NODE_NOT_READY, NODE_READY, REMEDIATION_STEP, NODE_REMOVED,
+KINDS: tuple[str, ...] = (STARTUP, HEARTBEAT, GPU_UNALLOCATABLE, GPU_RESTORED, NODE_REBOOTED, NODE_NOT_READY, NODE_READY, REMEDIATION_STEP, NODE_REMOVED,
          NODE_UNREADABLE, GPU_FAULTS, GPU_FAULTS + THROTTLED, NODE_REBOOTS, NODE_REBOOTS + THROTTLED, GPU_ALERT)

@@ -168,9 +168,8 @@ def check_nodes(args, read=None):
 def check_alerts(args, read=None):
     """``gpuops.fleet.alertmanager``'s options, checked and completed; ParameterError names the option. ``read(path)`` reads
     a file (the token's); the token never appears in a message."""
-    if isinstance(args, dict) and "enabled" in args:
-        if not as_bool("enabled", args["enabled"]):
-            return dict(ALERTS.defaults(), **dict(args, enabled=False))  # switched off: nothing else is read
+    if isinstance(args, dict) and "enabled" in args and not as_bool("enabled", args["enabled"]):
+        return dict(ALERTS.defaults(), **dict(args, enabled=False))  # switched off: nothing else is read
     out = _check(ALERTS, args, "alertmanager")
     out["token"] = _token(out, read)
     if bool(out["certfile"]) != bool(out["keyfile"]):

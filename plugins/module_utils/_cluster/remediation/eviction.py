@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from typing import Any, Dict
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
+Policy = Dict[str, Any]  # check_policy's: the rules and the system namespaces' pattern
+Found = Dict[str, Any]  # mode_of's: a pod's mode, its timeout, what said so, whether it is a system pod
 IMMEDIATE, AFTER_TIMEOUT, ALLOW_COMPLETION = "immediate", "delete_after_timeout", "allow_completion"
 MODES = (IMMEDIATE, AFTER_TIMEOUT, ALLOW_COMPLETION)  # harshest first
 ANNOTATION = "gpuops.fleet/eviction-mode"
@@ -47,7 +50,7 @@ class PodModeError(GpuopsError):
     """A pod's annotation asks for a mode it may not have (unknown, or harsher than its namespace's)."""
 
 
-def check_policy(rules, system_namespaces):
+def check_policy(rules: Any, system_namespaces: Any) -> Policy:
     """``{"rules": [...], "system": compiled regex, "system_pattern": str}`` from the user's; ParameterError naming the field
     (``eviction_modes[1].mode``, ``system_namespaces``) and what it must be. ``rules`` may be None (the default: every
     namespace immediate, today's behaviour)."""
@@ -97,7 +100,7 @@ def check_policy(rules, system_namespaces):
     return {"rules": checked, "system": system, "system_pattern": system_namespaces}
 
 
-def _bad_brackets(pattern):
+def _bad_brackets(pattern: str) -> bool:
     """An unclosed ``[`` (fnmatch would match it as a literal, which is never what was meant)."""
     depth = 0
     for char in pattern:
@@ -110,28 +113,28 @@ def _bad_brackets(pattern):
     return bool(depth)
 
 
-def _minutes(field, value):
+def _minutes(field: str, value: Any) -> int:
     minutes = as_int(field, value)
     if not 1 <= minutes <= MAX_MINUTES:
         raise ParameterError(field, "%d is not 1 to %d minutes" % (minutes, MAX_MINUTES))
     return minutes
 
 
-def _rank(mode, minutes):
+def _rank(mode: str, minutes: int | None) -> tuple[int, int]:
     """How gentle a mode is: a longer timeout is gentler than a shorter one, and both lie between the other two."""
     return (MODES.index(mode), minutes or 0)
 
 
-def _name(pod):
+def _name(pod: dict[str, Any]) -> str:
     meta = _dict(_dict(pod).get("metadata"))
     return "%s/%s" % (meta.get("namespace"), meta.get("name"))
 
 
-def _dict(value):
+def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def annotation_mode(pod):
+def annotation_mode(pod: dict[str, Any]) -> tuple[str, int | None] | None:
     """``(mode, minutes)`` the pod's annotation asks for, or None; PodModeError where it is not one."""
     text = _dict(_dict(_dict(pod).get("metadata")).get("annotations")).get(ANNOTATION)
     if text is None:
@@ -148,7 +151,7 @@ def annotation_mode(pod):
         raise PodModeError("pod %s: annotation %s=%r: %s" % (_name(pod), ANNOTATION, str(text)[:80], exc)) from None
 
 
-def mode_of(pod, policy):
+def mode_of(pod: dict[str, Any], policy: Policy) -> Found:
     """``{"mode", "timeout_minutes", "by", "system"}`` for one pod: its namespace's rule, made gentler by its annotation; a
     pod of a system namespace is ``system`` (never evicted). PodModeError where its annotation asks for a harsher mode."""
     namespace = _dict(_dict(pod).get("metadata")).get("namespace")
@@ -174,11 +177,11 @@ def mode_of(pod, policy):
     return dict(found, mode=mode, timeout_minutes=minutes, by="annotation %s" % ANNOTATION)
 
 
-def _text(mode, minutes):
+def _text(mode: str, minutes: int | None) -> str:
     return "%s:%d" % (mode, minutes) if minutes else mode
 
 
-def decide(found, fault_age):
+def decide(found: Found, fault_age: int) -> tuple[str, str | None]:
     """``("evict" | "wait", why)`` for a pod of ``mode_of``, ``fault_age`` seconds after the node's quarantine began."""
     if found["system"]:
         return "wait", "a system namespace's pod (%s): never evicted; the reset waits until it is gone" % found["by"]

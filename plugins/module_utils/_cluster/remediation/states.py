@@ -31,7 +31,7 @@ The diagram in ``docs/docsite/rst/guide_health.rst`` is ``diagram()``'s text (a 
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple, Union
+from typing import Dict, Tuple, Union
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 
@@ -44,7 +44,7 @@ Row = Dict[str, Union[bool, str, None, Tuple[str, ...]]]
 _FIELDS = ("recorded", "holds", "stops", "shown", "next", "waits_for")
 _ENDS = (RELEASED, CANCELLED_BY_OPERATOR)
 # a drain's states move among themselves (a later run drains again, a pod ends, a budget refuses) and to either end
-_DRAIN: Dict[str, Tuple[str, ...]] = dict((name, tuple(n for n in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS) if n != name) + _ENDS)
+_DRAIN: dict[str, tuple[str, ...]] = dict((name, tuple(n for n in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS) if n != name) + _ENDS)
               for name in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS))
 # name: (holds, stops, shown, next, waits_for); recorded = not terminal = a non-empty next
 _ROWS = (
@@ -67,17 +67,17 @@ _ROWS = (
      "nothing: an operator took the node out of the remediation by hand (see cancelled_by_operator); the ledger records it, "
      "and the plan leaves the node alone for the same signal"),
 )
-TABLE: Dict[str, Row] = dict((name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits))))
+TABLE: dict[str, Row] = dict((name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits))))
              for name, holds, stops, shown, nxt, waits in _ROWS)
-NAMES: Tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
+NAMES: tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
 
 
-def _next(name: str) -> Tuple[str, ...]:
+def _next(name: str) -> tuple[str, ...]:
     found = TABLE[name]["next"]
     return found if isinstance(found, tuple) else ()
 
 
-def shown(step: str) -> Optional[str]:
+def shown(step: str) -> str | None:
     """A recorded step as the node's annotation shows it (None: a state no annotation says)."""
     found = TABLE[step]["shown"]
     return found if isinstance(found, str) else None
@@ -97,7 +97,7 @@ class IllegalMove(GpuopsError):
     run that meets one fails the node's task with this message, before the move is written."""
 
 
-def move(before: Optional[str], after: str) -> str:
+def move(before: str | None, after: str) -> str:
     """``after``, where a node in ``before`` (``START``: no open entry) may move there; else ``IllegalMove``. From ``START``
     the one move is to ``MARKING`` (the ledger's entry opened before the node is marked)."""
     if after not in TABLE:

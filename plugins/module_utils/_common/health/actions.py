@@ -24,7 +24,7 @@ name (template, scope, equivalence group), each row says:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Sequence
 
 NONE, OBSERVE, RESET, INVESTIGATE, REBOOT, REPLACE = "none", "observe", "reset", "investigate", "reboot", "replace"
 QUARANTINE = "quarantine"  # the step of an action a run does not take itself, and of every action in quarantine mode
@@ -42,10 +42,10 @@ _ROWS = (
     (REBOOT, "node", True, "node", ("escalate", "reboot", "reboot_wait", "verify"), "reboot_wait", None, None),
     (REPLACE, "node", False, "node", (), None, None, "rma_candidate"),
 )
-TABLE: Dict[str, Dict[str, Any]] = dict((name, dict(zip(_FIELDS, (rank, scope, automated, evicts, name if automated else (QUARANTINE if scope else None),
+TABLE: dict[str, dict[str, Any]] = dict((name, dict(zip(_FIELDS, (rank, scope, automated, evicts, name if automated else (QUARANTINE if scope else None),
                                        stages, tried_by, escalates_to, outcome))))
              for rank, (name, scope, automated, evicts, stages, tried_by, escalates_to, outcome) in enumerate(_ROWS))
-NAMES: Tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
+NAMES: tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
 # the actions that quarantine a node (a scope), those a run takes itself, and the node-scoped ones
 ACTING = tuple(n for n in NAMES if TABLE[n]["scope"])
 AUTOMATED = tuple(n for n in NAMES if TABLE[n]["automated"])
@@ -60,7 +60,7 @@ def severity(action: str) -> int:
     return TABLE[action]["severity"]
 
 
-def scope_of(action: str) -> Optional[str]:
+def scope_of(action: str) -> str | None:
     """``node`` for an action on the whole node, ``gpu`` for one on GPUs, None for one that changes nothing."""
     return TABLE[action]["scope"]
 
@@ -75,7 +75,7 @@ def most_severe(names: Iterable[str]) -> str:
     return max(names, key=severity)
 
 
-def step(action: str, mode_acts: bool) -> Optional[str]:
+def step(action: str, mode_acts: bool) -> str | None:
     """The role's step for ``action``: its own block where the run takes it (``mode_acts``: not quarantine mode), else the
     quarantine alone; None for an action that changes nothing."""
     row = TABLE[action]
@@ -84,13 +84,13 @@ def step(action: str, mode_acts: bool) -> Optional[str]:
     return row["step"] if mode_acts else QUARANTINE
 
 
-def escalation(action: str, allowed: Sequence[str]) -> Optional[str]:
+def escalation(action: str, allowed: Sequence[str]) -> str | None:
     """The action that follows a failed ``action`` in this run (``allowed``: the run's automated actions), or None."""
     nxt = TABLE[action]["escalates_to"]
     return nxt if nxt in allowed else None
 
 
-def outcome_at_quarantine(action: str) -> Optional[str]:
+def outcome_at_quarantine(action: str) -> str | None:
     """The report's outcome where a run stops at the quarantine on purpose (None: the run goes on)."""
     return TABLE[action]["outcome"]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction as ev
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import jobs
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import quarantine as q
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
@@ -125,28 +124,6 @@ G0 = "GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"
 BASE = {"state": "quarantined", "plan": None, "node": None, "gpus": None, "action": None, "scope": None, "evictions": None, "blockers": None,
         "keys": None, "driver_version": None, "run": None, "result": "recovered", "namespace": "gpuops-system", "drain_timeout": 300,
         "drain_force": False, "drain_delete_emptydir_data": False, "eviction_modes": None, "system_namespaces": None}
-
-
-@pytest.mark.parametrize("labels, owner, expected", [
-    ({"jobset.sigs.k8s.io/jobset-name": "llm", "jobset.sigs.k8s.io/replicatedjob-name": "workers", "jobset.sigs.k8s.io/job-index": "3",
-      "batch.kubernetes.io/job-name": "llm-workers-3"}, ("Job", "llm-workers-3"), ("JobSet", "llm", "workers/3")),
-    ({"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "1",
-      "training.kubeflow.org/operator-name": "pytorchjob-controller"}, ("PyTorchJob", "bert"), ("PyTorchJob", "bert", "worker/1")),
-    # an MPIJob's launcher is a Job's pod: the labels still name the MPIJob
-    ({"training.kubeflow.org/job-name": "nccl", "training.kubeflow.org/job-role": "launcher",
-      "training.kubeflow.org/operator-name": "mpi-operator"}, ("Job", "nccl-launcher"), ("MPIJob", "nccl", None)),
-    ({"batch.kubernetes.io/job-name": "sweep", "batch.kubernetes.io/job-completion-index": "7"}, ("Job", "sweep"), ("Job (indexed)", "sweep", "7")),
-    ({"job-name": "old"}, ("Job", "old"), ("Job", "old", None)),
-    ({"app": "serve"}, ("ReplicaSet", "serve-1"), None),
-    ({"training.kubeflow.org/job-name": "x y"}, None, None),  # not a label value: never a selector
-])
-def test_the_multi_pod_job_of_a_pod_by_its_controllers_documented_labels(labels, owner, expected):
-    found = jobs.job_of(pod("ml", labels=labels, owner=owner))
-    assert (found and (found["kind"], found["name"], found["index"])) == (expected or None)
-    if found:
-        other = pod("ml", name="other", labels=labels)
-        members = jobs.members(found, [other, pod("ml", name="stranger", labels={"app": "x"}), pod("ml2", name="far", labels=labels)])
-        assert [m["pod"] for m in members] == ["ml/other"]
 
 
 def test_the_plan_leaves_a_node_an_operator_took_back_alone_for_the_same_signal_only():
