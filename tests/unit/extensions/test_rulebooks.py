@@ -127,8 +127,8 @@ def test_the_rulebooks_source_as_ansible_rulebook_renders_it_passes_the_check_al
     args = source["gpuops.fleet.gpu_nodes"]
     off = source_options.check_nodes(util.substitute_variables(args, {}))
     assert off["alertmanager"]["enabled"] is False and off["settle_seconds"] == 5
-    on = source_options.check_nodes(util.substitute_variables(args, {"gpuops_alerts_enabled": True, "gpuops_alerts_token": "t" * 20,
-                                                                      "gpuops_events_settle_seconds": 3}))
+    given = {"gpuops_alerts_enabled": True, "gpuops_alerts_token": "t" * 20, "gpuops_events_settle_seconds": 3}
+    on = source_options.check_nodes(util.substitute_variables(args, given))
     assert on["alertmanager"]["enabled"] is True and on["alertmanager"]["port"] == 5000 and on["alertmanager"]["settle_seconds"] == 3
     with pytest.raises(ParameterError) as err:
         source_options.check_nodes(util.substitute_variables(args, {"gpuops_alerts_enabled": True}))

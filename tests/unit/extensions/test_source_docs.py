@@ -21,8 +21,8 @@ SOURCES = os.path.join(ROOT, "extensions", "eda", "plugins", "event_source")
 TOKEN = "t" * 32
 TABLES = {"gpu_nodes": source_options.NODES, "alertmanager": source_options.ALERTS}
 CHECKS = {"gpu_nodes": lambda args: source_options.check_nodes(args, read=lambda path: TOKEN),
-          "alertmanager": lambda args: source_options.check_alerts(args if {"token", "token_file"} & set(args) else dict(args, token=TOKEN),
-                                                            read=lambda path: TOKEN)}
+          "alertmanager": lambda args: source_options.check_alerts(
+              args if {"token", "token_file"} & set(args) else dict(args, token=TOKEN), read=lambda path: TOKEN)}
 
 sys.path.insert(0, os.path.join(ROOT, "hack"))
 try:

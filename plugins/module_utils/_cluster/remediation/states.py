@@ -44,8 +44,9 @@ Row = Dict[str, Union[bool, str, None, Tuple[str, ...]]]
 _FIELDS = ("recorded", "holds", "stops", "shown", "next", "waits_for")
 _ENDS = (RELEASED, CANCELLED_BY_OPERATOR)
 # a drain's states move among themselves (a later run drains again, a pod ends, a budget refuses) and to either end
-_DRAIN: dict[str, tuple[str, ...]] = dict((name, tuple(n for n in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS) if n != name) + _ENDS)
-              for name in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS))
+_DRAIN: dict[str, tuple[str, ...]] = dict(
+    (name, tuple(n for n in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS) if n != name) + _ENDS)
+    for name in (DRAINING, DRAINED, DRAIN_BLOCKED, AWAITING_PODS))
 # name: (holds, stops, shown, next, waits_for); recorded = not terminal = a non-empty next
 _ROWS = (
     # marking: our taint is not on yet, so no operator can have taken it off (no cancel); evictions follow the mark (draining),
@@ -67,8 +68,8 @@ _ROWS = (
      "nothing: an operator took the node out of the remediation by hand (see cancelled_by_operator); the ledger records it, "
      "and the plan leaves the node alone for the same signal"),
 )
-TABLE: dict[str, Row] = dict((name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits))))
-             for name, holds, stops, shown, nxt, waits in _ROWS)
+TABLE: dict[str, Row] = dict(
+    (name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits)))) for name, holds, stops, shown, nxt, waits in _ROWS)
 NAMES: tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
 
 

@@ -42,9 +42,10 @@ _ROWS = (
     (REBOOT, "node", True, "node", ("escalate", "reboot", "reboot_wait", "verify"), "reboot_wait", None, None),
     (REPLACE, "node", False, "node", (), None, None, "rma_candidate"),
 )
-TABLE: dict[str, dict[str, Any]] = dict((name, dict(zip(_FIELDS, (rank, scope, automated, evicts, name if automated else (QUARANTINE if scope else None),
-                                       stages, tried_by, escalates_to, outcome))))
-             for rank, (name, scope, automated, evicts, stages, tried_by, escalates_to, outcome) in enumerate(_ROWS))
+TABLE: dict[str, dict[str, Any]] = dict(
+    (name, dict(zip(_FIELDS, (rank, scope, automated, evicts, name if automated else (QUARANTINE if scope else None),
+                              stages, tried_by, escalates_to, outcome))))
+    for rank, (name, scope, automated, evicts, stages, tried_by, escalates_to, outcome) in enumerate(_ROWS))
 NAMES: tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
 # the actions that quarantine a node (a scope), those a run takes itself, and the node-scoped ones
 ACTING = tuple(n for n in NAMES if TABLE[n]["scope"])

@@ -149,5 +149,3 @@ def test_a_node_whose_data_raises_is_unreadable_said_once_and_the_tracker_goes_o
     # h readable again, and withholding a GPU: news
     assert kinds(tracker.apply("MODIFIED", node("h", 6, free=7), T)) == [("gpu_unallocatable", "h")]
     assert "its Node's data could not be read" not in " ".join(nodes.unhealthy(tracker.views["h"]))
-
-

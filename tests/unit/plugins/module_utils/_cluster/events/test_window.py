@@ -5,7 +5,6 @@ window, no fault is lost (a node still unhealthy is offered again with a capped 
 from __future__ import annotations
 
 
-
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import window as windows
 
 T = "2026-11-29T10:00:00Z"

@@ -23,7 +23,6 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 
 
-
 def closed(i, node="old", gpus=G):
     return {"node": "%s-%d" % (node, i), "gpus": list(gpus), "action": "reset", "keys": ["recovery:1"], "driver_version": "535.104.05",
             "at": NOW - 100000 + i, "closed_at": NOW - 99000 + i, "result": "recovered", "run": "job-%d" % i, "recover_seconds": 1000}
@@ -135,5 +134,3 @@ def test_another_runs_write_in_between_is_read_and_applied_again():
     with pytest.raises(ledgers.LedgerError, match="another run wrote the ledger at each of 3 attempts"):
         q.quarantine(Session(api, params(), False, ApiError, now=NOW))
     assert "patch node" not in api.calls
-
-

@@ -219,8 +219,8 @@ def test_a_forged_annotation_neither_skips_the_quarantine_nor_makes_the_controll
     assert (entry["node"], entry["closed_at"], entry["step"], entry["cordoned_by_us"]) == ("a", None, "drained", False)
     mirror = json.loads(api.node["metadata"]["annotations"][q.REMEDIATION])
     assert "paused_labels" not in mirror and mirror["cordoned_by_us"] is False and mirror["started"] == NOW
-    paused = pause.pause(Session(api, dict(api_params(state="paused"), pause_labels={pause.MAINTENANCE_LABEL: "true"}, pause_pods=[], pause_timeout=5),
-                     False, ApiError))
+    asked = dict(api_params(state="paused"), pause_labels={pause.MAINTENANCE_LABEL: "true"}, pause_pods=[], pause_timeout=5)
+    paused = pause.pause(Session(api, asked, False, ApiError))
     assert paused["previous_labels"] == {pause.MAINTENANCE_LABEL: None}
     api.node["metadata"]["annotations"][q.REMEDIATION] = json.dumps(FORGED)  # forged again, mid-remediation
     pause.unpause(Session(api, dict(api_params(state="unpaused")), False, ApiError))

@@ -19,8 +19,8 @@ def test_scope_eviction_and_step_of_each_action():
     assert [a.scope_of(n) for n in a.NAMES] == [None, None, "gpu", "node", "node", "node"]
     assert a.ACTING == (a.RESET, a.INVESTIGATE, a.REBOOT, a.REPLACE) and a.AUTOMATED == (a.RESET, a.REBOOT)
     assert (a.evicts(a.RESET), a.evicts(a.RESET, peers=True), a.evicts(a.REBOOT), a.evicts(a.OBSERVE)) == ("gpu", "gpu+peers", "node", "none")
-    assert (a.step(a.RESET, True), a.step(a.RESET, False), a.step(a.REPLACE, True), a.step(a.NONE, True)) == (a.RESET, a.QUARANTINE,
-                                                                                                         a.QUARANTINE, None)
+    steps = (a.step(a.RESET, True), a.step(a.RESET, False), a.step(a.REPLACE, True), a.step(a.NONE, True))
+    assert steps == (a.RESET, a.QUARANTINE, a.QUARANTINE, None)
 
 
 def test_a_failed_reset_escalates_to_a_reboot_only_where_the_run_allows_it():
