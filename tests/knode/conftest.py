@@ -38,10 +38,14 @@ def fake_lib_dir():
 @pytest.fixture(scope="session")
 def cluster(node_machine, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("cluster")
+    made = []
     try:
         # RBAC: the API path's tests run as the API user gpuops with only the collection's docs/rbac grants
-        yield kubefleet.start_cluster(workdir, rbac=True)
+        made.append(kubefleet.start_cluster(workdir, rbac=True))
+        yield made[0]
     finally:
+        for item in made:
+            item.close()  # its connections closed before the control plane stops (kubefleet.Cluster.close)
         kubefleet.stop_cluster(workdir)
 
 

@@ -16,9 +16,13 @@ import kubefleet  # noqa: E402  pylint: disable=wrong-import-position
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("cluster")
+    made = []
     try:
-        yield kubefleet.start_cluster(workdir)
+        made.append(kubefleet.start_cluster(workdir))
+        yield made[0]
     finally:
+        for item in made:
+            item.close()
         kubefleet.stop_cluster(workdir)
 
 

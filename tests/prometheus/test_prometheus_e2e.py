@@ -486,6 +486,7 @@ def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
             for process in reversed(processes):
                 process.terminate()
                 process.wait(30)
+            cluster.close()
             kubefleet.stop_cluster(str(tmp_path / "cluster"))
     text = log.read_text(errors="replace")
     assert "'unknown_node': 'all'" in text and "'hosts': ['all'" not in text, text[-4000:]
