@@ -164,8 +164,8 @@ async def main(queue, args):
     owned by this source. Without ``alertmanager`` the window is the ruleset's (``window.shared``): the older form, where a
     ``gpuops.fleet.alertmanager`` source of the same ruleset adds its alerts to it."""
     checked = options.check_nodes(args, read=webhook.read)
-    receiver = checked["alertmanager"]
-    if receiver is not None and receiver["enabled"]:
+    receiver = checked["alertmanager"] if checked["alertmanager"] is not None and checked["alertmanager"]["enabled"] else None
+    if receiver is not None:
         window = windows.FaultWindow(checked["settle_seconds"], checked["flap_seconds"], again_max=checked["retry_max_seconds"])
     else:
         window = windows.shared(queue, checked["settle_seconds"], checked["flap_seconds"], checked["retry_max_seconds"])
@@ -176,7 +176,7 @@ async def main(queue, args):
         asyncio.run_coroutine_threadsafe(queue.put(event), loop).result(timeout=60)
 
     tasks = [asyncio.ensure_future(asyncio.to_thread(follow, checked, emit, stop, window=window))]
-    if receiver is not None and receiver["enabled"]:
+    if receiver is not None:
         tasks.append(asyncio.ensure_future(webhook.serve(receiver, queue.put, window)))
     try:
         done, dummy = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

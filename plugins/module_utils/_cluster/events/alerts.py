@@ -2,8 +2,8 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""PRIVATE to the gpuops.fleet collection: Alertmanager's webhook notifications as GPU events, pure (the event source
-``gpuops.fleet.alertmanager`` serves the HTTP side; ``extensions/eda/plugins/event_source/alertmanager.py``).
+"""PRIVATE to the gpuops.fleet collection: Alertmanager's webhook notifications as GPU events, pure (``webhook.py`` serves
+the HTTP side, run by the source ``gpuops.fleet.gpu_nodes`` with its ``alertmanager`` option, or ``gpuops.fleet.alertmanager``).
 
 A notification is Alertmanager's webhook payload (version 4: ``status``, ``receiver``, ``groupLabels``, ``alerts``: each with
 ``status``, ``labels``, ``annotations``, ``startsAt``, ``endsAt``, ``fingerprint``; prometheus.io/docs/alerting/latest/

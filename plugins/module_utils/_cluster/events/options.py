@@ -144,8 +144,12 @@ def _check(table, args, source):
     for key in args or {}:
         if key not in table.by_name:
             raise ParameterError(str(key), "is not an option of gpuops.fleet.%s (known: %s)" % (source, ", ".join(sorted(table.by_name))))
-    # an option with no default given as "" is not given (a rulebook's ``| default('')``: a token_file unused)
-    given = dict((k, v) for k, v in (args or {}).items() if not (v == "" and table.by_name[k]["default"] is None))
+    # an option with no default given as "" or None is not given (a rulebook's ``| default('')``: a token_file unused); one
+    # with a default given no value is refused, never silently its default
+    given = dict((k, v) for k, v in (args or {}).items() if not (v in ("", None) and table.by_name[k]["default"] is None))
+    for key, value in given.items():
+        if value is None:
+            raise ParameterError(key, "is given no value: leave it out for its default (%r), or give one" % (table.by_name[key]["default"],))
     return table.check_all(given, coerce=coerce)
 
 

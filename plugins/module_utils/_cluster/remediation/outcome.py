@@ -66,7 +66,7 @@ def targets(plan, mode, allowed, approval_given=None, now=None):
     gpu_remediation_plan's result (the filter ``_remediation_targets`` documents it). ``approval_given``: ``{approved,
     max_age, require}`` of the run (the approved plan's pin, its greatest age, whether one is required), or None."""
     given = dict(approval_given or {})
-    approved, max_age, require = given.get("approved"), given.get("max_age"), given.get("require") or False
+    approved, max_age, require = given.get("approved"), given.get("max_age"), given.get("require", False)
     if mode not in MODES:
         raise ParameterError("gpu_remediation_mode", "%r is not one of %s" % (mode, ", ".join(MODES)))
     allowed = allowed_actions(allowed, mode)

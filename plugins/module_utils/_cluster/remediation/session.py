@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks, states
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ResultError
 
 
@@ -98,7 +98,7 @@ class Session:
             if found is None:
                 return None
             found.update(closed_at=self.now, result=outcome,
-                         recover_seconds=None if outcome == marks.states.CANCELLED_BY_OPERATOR else self.now - int(found["at"]))
+                         recover_seconds=None if outcome == states.CANCELLED_BY_OPERATOR else self.now - int(found["at"]))
             return ledger
 
         self.ledger_update(close)

@@ -115,3 +115,14 @@ def test_a_device_plugin_that_does_not_come_back_is_a_failed_recovery_and_a_huma
 def test_a_host_whose_facts_name_a_controller_variable_gets_no_report_written():
     with pytest.raises(AnsibleFilterError, match="returned facts named as variables the controller acts on .'gpu_remediation_report_dir'."):
         remediation_report(TARGET, {"quarantine": OK}, None, {"gpu_remediation_report_dir": "/etc/cron.d", "gpuops_gpus": {}})
+
+
+def test_an_approval_requirement_that_is_no_boolean_is_refused_naming_it():
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import outcome
+    from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+    for require in ("", None, "maybe"):
+        with pytest.raises(ParameterError) as err:
+            outcome.targets({"nodes": []}, "remediate", ["reset"], {"approved": None, "require": require}, now=0)
+        assert err.value.field == "gpu_remediation_require_approval"
+    assert outcome.targets({"nodes": []}, "remediate", ["reset"], None, now=0)["act"] == []  # not asked: not required

@@ -26,3 +26,13 @@ def test_options_from_a_survey_and_the_defaults():
     got = source_options.check_nodes({"gpu_resources": "nvidia.com/gpu, aliyun.com/gpu-mem", "heartbeat": "30", "validate_certs": "false"})
     assert got["gpu_resources"] == ["nvidia.com/gpu", "aliyun.com/gpu-mem"] and got["heartbeat"] == 30 and got["validate_certs"] is False
     assert source_options.check_nodes({})["gpu_resources"] == list(source_options.DEFAULT_RESOURCES)
+
+
+def test_an_option_with_a_default_given_no_value_is_refused_never_its_default():
+    for check, args, field in ((source_options.check_nodes, {"heartbeat": None}, "heartbeat"),
+                               (source_options.check_nodes, {"gpu_resources": None}, "gpu_resources"),
+                               (source_options.check_alerts, {"token": "t" * 20, "port": None}, "port")):
+        with pytest.raises(ParameterError) as err:
+            check(args)
+        assert err.value.field == field and "leave it out" in err.value.reason
+    assert source_options.check_nodes({"kubeconfig": None, "context": ""})["kubeconfig"] is None  # no default: not given
