@@ -29,3 +29,13 @@ def post(port, body, token=TOKEN, path="/alerts"):
             return answer.status
     except urllib.error.HTTPError as exc:
         return exc.code
+
+
+def get(port, path):
+    """``(status, text)`` of a GET (a probe)."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=10) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read().decode()

@@ -453,14 +453,14 @@ def test_alerts_reach_a_rulebook_through_alertmanager(prometheus, tmp_path):
         processes.append(subprocess.Popen([os.path.join(BIN, "ansible-rulebook"), "-i", str(inventory), "--rulebook", str(rules), "--print-events"],
                                           cwd=str(tmp_path), env=env, stdout=out, stderr=subprocess.STDOUT))
         try:
-            def up():
+            def ready():  # listening, and its Node watch has listed (before that an alert is answered 503, sent again)
                 try:
-                    with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % source_port, timeout=2) as answer:
-                        return answer.read() == b"up"
+                    with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % source_port, timeout=2) as answer:
+                        return answer.read() == b"ready"
                 except OSError:
                     return False
 
-            wait_for(up, 120, "the source never listened: " + log.read_text()[-3000:])
+            wait_for(ready, 120, "the source never listened, or its Node watch never listed: " + log.read_text()[-3000:])
             refused = urllib.request.Request("http://127.0.0.1:%d/alerts" % source_port, data=b'{"alerts": []}', method="POST")
             with pytest.raises(urllib.error.HTTPError) as err:
                 urllib.request.urlopen(refused, timeout=5).close()

@@ -10,7 +10,8 @@ authentication and puts the request's headers, an ``Authorization`` header inclu
 
 - answers ``POST <path>`` (``/alerts``) only with ``Authorization: Bearer <token>`` (Alertmanager's ``http_config.authorization``;
   the token from ``token`` or ``token_file``, compared in constant time); any other request gets 401 and emits nothing;
-  ``GET /healthz`` answers ``up`` (a probe, no data);
+  ``GET /healthz`` answers ``up`` (liveness, no data); ``GET /readyz`` answers ``ready``, or 503 while a Node watch that
+  shares the window has not listed the GPU Nodes yet (alerts are then answered 503, which Alertmanager sends again);
 - holds a port anyone may reach (module_utils/_cluster/events/receiver.py): headers and body each within ``read_timeout`` seconds
   (10), at most ``max_connections`` (256) at once, a new one taking the place of the oldest that has not sent its headers;
   no request line, header or body is ever logged, and refusals are logged once a minute, not per connection;
@@ -45,7 +46,9 @@ DOCUMENTATION = r"""
 short_description: Alertmanager's webhook notifications of GPU alerts, with a token, as GPU events of their node
 description:
   - "Answers C(POST) on O(path) only with C(Authorization: Bearer <token>) (Alertmanager's C(http_config.authorization); the
-    token compared in constant time); any other request gets 401 and emits nothing; C(GET /healthz) answers C(up)."
+    token compared in constant time); any other request gets 401 and emits nothing; C(GET /healthz) answers C(up) (liveness); C(GET /readyz) answers
+    C(ready), or 503 while a Node watch sharing the window has not yet listed the GPU Nodes (its alerts are then answered 503,
+    a status Alertmanager retries, rather than judged of unknown nodes)."
   - Holds a port anyone may reach - headers and body each within O(read_timeout), at most O(max_connections) at once; no
     request line, header or body is ever logged; refusals are logged once a minute.
   - Emits one C(gpu_alert) event per alert (C(gpuops) - alert, status, node, labels, fault, starts_at, fingerprint), never a
@@ -68,7 +71,7 @@ options:
     type: int
     default: 5000
   path:
-    description: The URL path Alertmanager posts to.
+    description: The URL path Alertmanager posts to (not C(/healthz) or C(/readyz), the probes).
     type: str
     default: /alerts
   token:

@@ -113,6 +113,8 @@ options:
       - The options of an Alertmanager receiver this source runs beside its Node watch (every option of
         M(gpuops.fleet.alertmanager) but the fault window's, which are this source's), so one source owns the fault window
         that the withheld GPUs and the fault alerts add to.
+      - Until the Node watch has listed the GPU Nodes, an alert is answered 503 (Alertmanager sends it again) and C(GET /readyz)
+        answers 503; then C(ready). An alert is never judged against a watch that has not listed yet.
       - Without it, the window is the ruleset's, shared with a M(gpuops.fleet.alertmanager) source of the same ruleset (the
         older form; it relies on how ansible-rulebook 1.3 hands each source its queue, so prefer this option).
     type: dict
@@ -169,6 +171,7 @@ async def main(queue, args):
         window = windows.FaultWindow(checked["settle_seconds"], checked["flap_seconds"], again_max=checked["retry_max_seconds"])
     else:
         window = windows.shared(queue, checked["settle_seconds"], checked["flap_seconds"], checked["retry_max_seconds"])
+    window.expect_watch()  # the alerts wait for this watch's first list (answered 503 until then, sent again)
     loop = asyncio.get_running_loop()
     stop = threading.Event()
 

@@ -230,6 +230,7 @@ class Tracker:
     def __init__(self, resources=DEFAULT_RESOURCES, by_label=False):
         self.resources, self.by_label = resources, by_label
         self.views, self.resource_version = {}, None
+        self.listed = False  # the first list has come (the alerts name a node only then: window.FaultWindow.ready)
 
     # the GPU Nodes known now, by name (a list replaces ``views``: whoever shares the tracker sees the new one)
     def __contains__(self, name):
@@ -245,6 +246,7 @@ class Tracker:
         """The first list: the views, and the ``startup`` event naming every node unhealthy now."""
         self.views = dict((v["name"], v) for v in (view(n, self.resources, self.by_label) for n in nodes) if v)
         self.resource_version = resource_version
+        self.listed = True
         bad = [{"node": name, "unhealthy": why, "resource_version": v["resource_version"]}
                for name, v, why in ((n, v, unhealthy(v)) for n, v in sorted(self.views.items())) if why]
         return {"gpuops": {"kind": STARTUP, "nodes": bad, "watched": len(self.views), "resource_version": resource_version,

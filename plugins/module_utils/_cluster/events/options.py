@@ -77,7 +77,12 @@ def _listen(value):
     return None if isinstance(value, str) and _HOST.match(value) else "an address to listen on (127.0.0.1, 0.0.0.0, ::), got %r" % (value,)
 
 
+PROBES = ("/healthz", "/readyz")  # the receiver's own GET paths (webhook.py)
+
+
 def _url_path(value):
+    if isinstance(value, str) and value in PROBES:
+        return "a URL path other than the receiver's probes (%s), such as /alerts, got %r" % (", ".join(PROBES), value)
     return None if isinstance(value, str) and _PATH.match(value) else "a URL path such as /alerts, got %r" % (value,)
 
 

@@ -5,7 +5,7 @@
 """PRIVATE to the gpuops.fleet collection: the small HTTP/1.1 server of the event source ``gpuops.fleet.alertmanager``, on
 asyncio's streams (the standard library only), built for a port anyone on the network can reach before they show a token.
 
-What a webhook receiver needs and nothing more: ``GET /healthz`` and ``POST <path>`` with ``Content-Length`` (what
+What a webhook receiver needs and nothing more: ``GET`` of its probes (``/healthz``, ``/readyz``) and ``POST <path>`` with ``Content-Length`` (what
 Alertmanager's Go client sends for a JSON body), one request per connection (``Connection: close``). What it holds against a
 peer that does not finish:
 

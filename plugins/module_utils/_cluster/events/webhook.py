@@ -14,8 +14,12 @@ import json
 import ssl
 import time
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import alerts, receiver
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import alerts, options as settings, receiver
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+
+
+HEALTH, READY = settings.PROBES
+WAITING = "the Node watch has not listed the GPU Nodes yet: send it again"
 
 
 def _now():
@@ -41,7 +45,13 @@ class Receiver:
 
     async def handle(self, method, path, headers, body):
         if method == "GET":
+            if path == READY:
+                return (200, "ready") if self.window.ready() else (503, WAITING)
             return 200, "up"
+        if not self.window.ready():
+            # before the Node watch's first list every node would be unknown, its fault lost until Alertmanager's
+            # repeat_interval: a 5xx is one Alertmanager retries (notify/util.go, Retrier.Check)
+            return 503, WAITING
         try:
             payload = json.loads(body)
             found = alerts.events(payload, self.options, _now(), known=self.window.known)
@@ -83,7 +93,7 @@ def _tls(options):
 async def serve(options, emit, window, ready=None):
     """Serve until cancelled; ``ready(port)`` is called once listening (tests give port 0)."""
     hook = Receiver(options, emit, window)
-    server = receiver.Server(hook, {"/healthz": ("GET",), options["path"]: ("POST",)},
+    server = receiver.Server(hook, {HEALTH: ("GET",), READY: ("GET",), options["path"]: ("POST",)},
                              dict((k, options[k]) for k in ("max_bytes", "read_timeout", "max_connections")))
     port = await server.start(options["host"], options["port"], _tls(options))
     if ready is not None:

@@ -44,7 +44,19 @@ class FaultWindow:
         # the GPU Nodes the ruleset's Node watch knows (its tracker's views, by name); None where no Node watch shares the window:
         # an alert names a node only where it is one of them (alerts.node_of)
         self.known = None
+        self.watching = False  # a Node watch shares this window (``expect_watch``): the alerts wait for its first list
         self.lock = threading.RLock()  # the sources of one ruleset share a window (``shared``): the Node watch runs in a thread
+
+    def expect_watch(self):
+        """A Node watch shares this window (said before it and a receiver start): until its first list, ``ready()`` is
+        False, so the receiver answers alerts 503 (Alertmanager sends them again) rather than judge every node unknown."""
+        with self.lock:
+            self.watching = True
+
+    def ready(self):
+        """Whether an alert's node can be judged: no Node watch shares the window, or its first list has come."""
+        with self.lock:
+            return not self.watching or bool(self.known is not None and getattr(self.known, "listed", False))
 
     def add(self, event, now):
         node = event["gpuops"]["node"]

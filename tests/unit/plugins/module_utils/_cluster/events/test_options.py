@@ -22,6 +22,13 @@ def test_bad_options_are_named(args, field):
     assert err.value.field == field
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "alerts", "/a b"])
+def test_the_alerts_path_is_a_url_path_other_than_the_probes(path):
+    with pytest.raises(ParameterError) as err:
+        source_options.check_alerts({"token": "s3cret-token-0123456789", "path": path})
+    assert err.value.field == "path" and ("probes" in str(err.value)) == (path in source_options.PROBES)
+
+
 def test_options_from_a_survey_and_the_defaults():
     got = source_options.check_nodes({"gpu_resources": "nvidia.com/gpu, aliyun.com/gpu-mem", "heartbeat": "30", "validate_certs": "false"})
     assert got["gpu_resources"] == ["nvidia.com/gpu", "aliyun.com/gpu-mem"] and got["heartbeat"] == 30 and got["validate_certs"] is False

@@ -5,6 +5,7 @@ window, no fault is lost (a node still unhealthy is offered again with a capped 
 from __future__ import annotations
 
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import nodes
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import window as windows
 
 T = "2026-11-29T10:00:00Z"
@@ -95,3 +96,14 @@ def test_a_firing_fault_alert_keeps_its_node_offered_again_until_it_is_resolved(
     assert window.flush(605, T)["gpuops"]["again"] == {"c": 2}
     window.alert(dict(fired, gpuops=dict(fired["gpuops"], fault=False, status="resolved")))
     assert window.flush(window.due(), T) is None and window.due() is None
+
+
+def test_a_window_a_node_watch_shares_is_ready_only_after_its_first_list():
+    window = windows.FaultWindow(5, 600)
+    assert window.ready()  # no Node watch: the alerts source alone
+    window.expect_watch()
+    assert not window.ready()
+    window.known = nodes.Tracker()
+    assert not window.ready()
+    window.known.start([], "1", "T")
+    assert window.ready()
