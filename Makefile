@@ -33,6 +33,7 @@ $(STAMP): requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --no-compile -r requirements-dev.txt
+	hack/compile-venv.sh $(BIN)/python
 	touch $@
 
 collection-link:

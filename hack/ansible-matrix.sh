@@ -68,10 +68,18 @@ ensure_venv() {  # the major's venv, created or refreshed when its stamp is not 
     rm -rf "$venv"
     "$py" -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check --upgrade pip >&2
-    # --no-compile: the ansible package is about 40,000 files; Python compiles the few a run imports
+    # --no-compile: the ansible package is about 40,000 files, most of them collections no test imports; the rest is
+    # compiled below, once, in parallel
     # shellcheck disable=SC2086
     "$venv/bin/pip" install --quiet --disable-pip-version-check --no-compile ${want#* } >&2
     echo "$want" > "$stamp"
+    rm -f "$venv/.gpuops-compiled"
+  fi
+  # its bytecode, written once (where PYTHONDONTWRITEBYTECODE is set, as on this rig and in CI, nothing else would:
+  # every run would compile ansible-core and the kubernetes client again); a venv cached before this is compiled now
+  if [ ! -f "$venv/.gpuops-compiled" ]; then
+    hack/compile-venv.sh "$venv/bin/python"
+    touch "$venv/.gpuops-compiled"
   fi
   echo "$venv/bin/python"
 }
