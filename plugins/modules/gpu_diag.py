@@ -44,9 +44,11 @@ options:
     description: Where the driver's libraries are (a GPU Operator node, C(/run/nvidia/driver)).
     type: path
 notes:
-  - DCGM's JSON as NVVS writes it (C(DCGM GPU Diagnostic), C(test_categories), C(tests), C(results) with C(gpu_ids),
-    C(status), C(warnings)); text before the JSON, C(null) entries and a software test's C(gpu_ids) as one CSV string are
-    read as real output has them. dcgmi exits 226 (C(DCGM_ST_NVVS_ERROR)) on a failed test; the verdict is read from the
+  - DCGM's JSON as NVVS writes it, in both of its shapes - DCGM 3.x (C(DCGM GPU Diagnostic), C(test_categories), C(tests),
+    C(results) with C(gpu_ids), C(status), C(warnings)) and DCGM 4.x (C(DCGM Diagnostic), each result naming its entity
+    with C(entity_group), C(entity_group_id) and C(entity_id); the version in C(metadata)); text before the JSON, C(null)
+    entries and a software test's C(gpu_ids) as one CSV string are read as real output has them. A 4.x result of another
+    entity (a CPU, a switch) names no GPU. dcgmi exits 226 (C(DCGM_ST_NVVS_ERROR)) on a failed test; the verdict is read from the
     JSON, the exit code only where there is none.
 seealso:
   - module: gpuops.fleet.gpu_reset

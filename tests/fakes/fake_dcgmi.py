@@ -5,6 +5,9 @@
 # status PASS (software) or Pass/Fail/Skip (per GPU), warnings as {warning, error_id}. Failures come from lines
 #   dcgm_fail|<gpu index>|<test name>|<warning text>|<error id>
 #   dcgm_runtime_error|<text>          (DCGM could not run the diagnostic: runtime_error, no results)
+#   dcgm_version|<version>             (4.x: DCGM 4's shape, dcgmi/Diag.cpp HelperJsonBuildOutput: "DCGM Diagnostic", each
+#                                       result naming its entity, entity_group GPU, entity_group_id 1, entity_id; a
+#                                       test_summary per test; the version in metadata; no text before the JSON)
 # and each run is recorded in <config>.dcgmi-runs (one argv a line), so a test knows it ran and with what. Exit code:
 # 0 when every test passed, 226 (DCGM_ST_NVVS_ERROR as an unsigned byte: DCGM's own test of dcgmi diag expects it on a
 # failure) where one failed or DCGM could not run.
@@ -37,6 +40,9 @@ def main(argv):
     with open(path + ".dcgmi-runs", "a") as runs:
         runs.write(" ".join(argv) + "\n")
     errors = [r[1] for r in records if r[0] == "dcgm_runtime_error"]
+    versions = [r[1] for r in records if r[0] == "dcgm_version"]
+    if versions and versions[0].startswith("4."):
+        return dcgm4(versions[0], level, ids, records, errors)
     if errors:
         sys.stdout.write(json.dumps({"DCGM GPU Diagnostic": {"runtime_error": errors[0], "version": "3.3.5"}}, indent=4) + "\n")
         return 226
@@ -64,6 +70,42 @@ def main(argv):
             categories.append({"category": category, "tests": [{"name": name, "results": results}]})
     sys.stdout.write("WARNING: the SIMULATED dcgmi of gpuops.fleet's tests\n")
     sys.stdout.write(json.dumps({"DCGM GPU Diagnostic": {"test_categories": categories, "version": "3.3.5"}}, indent=4) + "\n")
+    return 226 if failed else 0
+
+
+def dcgm4(version, level, ids, records, errors):
+    """DCGM 4.x's JSON (dcgmi/Diag.cpp: HelperJsonBuildOutput, HelperJsonAddResult, HelperJsonAddTestSummary; the keys of
+    nvvs/include/NvvsJsonStrings.h): a result names its entity, status Pass/Fail/Skip/Warn, a test_summary per test, the
+    version in metadata, the entities in entity_groups."""
+    out = {"DCGM Diagnostic": {}, "metadata": {"version": version, "Driver Version Detected": "570.124.06"},
+           "entity_groups": [{"entity_group": "GPU", "entity_group_id": 1,
+                              "entities": [{"entity_id": gpu, "device_id": "20b0", "serial_num": "SIMULATED-%d" % gpu} for gpu in ids]}]}
+    if errors:
+        out["DCGM Diagnostic"]["runtime_error"] = errors[0]
+        sys.stdout.write(json.dumps(out, indent=3) + "\n")
+        return 226
+    fails = dict(((int(r[1]), r[2]), (r[3], int(r[4]) if len(r) > 4 and r[4].isdigit() else 0)) for r in records if r[0] == "dcgm_fail")
+    failed = False
+    categories = [{"category": "Deployment", "tests": [{"name": "software", "results": [
+        {"entity_group": "GPU", "entity_group_id": 1, "entity_id": gpu, "status": "Pass"} for gpu in ids], "test_summary": {"status": "Pass"}}]}]
+    for category, name in LEVELS[level]:
+        results = []
+        for gpu in ids:
+            result = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": gpu, "status": "Pass"}
+            if (gpu, name) in fails:
+                text, code = fails[(gpu, name)]
+                result.update(status="Fail", warnings=[{"warning": text, "error_id": code, "error_category": 4, "error_severity": 2}],
+                              info=["GPU %d: SIMULATED" % gpu])
+                failed = True
+            results.append(result)
+        test = {"name": name, "results": results, "test_summary": {"status": "Fail" if any(r["status"] == "Fail" for r in results) else "Pass"}}
+        found = [c for c in categories if c["category"] == category]
+        if found:
+            found[0]["tests"].append(test)
+        else:
+            categories.append({"category": category, "tests": [test]})
+    out["DCGM Diagnostic"]["test_categories"] = categories
+    sys.stdout.write(json.dumps(out, indent=3) + "\n")
     return 226 if failed else 0
 
 

@@ -14,6 +14,23 @@ test of real output, ``JsonResult: Deserialize real output``)::
                                              "warnings": [{"warning": "...", "error_id": 83}], "info": ["..."]}]}]}],
      "version": "3.3.5"}}
 
+DCGM 4.x (``dcgmi/Diag.cpp``, ``Diag::HelperJsonBuildOutput`` and ``HelperJsonAddResult``, 4.2 to 4.6; the keys in
+``nvvs/include/NvvsJsonStrings.h``; the shape in ``testing/python3/dcgm_diag_schema.json``) names a result's entity, not
+its GPU ids, and moves the version into ``metadata``::
+
+    {"DCGM Diagnostic": {"test_categories": [
+        {"category": "Hardware", "tests": [{"name": "memory", "results": [{"entity_group": "GPU", "entity_group_id": 1,
+             "entity_id": 1, "status": "Fail", "warnings": [{"warning": "...", "error_id": 83, "error_category": 4,
+             "error_severity": 2}], "info": ["..."]}], "test_summary": {"status": "Fail"}}]}]},
+     "entity_groups": [{"entity_group": "GPU", "entity_group_id": 1, "entities": [{"entity_id": 1, "device_id": "20b0"}]}],
+     "metadata": {"version": "4.6.0", "Driver Version Detected": "570.124.06"}}
+
+Both shapes are read: a result's GPUs are its ``gpu_ids`` (3.x), else its ``entity_id`` where its entity is a GPU
+(``entity_group`` ``GPU``, ``entity_group_id`` 1: ``DCGM_FE_GPU``); a CPU's or a switch's result names no GPU of ours. A
+``test_summary`` is the test's overall status over every entity, never a GPU's own result. Status words: 3.x ``PASS``,
+``Pass``, ``Fail``, ``SKIPPED``; 4.x ``Pass``, ``Fail``, ``Skip``, ``Warn`` (``HelperDisplayDiagResult``; ``Not Run``
+results are not written).
+
 What the parse tolerates, because real output has it: text before the JSON (a warning line), ``null`` between tests,
 ``gpu_ids`` as a CSV string (a software test's, for every GPU) or a number, status in any case (``PASS``, ``Fail``,
 ``SKIPPED``), warnings as objects or strings, a ``runtime_error``. What it never does: take an output with no result for
@@ -59,6 +76,23 @@ def _ids(value):
     return [v for v in found if v is not None and 0 <= v <= MAX_GPU_ID]
 
 
+GPU_ENTITY = ("GPU", 1)  # DCGM_FE_GPU: its name (DcgmFieldsGetEntityGroupString) and its number (dcgm_fields.h)
+
+
+def _gpus(result):
+    """The GPU ids a result names: 3.x's ``gpu_ids``; 4.x's ``entity_id`` where the entity is a GPU, by its group's name or
+    number (a result that gives both must agree); none for another entity (a CPU, a switch) or a bad id."""
+    if "gpu_ids" in result:
+        return _ids(result.get("gpu_ids"))
+    group, number = result.get("entity_group"), result.get("entity_group_id")
+    named = group == GPU_ENTITY[0] if group is not None else None
+    numbered = number == GPU_ENTITY[1] and is_int(number) if number is not None else None
+    if named is False or numbered is False or (named is None and numbered is None):
+        return []
+    entity = result.get("entity_id")
+    return _ids(entity) if is_int(entity) else []  # a number (dcgm_diag_schema.json), never 3.x's CSV text
+
+
 def _list(value):
     """A list of the tool's output, or none: a number or a text where a list belongs is no list to walk."""
     return value if isinstance(value, list) else []
@@ -91,7 +125,8 @@ def parse(text):
         return None
     root = data.get("DCGM GPU Diagnostic", data.get("DCGM Diagnostic", data))
     root = root if isinstance(root, dict) else {}
-    found = {"version": str(root.get("version") or "")[:32] or None,
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    found = {"version": str(root.get("version") or metadata.get("version") or "")[:32] or None,
              "runtime_error": str(root.get("runtime_error") or data.get("runtime_error") or "")[:MAX_TEXT] or None, "results": []}
     for category in _list(root.get("test_categories")):
         if not isinstance(category, dict):
@@ -104,7 +139,7 @@ def parse(text):
                     continue
                 status = STATUSES.get(str(result.get("status") or "").strip().upper(), "unknown")
                 found["results"].append({"category": str(category.get("category") or "")[:64], "test": str(test.get("name") or "")[:64],
-                                         "gpus": _ids(result.get("gpu_ids")), "status": status, "warnings": _warnings(result)})
+                                         "gpus": _gpus(result), "status": status, "warnings": _warnings(result)})
     return found
 
 

@@ -46,6 +46,56 @@ def test_real_output_parses_and_a_fail_on_our_gpu_fails_while_one_on_another_doe
     assert diag.verdict(parsed, [0])[0]  # GPU 0's results pass: another GPU's failure is not this gate's
 
 
+# DCGM 4.x's shape, as dcgmi/Diag.cpp (HelperJsonBuildOutput, HelperJsonAddResult; 4.2 to 4.6) writes it and
+# testing/python3/dcgm_diag_schema.json describes it: a result names its entity, the version is in metadata, a test has a
+# test_summary, and a CPU's result (entity_group_id 7, DCGM_FE_CPU) sits beside the GPUs'
+DCGM4 = {
+    "DCGM Diagnostic": {"test_categories": [
+        {"category": "Deployment", "tests": [{"name": "software", "results": [
+            {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Pass"},
+            {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 1, "status": "Pass"}], "test_summary": {"status": "Pass"}}]},
+        {"category": "Hardware", "tests": [{"name": "memory", "results": [
+            {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Pass"},
+            {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 1, "status": "Pass"}], "test_summary": {"status": "Pass"}}]},
+        {"category": "Stress", "tests": [{"name": "cpu_eud", "results": [
+            {"entity_group": "CPU", "entity_group_id": 7, "entity_id": 1, "status": "Fail",
+             "warnings": [{"warning": "CPU EUD failed", "error_id": 120, "error_category": 4, "error_severity": 2}]}],
+            "test_summary": {"status": "Fail"}}]}]},
+    "entity_groups": [{"entity_group": "GPU", "entity_group_id": 1, "entities": [{"entity_id": 0, "device_id": "20b0"},
+                                                                                  {"entity_id": 1, "device_id": "20b0"}]}],
+    "metadata": {"version": "4.6.0", "Driver Version Detected": "570.124.06"}}
+
+
+def test_dcgm_4_output_names_its_gpus_by_entity_a_pass_passes_and_a_fail_is_named():
+    """Issue 59, item 4: DCGM 4.x names a result's GPU with entity_group/entity_id, not gpu_ids; before, every 4.x pass was
+    "no verdict" (the node stayed needs_human after a good reset) and a failing test was not named."""
+    parsed = diag.parse(json.dumps(DCGM4, indent=3))
+    assert parsed["version"] == "4.6.0"
+    assert [(r["test"], r["gpus"], r["status"]) for r in parsed["results"]] == [
+        ("software", [0], "pass"), ("software", [1], "pass"), ("memory", [0], "pass"), ("memory", [1], "pass"), ("cpu_eud", [], "fail")]
+    assert diag.verdict(parsed, [1]) == (True, [], None)  # the CPU's failure names no GPU of ours
+    failing = json.loads(json.dumps(DCGM4))
+    failing["DCGM Diagnostic"]["test_categories"][1]["tests"][0]["results"][1] = {
+        "entity_group": "GPU", "entity_group_id": 1, "entity_id": 1, "status": "Fail",
+        "warnings": [{"warning": "Pages retired", "error_id": 83, "error_category": 4, "error_severity": 2}]}
+    passed, failed, reason = diag.verdict(diag.parse(json.dumps(failing)), [1])
+    assert not passed and [(f["test"], f["gpus"], f["warnings"]) for f in failed] == [("memory", [1], ["Pages retired (error 83)"])]
+    assert diag.verdict(diag.parse(json.dumps(failing)), [0])[0]
+
+
+@pytest.mark.parametrize("result", [
+    {"entity_group": "GPU", "entity_group_id": 7, "entity_id": 1, "status": "Pass"},  # the name and the number disagree
+    {"entity_group": "Switch", "entity_id": 1, "status": "Pass"},
+    {"entity_id": 1, "status": "Pass"},  # no entity group: no GPU
+    {"entity_group": "GPU", "entity_group_id": 1, "entity_id": "1", "status": "Pass"},
+    {"entity_group": "GPU", "entity_group_id": True, "entity_id": 1, "status": "Pass"},
+])
+def test_a_dcgm_4_result_of_another_entity_or_an_odd_id_names_no_gpu(result):
+    text = json.dumps({"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "memory", "results": [result]}]}]}})
+    passed, failed, reason = diag.verdict(diag.parse(text), [1])
+    assert not passed and reason == "dcgmi's results name none of GPUs 1"
+
+
 @pytest.mark.parametrize("text, why", [
     ("", "dcgmi wrote no JSON"),
     ("Error: unable to connect to the host engine", "dcgmi wrote no JSON"),
@@ -133,6 +183,18 @@ def test_a_pass_passes_and_a_runtime_error_does_not(fake_node, playbook, tmp_pat
     playbook("gpu_diag.yml", env, target=G[1])
     level2 = json.loads((tmp_path / "diag.json").read_text())["level2"]
     assert level2["failed"] and "gave no verdict (DCGM's runtime error: The GPU is in use" in level2["msg"]
+
+
+def test_dcgm_4_through_the_module_a_pass_passes_and_a_failing_test_is_named(fake_node, playbook, tmp_path):
+    env = with_dcgm(fake_node(records("dcgm_version|4.6.0", "dcgm_fail|0|GPU Memory|another GPU's failure|83")), tmp_path)
+    playbook("gpu_diag.yml", env, target=G[1])
+    level2 = json.loads((tmp_path / "diag.json").read_text())["level2"]
+    assert not level2.get("failed") and level2["passed"] and level2["version"] == "4.6.0", level2
+    env = with_dcgm(fake_node(records("dcgm_version|4.6.0", "dcgm_fail|1|GPU Memory|Memory errors detected on GPU 1 (SIMULATED)|83")), tmp_path)
+    playbook("gpu_diag.yml", env, target=G[1])
+    level2 = json.loads((tmp_path / "diag.json").read_text())["level2"]
+    assert level2["failed"] and level2["passed"] is False and level2["msg"] == (
+        "DCGM diagnostic level 2 failed: GPU Memory (Hardware) on GPU 1 (%s): Memory errors detected on GPU 1 (SIMULATED) (error 83)" % G[1])
 
 
 def test_without_dcgm_nothing_runs_and_the_gate_is_the_verification_pods(fake_node, playbook, tmp_path):
