@@ -165,7 +165,6 @@ msg:
   type: str
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -179,10 +178,8 @@ def _work(module):
     run = module.run_command
     driver_root = p["driver_root"] or None
     found, run = hostroot.tools(("systemctl", "nvidia-smi"), module.get_bin_path, run, base)
-    systemctl, smi = found["systemctl"], found["nvidia-smi"]
-    if base is None and driver_root and os.path.exists(os.path.join(driver_root, "usr/bin/nvidia-smi")):
-        smi = os.path.join(driver_root, "usr/bin/nvidia-smi")  # the driver's own, before PATH's
-    elif base is not None and driver_root:
+    systemctl, smi = found["systemctl"], hostroot.driver_tool("nvidia-smi", found["nvidia-smi"], driver_root, base)
+    if base is not None and driver_root:
         driver_root = hostroot.local(driver_root, base)
     if not smi and not p["verify_only"]:
         raise gpu_reset.ResetRefused("nvidia-smi was not found on this node (PATH, or driver_root's usr/bin): not reset, nothing was changed")

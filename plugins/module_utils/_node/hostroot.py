@@ -204,6 +204,21 @@ def tools(names, get_bin_path, run=None, base=None):
     return dict((name, which(name, base=base)) for name in names), (runner(run, base) if run is not None else None)
 
 
+def driver_tool(name, found, driver_root, base=None):
+    """The driver's own ``name`` where the driver has one (``<driver_root>/usr/bin/<name>``: a GPU Operator node's
+    ``/run/nvidia/driver``, whose nvidia-smi is not on the host's PATH), else ``found`` (PATH's, from ``tools``). The one
+    way the node modules find the driver's tools (gpu_reset, gpu_rma_evidence). ``driver_root`` is a host path; the
+    path returned is one ``run`` (from ``tools``) runs: a host path, run chrooted beside the host."""
+    if not driver_root or not os.path.isabs(driver_root):
+        return found
+    path = os.path.join(driver_root, "usr/bin", name)
+    try:
+        seen = readable(path, base)
+    except (OSError, UnsafeFileError):
+        return found
+    return path if seen and os.path.isfile(seen) and os.access(seen, os.X_OK) else found
+
+
 def runner(run, base=None):
     """``run(argv, **kw)`` (e.g. ``AnsibleModule.run_command``) made to run its argv on the host."""
     base = root() if base is None else base

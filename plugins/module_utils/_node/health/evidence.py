@@ -84,7 +84,7 @@ def boards(driver_root):
 
 def _smi(smi, run):
     if not smi:
-        return None, "nvidia-smi is not on the node"
+        return None, "nvidia-smi is not on the node (PATH, or driver_root's usr/bin)"
     rc, out, err = run([smi, "-q"])
     if rc != 0:
         return None, "nvidia-smi -q exited %d: %s" % (rc, (err or out).strip()[:400])
@@ -143,6 +143,7 @@ def collect(params, run, get_bin_path, check_mode=False):
     base = hostroot.root()
     found, run = hostroot.tools(("journalctl", "systemctl", "nvidia-smi", "nvidia-bug-report.sh"), get_bin_path, run, base)
     driver_root = params.get("driver_root") or None
+    smi = hostroot.driver_tool("nvidia-smi", found["nvidia-smi"], driver_root, base)  # the driver's own, before PATH's
     if driver_root and base is not None:
         driver_root = hostroot.local(driver_root, base)
     health = gpu_health.read(run, driver_root=driver_root, log_source=params.get("kernel_log") or "auto",
@@ -157,7 +158,7 @@ def collect(params, run, get_bin_path, check_mode=False):
         gpus.append(entry)
     records, source, why = kernel_log.read(params.get("kernel_log") or "auto", run, params.get("kernel_log_path"), found["journalctl"])
     xids = [dict((k, x.get(k)) for k in _XID_KEYS) for x in kernel_log.parse(records)["xids"]]
-    smi_text, smi_reason = _smi(found["nvidia-smi"], run)
+    smi_text, smi_reason = _smi(smi, run)
     evidence = {"collected_at": int(time.time()), "boot_id": health["boot_id"], "driver_version": health["driver_version"],
                 "available": health["available"], "reason": health["reason"], "board_reason": board_reason, "gpus": gpus,
                 "kernel_log": {"source": source, "reason": why, "records": len(records)}, "xids": xids,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 
 import fakenode
@@ -73,3 +74,29 @@ def test_the_evidence_holds_the_serials_and_this_boots_xids_under_the_cap(fake_n
     assert SECRET not in json.dumps(got)
 
     assert got["too_small"]["failed"] and "max_bytes" in got["too_small"]["msg"]
+
+
+def test_on_a_gpu_operator_node_the_evidence_runs_the_drivers_own_nvidia_smi(fake_node, fake_lib_dir, playbook, tmp_path):
+    """Issue 59, item 4: the driver's tools are found one way (hostroot.driver_tool), as gpu_reset finds them: on a GPU
+    Operator node nvidia-smi is only under the driver root (/run/nvidia/driver/usr/bin), and before, the evidence looked on
+    PATH only, so its nvidia-smi -q was always missing there."""
+    root = tmp_path / "run/nvidia/driver"
+    (root / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
+    (root / "usr/bin").mkdir(parents=True)
+    shutil.copy(os.path.join(fake_lib_dir, "libnvidia-ml.so.1"), str(root / "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"))
+    shutil.copy(os.path.join(fake_lib_dir, "nvidia-smi"), str(root / "usr/bin/nvidia-smi"))
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_text("\n".join(KMSG_LINES) + "\n")
+    env = fake_node([fakenode.gpu(G[0], fakenode.A100, BUS[0], 40960, 0), fakenode.gpu(G[1], fakenode.A100, BUS[1], 40960, 1),
+                     "board|0|1652020012345|692-2G506-0200-002", "board|1|1652020067890|692-2G506-0200-002"])
+    # the host has neither the library nor nvidia-smi: only the driver root does
+    env["PATH"] = os.pathsep.join(d for d in env["PATH"].split(os.pathsep) if d != fake_lib_dir)
+    env["LD_LIBRARY_PATH"] = ""
+    playbook("gpu_rma_evidence.yml", env, kmsg=str(kmsg), target=G[1], bug_dir=str(tmp_path / "evidence"), driver_root=str(root))
+    got = json.loads((tmp_path / "evidence.json").read_text())
+    operator, plain = got["operator"]["evidence"], got["plain"]["evidence"]
+    assert operator["available"] and [g["serial"] for g in operator["gpus"]] == ["1652020012345", "1652020067890"], operator
+    assert operator["nvidia_smi_reason"] is None and "Serial Number                         : 1652020067890" in operator["nvidia_smi_q"]
+    # without the driver root, the same node has neither
+    assert not plain["available"] and plain["nvidia_smi_q"] is None
+    assert plain["nvidia_smi_reason"] == "nvidia-smi is not on the node (PATH, or driver_root's usr/bin)"

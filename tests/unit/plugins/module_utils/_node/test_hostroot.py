@@ -158,3 +158,24 @@ def test_beside_the_host_nvml_is_the_host_s_and_so_is_the_node_identity(tmp_path
     shutil.rmtree(str(lib_dir))
     facts = json.loads(subprocess.run([sys.executable, "-c", GATHER_ON_NODE, driver_root], env=env, capture_output=True, text=True, check=True).stdout)
     assert not facts["available"] and "libnvidia-ml.so.1" in facts["reason"]
+
+
+def test_the_drivers_own_tool_comes_before_paths_on_the_host_and_beside_it(tmp_path):
+    """hostroot.driver_tool: the one way gpu_reset and gpu_rma_evidence find the driver's nvidia-smi (issue 59, item 4)."""
+    for base in (None, str(tmp_path / "host")):
+        where = (tmp_path / "host" if base else tmp_path) / "run/nvidia/driver"  # where this process finds it
+        driver = "/run/nvidia/driver" if base else str(where)  # the host path the user gives
+        assert hostroot.driver_tool("nvidia-smi", "/usr/bin/nvidia-smi", driver, base) == "/usr/bin/nvidia-smi"  # none there
+        (where / "usr/bin").mkdir(parents=True)
+        tool = where / "usr/bin/nvidia-smi"
+        tool.write_text("#!/bin/sh\n")
+        assert hostroot.driver_tool("nvidia-smi", "/usr/bin/nvidia-smi", driver, base) == "/usr/bin/nvidia-smi"  # not executable
+        tool.chmod(0o755)
+        # the host path, which run (chrooted beside the host) runs
+        assert hostroot.driver_tool("nvidia-smi", None, driver, base) == driver + "/usr/bin/nvidia-smi"
+        assert hostroot.driver_tool("nvidia-smi", "/usr/bin/nvidia-smi", None, base) == "/usr/bin/nvidia-smi"
+        assert hostroot.driver_tool("nvidia-smi", None, "run/nvidia/driver", base) is None  # a relative root names nothing
+    # beside the host, a link in the driver root is followed inside the host's root, never the pod's
+    (tmp_path / "host/run/nvidia/driver/usr/bin/nvidia-smi").unlink()
+    os.symlink("/usr/bin/true", str(tmp_path / "host/run/nvidia/driver/usr/bin/nvidia-smi"))
+    assert hostroot.driver_tool("nvidia-smi", None, "/run/nvidia/driver", str(tmp_path / "host")) is None
