@@ -42,7 +42,9 @@ options:
     elements: str
     default: []
   driver_root:
-    description: Where the driver's libraries are (a GPU Operator node, C(/run/nvidia/driver)).
+    description:
+      - Where the driver's libraries are (a GPU Operator node, C(/run/nvidia/driver)).
+      - Its C(usr/bin/nvidia-smi), where it has one, is the one C(nvidia-smi -q) runs, before PATH's (as M(gpuops.fleet.gpu_reset)).
     type: path
   kernel_log:
     description: Where the XIDs are read, as M(gpuops.fleet.gpu_health_info)'s.
