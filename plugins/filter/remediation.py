@@ -2,7 +2,8 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters gpuops.fleet._remediation_targets, _remediation_report and _bug_report_fetch: the gpu_remediation role's plumbing
+"""Filters gpuops.fleet._remediation_targets, _remediation_report, _bug_report_fetch and _remediation_node_options: the
+gpu_remediation role's plumbing
 (private: a leading underscore), thin wrappers of the run's decisions (module_utils/_cluster/remediation/outcome.py)."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import outcome
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import node_options
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _node_trust
 
 
@@ -63,7 +66,20 @@ def bug_report_fetch(evidence, allowed, directory, max_bytes, stat=None):
         raise AnsibleFilterError(str(exc)) from None
 
 
+def remediation_node_options(values):
+    """True where each of the role's variables that a node module reads (``values``: {variable: value}) passes that module's
+    own check (module_utils/_common/health/node_options.py); else an error naming the variable and the fix. The role asks it
+    on the controller before any node is touched; a survey's string is read as its type first."""
+    if not isinstance(values, dict):
+        raise AnsibleFilterError("gpuops.fleet._remediation_node_options: expected a mapping of the role's variables to their values")
+    try:
+        node_options.ROLE.check_all(values, coerce=settings.coerce)
+    except GpuopsError as exc:
+        raise AnsibleFilterError("%s; set it to a valid value (no node was touched)" % exc) from None
+    return True
+
+
 class FilterModule:
     def filters(self):
         return {"_remediation_targets": remediation_targets, "_remediation_report": remediation_report,
-                "_bug_report_fetch": bug_report_fetch}
+                "_bug_report_fetch": bug_report_fetch, "_remediation_node_options": remediation_node_options}

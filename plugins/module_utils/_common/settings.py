@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, Optional, Sequence
 Check = Callable[[Any], Optional[str]]
 Row = Dict[str, Any]
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import is_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool, as_int, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
 
@@ -45,6 +45,18 @@ def whole(low: int | None = None, high: int | None = None, what: str = "whole nu
         bounds = ("from %d to %d" % (low, high) if high is not None else "of %d or more" % low) if low is not None else ""
         return "%r must be a %s %s" % (value, what, bounds) if bounds else "%r must be a %s" % (value, what)
     return _check
+
+
+def coerce(entry: Row, value: Any) -> Any:
+    """A value as a template, ``-e`` or an AWX survey may give it (a string) in its row's type: a whole number, a bool, a
+    comma-separated list; anything else as it is (the row's check refuses it). ParameterError names the row."""
+    if entry["type"] == "int" and isinstance(value, str):
+        return as_int(entry["name"], value)
+    if entry["type"] == "bool" and isinstance(value, str):
+        return as_bool(entry["name"], value)
+    if entry["type"] == "list" and isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return value
 
 
 def boolean(value: Any) -> str | None:

@@ -228,3 +228,37 @@ def test_every_state_is_moved_to_by_the_code_and_named_by_a_test():
     for name in states.NAMES:
         assert "states.%s" % constants[name] in code, "no code moves a node to %s (states.%s)" % (name, constants[name])
         assert name in tests or ".%s" % constants[name] in tests, "no test names the state %s" % name
+
+
+def _select(tmp_path, **variables):
+    """The role's select tasks (tasks_from select) through ansible-playbook on the controller, with a plan of one node:
+    (the run's output, whether a task after the options' check ran)."""
+    import json
+    import subprocess
+    import sys
+
+    plan = {"nodes": [{"node": "n1", "host": "h1", "action": "reset", "batch": 1}]}
+    playbook = tmp_path / "select.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"name": "Select", "ansible.builtin.include_role": {"name": "gpuops.fleet.gpu_remediation", "tasks_from": "select"},
+         "vars": dict({"gpu_remediation_plan_result": plan, "gpu_remediation_mode": "report"}, **variables)},
+        {"name": "After select", "ansible.builtin.copy": {"content": "ran\n", "dest": str(tmp_path / "after")}}]}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+                           "-e", json.dumps({"ansible_python_interpreter": sys.executable}), str(playbook)],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    return proc.stdout + proc.stderr, (tmp_path / "after").exists()
+
+
+def test_an_option_a_node_module_reads_is_checked_before_any_node_is_touched(tmp_path):
+    """Issue 59, item 4: gpu_remediation_evidence_max_bytes below 16,384 was refused by gpu_rma_evidence on the node, after
+    the node had been quarantined and reset (its report's evidence null). The role's select (the controller, before any
+    node) checks each variable a node module reads with that module's own row, naming the variable; a survey's string is
+    read as its number."""
+    out, after = _select(tmp_path, gpu_remediation_evidence_max_bytes="100")
+    assert not after and "gpu_remediation_evidence_max_bytes" in out and "16384 or more" in out and "no node was touched" in out, out[-3000:]
+    for name, bad in (("gpu_remediation_diag_level", 5), ("gpu_remediation_rescue_seconds", "5")):
+        out, after = _select(tmp_path, **{name: bad})
+        assert not after and name in out, out[-3000:]
+    out, after = _select(tmp_path, gpu_remediation_evidence_max_bytes="20000", gpu_remediation_diag_level="0")
+    assert after, out[-3000:]

@@ -15,9 +15,9 @@ import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_nodes import DEFAULT_RESOURCES
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool, as_int
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.settings import boolean, row, whole
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.settings import boolean, coerce, row, whole
 
 __all__ = ("DEFAULT_RESOURCES",)  # the GPU resources a GPU Node has (gpu_nodes.py: the inventory's, declared there)
 # the gpu_monitoring role's rules (roles/gpu_monitoring/templates/rules.yml.j2) that say a GPU is faulty
@@ -129,18 +129,6 @@ ALERTS = settings.Table(*((
     row("keyfile", "str", None, check=_absolute)) + WINDOW + (
     row("enabled", "bool", True, check=boolean),)))
 WINDOW_NAMES = tuple(r["name"] for r in WINDOW)
-
-
-def coerce(entry, value):
-    """A value as a rulebook's template may give it (a string) in its row's type: a whole number, a bool, a comma-separated
-    list; anything else as it is (the row's check refuses it)."""
-    if entry["type"] == "int" and isinstance(value, str):
-        return as_int(entry["name"], value)
-    if entry["type"] == "bool" and isinstance(value, str):
-        return as_bool(entry["name"], value)
-    if entry["type"] == "list" and isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return value
 
 
 def _check(table, args, source):

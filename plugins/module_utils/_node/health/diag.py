@@ -43,9 +43,10 @@ import json
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, digits, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import InventoryError, ParameterError, ResultError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import node_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, hostroot
 
-LEVELS = (1, 2, 3, 4)
+LEVELS = tuple(node_options.DIAG_LEVEL["choices"])
 STATUSES = {"PASS": "pass", "FAIL": "fail", "WARN": "warn", "WARNING": "warn", "SKIP": "skip", "SKIPPED": "skip", "NOT RUN": "skip"}
 MAX_TEXT = 400
 

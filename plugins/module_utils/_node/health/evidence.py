@@ -26,12 +26,14 @@ import json
 import os
 import time
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import BackendUnavailable, InventoryError, ParameterError
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import node_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import gpu_inventory, hostroot
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import gpu_health, kernel_log
 
-MAX_BYTES = 256 * 1024
-MIN_BYTES = 16 * 1024
+MAX_BYTES = node_options.EVIDENCE_MAX_BYTES
+_OPTIONS = settings.Table(node_options.MAX_BYTES)  # checked as the role checks its variable (_common/health/node_options.py)
 BUG_REPORT_DIR = "/var/lib/gpuops/evidence"
 BUG_REPORT_TIMEOUT = 900
 _GPU_KEYS = ("index", "uuid", "name", "pci_bus_id", "state", "recovery_action", "ecc", "remapped_rows", "retired_pages")
@@ -136,8 +138,7 @@ def _cap(evidence, limit):
 def collect(params, run, get_bin_path, check_mode=False):
     """The evidence (see the module docstring); ParameterError names a bad option."""
     limit = params.get("max_bytes") or MAX_BYTES
-    if limit < MIN_BYTES:
-        raise ParameterError("max_bytes", "%d is below %d: the evidence needs room for the GPUs' serials and the XIDs" % (limit, MIN_BYTES))
+    _OPTIONS.check("max_bytes", limit)
     if params.get("kernel_log") == "file" and not params.get("kernel_log_path"):
         raise ParameterError("kernel_log_path", "is required with kernel_log=file: give the path of the saved kernel log")
     base = hostroot.root()

@@ -33,7 +33,7 @@ import time
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import GPU_ID, UNIT_NAME
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ResultError
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision, node_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._node import hostroot, nodefile, systemd
 from ansible_collections.gpuops.fleet.plugins.module_utils._node.health import kernel_log
 
@@ -65,7 +65,7 @@ SETTINGS = settings.Table(
     settings.row("include_peers", "bool", False),
     settings.row("allow_mig", "bool", False),
     settings.row("stop_units", "list", list(DEFAULT_STOP_UNITS), elements="str", each=_stop_unit),
-    settings.row("rescue_seconds", "int", 300, check=settings.whole(10, 3600, "whole number of seconds")),
+    node_options.RESCUE_SECONDS,
     settings.row("driver_root", "path", None),
     settings.row("lock_dir", "path", "/run/gpuops"),
     settings.row("mark_path", "path", kernel_log.MARK),
