@@ -220,7 +220,7 @@ def _redecide(health, since):
 
 
 def _keys(verdict, health):
-    """The signal keys of a node's verdict that count for the same-signal breaker."""
+    """The signal keys of a node's verdict that count for the same-signal breaker, sorted."""
     quiet = set()
     for gpu in health.get("gpus") or ():
         for xid in gpu.get("xids") or ():
@@ -236,7 +236,9 @@ def _keys(verdict, health):
         key = signal["key"][:ledgers.MAX_TEXT]  # as the ledger keeps it, so this run's keys and the window's compare
         if key not in keys:
             keys.append(key)
-    return keys[:ledgers.MAX_KEYS]
+    # sorted: the same fault gives the same keys in the same order on every run, whatever order the node's readings came
+    # in (the condition's reason is the first: it was Xid48 one run and Recovery1 the next for one fault)
+    return sorted(keys)[:ledgers.MAX_KEYS]
 
 
 def _node_row(item):

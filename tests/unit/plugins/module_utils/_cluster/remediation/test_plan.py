@@ -381,3 +381,16 @@ def test_a_tenants_hostile_eviction_annotation_blocks_its_node_only_and_the_plan
     assert a["deferred_reason"] == "blocked" and [k["kind"] for k in a["blockers"]] == ["eviction_mode"], a["blockers"]
     assert "ml/p1" in a["blockers"][0]["detail"] and len(a["blockers"][0]["detail"]) < 600
     assert b["batch"] == 1 and b["action"] == "reset"
+
+
+def test_the_same_fault_gives_the_same_keys_and_condition_reason_whatever_order_its_signals_came_in():
+    """Issue 59, item 4: the condition's reason was Xid48 one run and Recovery1 the next for the same fault: the keys came
+    in the order of the node's readings."""
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks
+
+    signals = [{"key": "xid:48", "kind": "xid", "gpu": G[0]}, {"key": "recovery:1", "kind": "recovery", "gpu": G[0]}]
+    health = {"gpus": [{"uuid": G[0], "xids": [{"code": 48, "bucket": "reset"}]}]}
+    first = rp._keys({"gpus": [G[0]], "signals": signals}, health)
+    second = rp._keys({"gpus": [G[0]], "signals": list(reversed(signals))}, health)
+    assert first == second == ["recovery:1", "xid:48"]
+    assert marks.condition_reason(first, "reset") == marks.condition_reason(second, "reset") == "Recovery1"
