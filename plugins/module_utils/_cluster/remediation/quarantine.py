@@ -105,7 +105,7 @@ def _active(pod):
 
 
 def _targets(p, pods, fault_age, now):
-    """``(to_evict [{pod, uid, note, mode}], gone [pod], skipped [{pod, why}], refusals [str], waiting [{pod, uid, mode, why,
+    """``(to_evict [{pod, uid, note, mode, mode_note, job}], gone [pod], skipped [{pod, why}], refusals [str], waiting [{pod, uid, mode, why,
     age_seconds, job}])``: drain's rules, and the pods' eviction modes ``fault_age`` seconds into the quarantine (a pod the
     modes keep is waited for: allow_completion, delete_after_timeout before its time, a system namespace's pod on a target
     GPU; on a node-scoped quarantine a system namespace's pod is left, as a DaemonSet's is)."""
@@ -138,7 +138,8 @@ def _targets(p, pods, fault_age, now):
             continue
         ok, why = drain.pod_verdict(pod, p["drain_force"], p["drain_delete_emptydir_data"])
         if ok:
-            to_evict.append({"pod": item["pod"], "uid": marks.meta(pod).get("uid"), "note": why, "mode": found["mode"], "mode_note": why_mode})
+            to_evict.append({"pod": item["pod"], "uid": marks.meta(pod).get("uid"), "note": why, "mode": found["mode"], "mode_note": why_mode,
+                             "job": jobs.job_of(pod)})  # an evicted worker's job is named as a waited-for one's is
         else:
             refusals.append(why)
     return to_evict, gone, skipped, refusals, waiting

@@ -238,3 +238,28 @@ def test_a_garbage_annotation_never_blocks_the_nodes_own_quarantine():
         api.node["metadata"]["annotations"][q.REMEDIATION] = text
         assert q.quarantine(Session(api, api_params(), False, ApiError, now=NOW))["step"] == "drained"
         assert json.loads(api.node["metadata"]["annotations"][q.REMEDIATION])["step"] == "drained"
+
+
+def test_an_evicted_pods_multi_pod_job_is_named_with_every_pod_of_it():
+    """Issue 59, item 4: the quarantine's evicted items carried no job, so a PyTorchJob whose worker was evicted was missing
+    from the node's report (its waiting pods were named right)."""
+    labels = {"training.kubeflow.org/job-name": "bert", "training.kubeflow.org/replica-type": "worker",
+              "training.kubeflow.org/replica-index": "0", "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+    worker = pod("bert-worker-0", "u0", owner="PyTorchJob")
+    worker["metadata"]["labels"] = labels
+    other = pod("bert-worker-1", "u1", owner="PyTorchJob")
+    other["metadata"]["labels"] = dict(labels, **{"training.kubeflow.org/replica-index": "1"})
+    p = params(plan=dict(ROW, evictions=[{"pod": "ml/bert-worker-0", "uid": "u0"}]))
+    to_evict, gone, skipped, refusals, waiting = q._targets(p, [worker, other], 0, 0)
+    assert [e["pod"] for e in to_evict] == ["ml/bert-worker-0"] and to_evict[0]["job"]["kind"] == "PyTorchJob"
+    asked = []
+
+    class Api:
+        def list_namespaced_pod(self, namespace, label_selector):
+            asked.append((namespace, label_selector))
+            return type("Pods", (), {"items": [worker, other]})()
+
+    session = type("S", (), {"api": Api(), "serial": staticmethod(lambda x: x)})()
+    found = q._jobs(session, to_evict)
+    assert [(j["kind"], j["name"], j["affected"]) for j in found] == [("PyTorchJob", "bert", ["ml/bert-worker-0"])]
+    assert len(found[0]["pods"]) == 2 and asked and asked[0][0] == "ml"
