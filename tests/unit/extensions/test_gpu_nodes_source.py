@@ -13,6 +13,7 @@ import pytest
 
 import eda_source
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import nodes
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import window as windows
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
@@ -55,13 +56,15 @@ def _post(port, token, body):
 
     request = urllib.request.Request("http://127.0.0.1:%d/alerts" % port, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
-    for dummy in range(100):  # the receiver starts beside the watch
+    for dummy in range(100):  # the receiver starts beside the watch; as Alertmanager, a 5xx is sent again (it waits for the list)
         try:
             with urllib.request.urlopen(request, timeout=5) as answer:
                 return answer.status
         except urllib.error.URLError as exc:
             if isinstance(exc, urllib.error.HTTPError):
-                return exc.code
+                exc.close()
+                if exc.code < 500:
+                    return exc.code
             import time
             time.sleep(0.1)
     raise AssertionError("the receiver never listened on %d" % port)
@@ -75,8 +78,10 @@ def test_one_source_runs_the_watch_and_the_receiver_with_one_window_it_owns(monk
     seen = {}
 
     def follow(options, emit, stop, client=None, clock=None, window=None):
-        seen["window"], seen["options"] = window, options
-        window.known = {"gpu-a"}  # the GPU Nodes the watch lists
+        seen["window"], seen["options"], seen["ready_before_list"] = window, options, window.ready()
+        window.known = nodes.Tracker()  # the GPU Nodes the watch lists, as watch.follow does
+        window.known.start([{"metadata": {"name": "gpu-a", "resourceVersion": "1"},
+                             "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"}}}], "1", "T")
         stop.wait(30)
 
     monkeypatch.setattr(module, "follow", follow)
@@ -100,6 +105,7 @@ def test_one_source_runs_the_watch_and_the_receiver_with_one_window_it_owns(monk
     assert [e["gpuops"]["kind"] for e in events] == ["gpu_alert", "gpu_faults"]
     assert events[1]["gpuops"]["nodes"] == ["gpu-a"] and events[1]["meta"]["hosts"] == ["gpu-a", "localhost"]
     assert seen["options"]["alertmanager"]["settle_seconds"] == 1  # the receiver's window options are the source's
+    assert seen["ready_before_list"] is False  # the alerts wait for the watch's first list (answered 503 before it)
     assert queue not in windows._SHARED and seen["window"] not in windows._SHARED.values()  # pylint: disable=protected-access
 
 
@@ -120,3 +126,28 @@ def test_the_receivers_options_are_checked_inside_the_sources_and_named_so():
     assert off["alertmanager"]["enabled"] is False
     on = source_options.check_nodes({"settle_seconds": "7", "alertmanager": {"enabled": "true", "token": "t" * 20, "token_file": ""}})
     assert on["alertmanager"]["token"] == "t" * 20 and on["alertmanager"]["settle_seconds"] == 7 and on["alertmanager"]["port"] == 5000
+
+
+@pytest.mark.parametrize("layout", ["checkout", "installed"])
+def test_the_quick_look_runs_from_a_git_checkout_and_from_an_installed_collection(tmp_path, layout):
+    """Issue 59, item 5: ``python extensions/eda/plugins/event_source/gpu_nodes.py ~/.kube/config`` failed from a git checkout
+    (No module named 'ansible_collections.gpuops'). Run with no PYTHONPATH and another working directory, as a newcomer would:
+    it gets as far as the kubeconfig, which it names in one line, never a traceback."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), *[os.pardir] * 3))
+    if layout == "installed":  # a copy where ansible-galaxy installs it
+        top = tmp_path / "collections" / "ansible_collections" / "gpuops" / "fleet"
+        shutil.copytree(os.path.join(root, "plugins"), str(top / "plugins"))
+        shutil.copytree(os.path.join(root, "extensions", "eda"), str(top / "extensions" / "eda"))
+        source = top / "extensions" / "eda" / "plugins" / "event_source" / "gpu_nodes.py"
+    else:
+        source = os.path.join(root, "extensions", "eda", "plugins", "event_source", "gpu_nodes.py")
+    env = dict((k, v) for k, v in os.environ.items() if k not in ("PYTHONPATH", "ANSIBLE_COLLECTIONS_PATH"))
+    proc = subprocess.run([sys.executable, str(source), str(tmp_path / "no-kubeconfig")], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1 and "ModuleNotFoundError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.startswith("gpu_nodes: ") and "kube-config" in proc.stderr, proc.stderr[-2000:]

@@ -145,16 +145,45 @@ import sys
 import threading
 
 
+def _checkout(root):
+    """Make ``ansible_collections.gpuops.fleet`` the git checkout ``root`` (its galaxy.yml names gpuops.fleet), beside the
+    installed collections (kubernetes.core): the quick look below, run from a checkout."""
+    import types
+
+    try:
+        import ansible_collections  # the installed collections' namespace package, kept
+    except ImportError:
+        ansible_collections = sys.modules["ansible_collections"] = types.ModuleType("ansible_collections")
+        ansible_collections.__path__ = []
+    for name, path in (("ansible_collections.gpuops", []), ("ansible_collections.gpuops.fleet", [root])):
+        module = sys.modules[name] = types.ModuleType(name)
+        module.__path__ = path
+
+
 def _import():
-    """The collection's code: from the installed collections, else from the tree this file is in (ansible-rulebook loads
-    a source by its path: the folder that holds ansible_collections/ is seven folders above this file's)."""
+    """The collection's code: from the installed collections; else from the tree this file is in: an installed collection
+    (ansible-rulebook loads a source by its path: the folder that holds ansible_collections/ is seven folders above this
+    file's), or a git checkout (four folders above, its galaxy.yml naming gpuops.fleet)."""
     try:
         from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options, watch, webhook, window
     except ImportError:
         here = os.path.dirname(os.path.abspath(__file__))
-        sys.path.insert(0, os.path.abspath(os.path.join(here, *[os.pardir] * 7)))
+        root = os.path.abspath(os.path.join(here, *[os.pardir] * 4))
+        if os.path.basename(os.path.dirname(root)) == "gpuops" and os.path.basename(os.path.dirname(os.path.dirname(root))) == "ansible_collections":
+            sys.path.insert(0, os.path.abspath(os.path.join(here, *[os.pardir] * 7)))
+        elif _is_checkout(root):
+            _checkout(root)
         from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options, watch, webhook, window
     return options, watch, webhook, window
+
+
+def _is_checkout(root):
+    try:
+        with open(os.path.join(root, "galaxy.yml"), encoding="utf-8") as handle:
+            text = handle.read(65536)
+    except OSError:
+        return False
+    return "\nnamespace: gpuops\n" in "\n" + text and "\nname: fleet\n" in "\n" + text
 
 
 options, watch, webhook, windows = _import()
@@ -193,10 +222,16 @@ async def main(queue, args):
 
 
 if __name__ == "__main__":
-    # a quick look without ansible-rulebook: print the events (python gpu_nodes.py [kubeconfig])
+    # a quick look without ansible-rulebook: print the events (python gpu_nodes.py [kubeconfig]), from an installed collection
+    # or a git checkout
 
     class _Print:
         async def put(self, event):
             print(event, flush=True)
 
-    asyncio.run(main(_Print(), {"kubeconfig": sys.argv[1]} if len(sys.argv) > 1 else {}))
+    try:
+        asyncio.run(main(_Print(), {"kubeconfig": sys.argv[1]} if len(sys.argv) > 1 else {}))
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:  # a bad kubeconfig, an option: one line, never a traceback
+        sys.exit("gpu_nodes: %s: %s" % (type(exc).__name__, exc))

@@ -146,9 +146,30 @@ def _check(table, args, source):
     return table.check_all(given, coerce=coerce)
 
 
+# the rulebook variable each option is set from in the shipped rulebooks (extensions/eda/rulebooks; test_options holds this
+# to them): a bad value is named by the variable the user set too, not only by the source's option
+RULEBOOK_VARIABLES = {
+    "label_selector": "gpuops_events_label_selector", "settle_seconds": "gpuops_events_settle_seconds",
+    "flap_seconds": "gpuops_events_flap_seconds", "backoff_max": "gpuops_events_backoff_max",
+    "retry_max_seconds": "gpuops_events_retry_max_seconds", "alertmanager.enabled": "gpuops_alerts_enabled",
+    "alertmanager.host": "gpuops_alerts_host", "alertmanager.port": "gpuops_alerts_port", "alertmanager.token": "gpuops_alerts_token",
+    "alertmanager.token_file": "gpuops_alerts_token_file"}
+
+
 def check_nodes(args, read=None):
-    """``gpuops.fleet.gpu_nodes``' options, checked and completed; ParameterError names the option. Its ``alertmanager``
-    option is the receiver's options (``check_alerts``), with the fault window's from this source (one window)."""
+    """``gpuops.fleet.gpu_nodes``' options, checked and completed; ParameterError names the option, and the rulebook variable
+    the shipped rulebooks set it from. Its ``alertmanager`` option is the receiver's options (``check_alerts``), with the
+    fault window's from this source (one window)."""
+    try:
+        return _check_nodes(args, read)
+    except ParameterError as exc:
+        variable = RULEBOOK_VARIABLES.get(exc.field)
+        if variable is None:
+            raise
+        raise ParameterError(exc.field, "%s (the shipped rulebooks set it from the rulebook variable %s)" % (exc.reason, variable)) from None
+
+
+def _check_nodes(args, read):
     out = _check(NODES, args, "gpu_nodes")
     if out["alertmanager"] is not None:
         given = [k for k in WINDOW_NAMES if k in out["alertmanager"]]

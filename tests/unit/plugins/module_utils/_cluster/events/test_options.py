@@ -43,3 +43,45 @@ def test_an_option_with_a_default_given_no_value_is_refused_never_its_default():
             check(args)
         assert err.value.field == field and "leave it out" in err.value.reason
     assert source_options.check_nodes({"kubeconfig": None, "context": ""})["kubeconfig"] is None  # no default: not given
+
+
+def test_a_bad_value_names_the_rulebook_variable_the_user_set():
+    """Issue 59, item 5: a bad rulebook variable was reported by the source's option name (settle_seconds), not by the
+    variable the user set (gpuops_events_settle_seconds)."""
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes({"settle_seconds": "soon"})
+    assert err.value.field == "settle_seconds" and "rulebook variable gpuops_events_settle_seconds" in str(err.value)
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes({"alertmanager": {"port": "99999", "token": "s3cret-token-0123456789"}})
+    assert err.value.field == "alertmanager.port" and "gpuops_alerts_port" in str(err.value)
+    with pytest.raises(ParameterError) as err:
+        source_options.check_nodes({"heartbeat": 0})  # no shipped rulebook sets it: the option alone
+    assert "rulebook variable" not in str(err.value)
+
+
+def test_the_rulebook_variables_are_the_shipped_rulebooks():
+    import os
+    import re
+
+    import yaml
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    folder = os.path.join(here, *[os.pardir] * 6, "extensions", "eda", "rulebooks")
+    seen = {}
+
+    def walk(options, prefix=""):
+        for key, value in options.items():
+            if isinstance(value, dict):
+                walk(value, prefix + key + ".")
+            elif isinstance(value, str):
+                found = re.match(r"\A\{\{ (\w+) \| default\(", value)
+                if found:
+                    seen.setdefault(prefix + key, set()).add(found.group(1))
+
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as handle:
+            for ruleset in yaml.safe_load(handle):
+                for source in ruleset["sources"]:
+                    walk(source.get("gpuops.fleet.gpu_nodes") or {})
+    assert seen and all(len(v) == 1 for v in seen.values()), seen  # one variable per option across the rulebooks
+    assert dict((k, min(v)) for k, v in seen.items()) == source_options.RULEBOOK_VARIABLES
