@@ -84,7 +84,10 @@ options:
     type: int
     default: 1
   batch:
-    description: How many planned nodes share a batch.
+    description:
+      - How many planned nodes share a batch (the remediation acts on the first batch, so how many nodes one run acts on).
+      - A node our quarantine holds at a waiting step (V(awaiting_pods), V(drain_blocked)) takes no place in it - every run
+        offers it (batch 1, with C(waiting)) and goes on to the next faulty node. It still counts in the fleet's cap.
     type: int
     default: 1
   breaker_percent:
@@ -174,7 +177,7 @@ nodes:
       C(signals), C(keys) (those the same-signal breaker counts), C(driver_version), C(evictions) (C(pod), C(uid),
       C(reason), C(evict), C(note), C(pdb)), C(blockers) (C(kind) V(pdb), V(not_evictable), V(outside_accounting),
       V(host_process) or V(foreign_pod) (the node's checkpoint names a pod that runs on another node), with C(detail)),
-      C(batch) (planned) or C(deferred_reason) (V(fleet_event), V(breaker_tripped), V(deferred_capacity), V(blocked),
+      C(batch) (planned; C(waiting) names the waiting step of a node that takes no batch place) or C(deferred_reason) (V(fleet_event), V(breaker_tripped), V(deferred_capacity), V(blocked),
       V(gpu_busy), V(cancelled_by_operator) - an operator cancelled the node's last remediation, for the same signal).
     - Each eviction also carries its C(mode), C(timeout_minutes), C(mode_by), C(system), C(mode_error) and C(job) (the
       multi-pod job it belongs to); a blocker may also be V(eviction_mode) (a pod's annotation asks for a harsher mode).
@@ -210,6 +213,8 @@ capacity:
     - The capacity breaker's C(cap), the nodes C(in_flight) (quarantined by us) and the C(room) this run had.
     - C(stale_open_entries) names the nodes whose ledger entry is open while the node carries no taint of ours, for
       more than 10 minutes (a run killed between the two writes, a cancel not yet recorded); they do not count as in flight.
+    - C(waiting) names the nodes in flight at a waiting step (V(awaiting_pods), V(drain_blocked)): they count in the cap
+      and take no place in the batch.
   returned: when the breaker is closed
   type: dict
 scope:

@@ -244,7 +244,7 @@ def _keys(verdict, health):
 def _node_row(item):
     return {"node": item["node"], "host": item.get("host"), "state": None, "action": actions.NONE, "scope": None, "row": None, "gpus": [],
             "reasons": [], "signals": [], "keys": [], "driver_version": None, "evictions": [], "blockers": [], "batch": None,
-            "deferred_reason": None}
+            "deferred_reason": None, "waiting": None}
 
 
 def _unplannable(item, named):
@@ -518,6 +518,16 @@ def _in_flight(nodes_by_name, ledger, now):
     return ours, stale - ours
 
 
+def _waiting(ledger, in_flight):
+    """``{node: step}`` of the nodes our quarantine holds (``in_flight``: the ledger's open entries on nodes with our taint)
+    whose open entry is at a waiting state (``states.WAITING``: pods that run to their end, a PodDisruptionBudget)."""
+    out = {}
+    for entry in ledger.get("entries") or ():
+        if not entry.get("closed_at") and entry.get("node") in in_flight and entry.get("step") in states.WAITING:
+            out[entry["node"]] = entry["step"]
+    return out
+
+
 def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
     breaker = dict(ledger.get("breaker") or {"state": "closed"})
     candidates = [r for r in rows if r["action"] in actions.ACTING]
@@ -553,13 +563,21 @@ def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
     cap = max(settings["breaker_min_nodes"], int(math.ceil(settings["breaker_percent"] * scope / 100.0)))
     if settings["breaker_max_nodes"] is not None:
         cap = min(cap, settings["breaker_max_nodes"])
-    room = max(0, min(settings["max_nodes_per_run"], cap - len(in_flight - set(r["node"] for r in candidates))))
+    # a node that waits (its pods run to their end, a PDB) holds its place in the fleet's cap, as any quarantine of ours, but
+    # takes none in the batch: every run offers it (batch 1: the quarantine goes on where what it waits for has happened,
+    # else says so and stops) and goes on to the next faulty node, so one training job never holds back the others
+    waiting = _waiting(ledger, in_flight)
+    room = max(0, min(settings["max_nodes_per_run"], cap - len(in_flight - set(r["node"] for r in candidates if r["node"] not in waiting))))
     result["capacity"] = {"cap": cap, "in_flight": sorted(n for n in in_flight if n), "room": room,
-                          "stale_open_entries": sorted(n for n in stale if n)}
+                          "stale_open_entries": sorted(n for n in stale if n), "waiting": sorted(waiting)}
     order = sorted((r for r in candidates if not r["deferred_reason"]), key=lambda r: (-actions.severity(r["action"]), r["node"]))
-    for i, row in enumerate(order):
-        if i < room:
-            row["batch"] = i // settings["batch"] + 1
+    placed = 0
+    for row in order:
+        if row["node"] in waiting:
+            row["batch"], row["waiting"] = 1, waiting[row["node"]]
+        elif placed < room:
+            row["batch"] = placed // settings["batch"] + 1
+            placed += 1
         else:
             row["deferred_reason"] = "deferred_capacity"
     return result
@@ -572,6 +590,8 @@ def table(rows):
         gpus = ",".join(g[:12] for g in row["gpus"]) or "-"
         evict = sum(1 for e in row["evictions"] if e["evict"])
         plan_text = ("batch %d" % row["batch"]) if row["batch"] is not None else (row["deferred_reason"] or "-")
+        if row.get("waiting"):
+            plan_text += " (%s)" % row["waiting"]
         cells = (row["node"], row["state"] or "-", row["action"], row["scope"] or "-", gpus, evict, len(row["blockers"]), plan_text)
         lines.append("%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n" % cells)
     return tabwrite("".join(lines))

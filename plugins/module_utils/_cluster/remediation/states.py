@@ -24,6 +24,9 @@ Each row says:
 * ``next``: the states it may move to. A state moves to itself too (a run that finds it there again).
 * ``waits_for``: what the node waits for in it, a sentence (the report's ``next`` where the role stops there, the guide's
   diagram).
+* ``waiting``: the node waits there for what no run can hurry (pods that run to their end, a PodDisruptionBudget): the
+  plan offers it to every run, and it takes no place in the plan's batch (``WAITING``), so one waiting node never holds
+  back the faulty nodes behind it.
 
 The diagram in ``docs/docsite/rst/guide_health.rst`` is ``diagram()``'s text (a test holds them together:
 ``python hack/states_doc.py`` writes it).
@@ -41,7 +44,7 @@ RELEASED, CANCELLED_BY_OPERATOR = "released", "cancelled_by_operator"
 START = None
 Row = Dict[str, Union[bool, str, None, Tuple[str, ...]]]
 
-_FIELDS = ("recorded", "holds", "stops", "shown", "next", "waits_for")
+_FIELDS = ("recorded", "holds", "stops", "shown", "next", "waits_for", "waiting")
 _ENDS = (RELEASED, CANCELLED_BY_OPERATOR)
 # a drain's states move among themselves (a later run drains again, a pod ends, a budget refuses) and to either end
 _DRAIN: dict[str, tuple[str, ...]] = dict(
@@ -52,24 +55,25 @@ _ROWS = (
     # marking: our taint is not on yet, so no operator can have taken it off (no cancel); evictions follow the mark (draining),
     # a node with none to evict is drained (or waits for its pods) at once
     (MARKING, True, False, DRAINING, (DRAINING, DRAINED, AWAITING_PODS, RELEASED),
-     "the node's one patch (the cordon, our taint, the annotation), after the ledger's entry is written"),
+     "the node's one patch (the cordon, our taint, the annotation), after the ledger's entry is written", False),
     (DRAINING, True, False, DRAINING, _DRAIN[DRAINING],
-     "the evicted pods to go (kubectl drain's rules, up to drain_timeout)"),
+     "the evicted pods to go (kubectl drain's rules, up to drain_timeout)", False),
     (DRAINED, True, False, DRAINED, _DRAIN[DRAINED],
-     "the reset or reboot, the recovery check, DCGM's diagnostic where it is installed, and the release"),
+     "the reset or reboot, the recovery check, DCGM's diagnostic where it is installed, and the release", False),
     (DRAIN_BLOCKED, True, False, DRAIN_BLOCKED, _DRAIN[DRAIN_BLOCKED],
-     "a later run's drain: a PodDisruptionBudget still refused an eviction at drain_timeout; no reset or reboot may run"),
+     "a later run's drain: a PodDisruptionBudget still refused an eviction at drain_timeout; no reset or reboot may run", True),
     (AWAITING_PODS, True, True, AWAITING_PODS, _DRAIN[AWAITING_PODS],
      "the GPUs stay quarantined while the pods of waiting_for run (their eviction modes: allow_completion, "
-     "delete_after_timeout before its time, a system namespace's pod); a later run goes on once they are gone"),
+     "delete_after_timeout before its time, a system namespace's pod); a later run goes on once they are gone", True),
     (RELEASED, False, False, None, (),
-     "nothing: the ledger's entry is closed with the release's result (recovered, rebooted, ...) and only what was ours came off"),
+     "nothing: the ledger's entry is closed with the release's result (recovered, rebooted, ...) and only what was ours came off", False),
     (CANCELLED_BY_OPERATOR, False, True, None, (),
      "nothing: an operator took the node out of the remediation by hand (see cancelled_by_operator); the ledger records it, "
-     "and the plan leaves the node alone for the same signal"),
+     "and the plan leaves the node alone for the same signal", False),
 )
 TABLE: dict[str, Row] = dict(
-    (name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits)))) for name, holds, stops, shown, nxt, waits in _ROWS)
+    (name, dict(zip(_FIELDS, (bool(nxt), holds, stops, shown, nxt, waits, waiting))))
+    for name, holds, stops, shown, nxt, waits, waiting in _ROWS)
 NAMES: tuple[str, ...] = tuple(str(row[0]) for row in _ROWS)
 
 
@@ -91,6 +95,7 @@ TERMINAL = tuple(n for n in NAMES if not TABLE[n]["recorded"])
 SHOWN = tuple(sorted(set(s for s in (shown(n) for n in NAMES) if s), key=NAMES.index))
 # the states the role stops at for the node without failing the run
 STOPS = tuple(n for n in NAMES if TABLE[n]["stops"])
+WAITING = tuple(n for n in NAMES if TABLE[n]["waiting"])
 
 
 class IllegalMove(GpuopsError):
@@ -119,12 +124,13 @@ def diagram() -> str:
     """The guide's section on the states: a table of them and their moves, as reStructuredText (``hack/states_doc.py``)."""
     lines = [".. list-table:: A node's remediation states (``plugins/module_utils/_cluster/remediation/states.py``)",
              "   :header-rows: 1", "", "   * - State", "     - Holds the node", "     - The role stops there",
-             "     - Annotation shows", "     - Moves to", "     - Waits for"]
+             "     - Annotation shows", "     - Moves to", "     - Waits for", "     - Takes no batch place"]
     for name in NAMES:
         row = TABLE[name]
         lines += ["   * - ``%s``" % name, "     - %s" % ("yes" if row["holds"] else "no"), "     - %s" % ("yes" if row["stops"] else "no"),
                   "     - %s" % ("``%s``" % row["shown"] if row["shown"] else "(none)"),
-                  "     - %s" % (", ".join("``%s``" % n for n in _next(name)) or "(the end)"), "     - %s" % row["waits_for"]]
+                  "     - %s" % (", ".join("``%s``" % n for n in _next(name)) or "(the end)"), "     - %s" % row["waits_for"],
+                  "     - %s" % ("yes: every run offers it" if row["waiting"] else "no")]
     lines += ["", ".. code-block:: text", "", "   (no entry) -> %s" % MARKING]
     for name in RECORDED:
         lines.append("   %s -> %s" % (name, ", ".join(_next(name))))

@@ -210,7 +210,7 @@ def test_the_fleet_wide_cap_counts_our_quarantines_in_flight():
     items = [{"node": "a", "health": health([gpu(0, recovery=1)]), "entries": []}] + fleet(0, total=9)
     nodes = [_api(i["node"]) for i in items] + [_api("busy", tainted=True)]
     result = rp.plan(items, nodes, [], [], _open("busy", age=3600), {"max_nodes_per_run": 5}, NOW)
-    assert result["capacity"] == {"cap": 1, "in_flight": ["busy"], "room": 0, "stale_open_entries": []}
+    assert result["capacity"] == {"cap": 1, "in_flight": ["busy"], "room": 0, "stale_open_entries": [], "waiting": []}
     assert one(result, "a")["deferred_reason"] == "deferred_capacity"
 
 
@@ -233,9 +233,9 @@ def test_an_entry_left_open_on_a_node_without_our_quarantine_stops_counting_afte
     nodes = [_api(i["node"]) for i in items] + [_api("gone"), _api("held", tainted=True)]
     settings = {"max_nodes_per_run": 5, "breaker_percent": 20}
     fresh = rp.plan(items, nodes, [], [], _open("gone", "held", age=60), settings, NOW)
-    assert fresh["capacity"] == {"cap": 2, "in_flight": ["gone", "held"], "room": 0, "stale_open_entries": []}
+    assert fresh["capacity"] == {"cap": 2, "in_flight": ["gone", "held"], "room": 0, "stale_open_entries": [], "waiting": []}
     old = rp.plan(items, nodes, [], [], _open("gone", "held", age=601), settings, NOW)
-    assert old["capacity"] == {"cap": 2, "in_flight": ["held"], "room": 1, "stale_open_entries": ["gone"]}
+    assert old["capacity"] == {"cap": 2, "in_flight": ["held"], "room": 1, "stale_open_entries": ["gone"], "waiting": []}
     assert one(old, "a")["batch"] == 1
 
 
@@ -249,7 +249,7 @@ def test_the_cap_comes_from_the_gpu_fleet_the_api_shows_never_the_runs_limit():
     item = [{"node": "a", "host": "a", "health": health([gpu(0, recovery=1)]), "entries": []}]
     result = rp.plan(item, nodes, [], [], _open("busy", age=3600), {"max_nodes_per_run": 5}, NOW)
     assert result["scope"] == 21  # g00..g18, gfd and the run's own host; not busy (no GPU shown), not cpu-1
-    assert result["capacity"] == {"cap": 3, "in_flight": ["busy"], "room": 2, "stale_open_entries": []}
+    assert result["capacity"] == {"cap": 3, "in_flight": ["busy"], "room": 2, "stale_open_entries": [], "waiting": []}
     assert one(result, "a")["batch"] == 1
 
 
@@ -394,3 +394,27 @@ def test_the_same_fault_gives_the_same_keys_and_condition_reason_whatever_order_
     second = rp._keys({"gpus": [G[0]], "signals": list(reversed(signals))}, health)
     assert first == second == ["recovery:1", "xid:48"]
     assert marks.condition_reason(first, "reset") == marks.condition_reason(second, "reset") == "Recovery1"
+
+
+@pytest.mark.parametrize("step", ["awaiting_pods", "drain_blocked"])
+def test_a_waiting_node_takes_no_batch_place_and_the_run_goes_on_to_the_next_node(step):
+    """Issue 59, item 1: a node waiting at awaiting_pods for an allow_completion pod (or at drain_blocked for a PDB) was planned
+    as batch 1 on every run, so every faulty node that sorts after it waited as long as the training job (days). A waiting
+    node is offered to every run (batch 1, named waiting) and takes no place; it still holds its place in the fleet's cap."""
+    items = [{"node": n, "health": health([gpu(0, recovery=1)]), "entries": []} for n in ("a-waits", "b", "c")] + fleet(0, total=17)
+    nodes = [_api(i["node"], tainted=i["node"] == "a-waits") for i in items]
+    ledger = dict(ledgers.empty(), entries=[{"node": "a-waits", "gpus": [G[0]], "action": "reset", "at": NOW - 86400, "closed_at": None,
+                                             "step": step}])
+    result = rp.plan(items, nodes, [], [], ledger, {"max_nodes_per_run": 5, "breaker_percent": 10, "same_signal_nodes": 10, "same_signal_percent": 50}, NOW)
+    rows = dict((r["node"], r) for r in result["nodes"])
+    assert (rows["a-waits"]["batch"], rows["a-waits"]["waiting"]) == (1, step)
+    # the fleet's cap is 2 (10% of 20): the waiting node holds one place, one faulty node gets the other, the batch's (1)
+    assert result["capacity"]["in_flight"] == ["a-waits"] and result["capacity"]["waiting"] == ["a-waits"] and result["capacity"]["room"] == 1
+    assert (rows["b"]["batch"], rows["b"]["waiting"]) == (1, None) and rows["c"]["deferred_reason"] == "deferred_capacity"
+    assert "batch 1 (%s)" % step in rp.table(result["nodes"])
+    # a node at drained (the reset's step, in this run's hands) is no waiting node: it takes its place, batch 1, and the next
+    # faulty node is batch 2, which this run does not act on (what every waiting node did before)
+    ledger["entries"][0]["step"] = "drained"
+    again = dict((r["node"], r) for r in rp.plan(items, nodes, [], [], ledger, {"max_nodes_per_run": 5, "breaker_percent": 10, "same_signal_percent": 50,
+                                                                                 "same_signal_nodes": 10}, NOW)["nodes"])
+    assert (again["a-waits"]["batch"], again["a-waits"]["waiting"]) == (1, None) and again["b"]["batch"] == 2
