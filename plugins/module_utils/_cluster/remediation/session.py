@@ -17,6 +17,21 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ResultError
 
 
+# how many times one Node patch is sent where only the Node's resourceVersion moved (kubelet's updates)
+CONFLICT_TRIES = 5
+
+
+def _basis(node, spec, annotations, labels):
+    """What a patch of ``node`` was built from: the spec fields it writes (the cordon, the taints) and the present values of
+    the annotation and label keys it writes. A change elsewhere (the status, kubelet's other labels) leaves it the same."""
+    meta = marks.meta(node)
+    found = {"spec": dict((k, marks.spec(node).get(k)) for k in sorted(spec or {}))}
+    for part, written in (("annotations", annotations), ("labels", labels)):
+        present = meta.get(part) or {}
+        found[part] = dict((k, present.get(k)) for k in sorted(written or {}))
+    return found
+
+
 class QuarantineError(ResultError):
     """Refused before anything changed, or the drain could not finish (``result`` says where the node stands)."""
 
@@ -76,14 +91,27 @@ class Session:
                                   "nothing more was changed" % self.node)
 
     def patch_node(self, node, spec=None, annotations=None, labels=None):
-        """One patch of ``node`` at the resourceVersion read (a concurrent writer makes it fail with 409, never mixes)."""
-        body = {"metadata": {"resourceVersion": marks.meta(node).get("resourceVersion")}}
-        for part, value in (("annotations", annotations), ("labels", labels)):
-            if value:
-                body["metadata"][part] = value
-        if spec:
-            body["spec"] = spec
-        return self.api.patch_node(marks.meta(node)["name"], body)
+        """One patch of ``node`` at the resourceVersion read: a concurrent writer of what the patch was built from makes it fail
+        with 409, never mixes. Where the Node changed only elsewhere (kubelet's status updates and heartbeats bump its
+        resourceVersion every few seconds), the same patch is sent again at the fresh resourceVersion, up to CONFLICT_TRIES
+        times: one kubelet update in between failed a quarantine in one of four tries on the real kubelet node."""
+        for attempt in range(1, CONFLICT_TRIES + 1):
+            body = {"metadata": {"resourceVersion": marks.meta(node).get("resourceVersion")}}
+            for part, value in (("annotations", annotations), ("labels", labels)):
+                if value:
+                    body["metadata"][part] = value
+            if spec:
+                body["spec"] = spec
+            try:
+                return self.api.patch_node(marks.meta(node)["name"], body)
+            except self.api_exception as exc:
+                if getattr(exc, "status", None) != 409 or attempt == CONFLICT_TRIES:
+                    raise
+                fresh = self.read_node()
+                if _basis(fresh, spec, annotations, labels) != _basis(node, spec, annotations, labels):
+                    raise  # what the patch was built from changed: a concurrent writer's, never overwritten
+                node = fresh
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def set_condition(self, node, status, reason, message):
         """The Node's GPUHealthy condition (``marks.set_condition``): None, or why it could not be written."""
