@@ -177,7 +177,8 @@ nodes:
       C(signals), C(keys) (those the same-signal breaker counts), C(driver_version), C(evictions) (C(pod), C(uid),
       C(reason), C(evict), C(note), C(pdb)), C(blockers) (C(kind) V(pdb), V(not_evictable), V(outside_accounting),
       V(host_process) or V(foreign_pod) (the node's checkpoint names a pod that runs on another node), with C(detail)),
-      C(batch) (planned; C(waiting) names the waiting step of a node that takes no batch place) or C(deferred_reason) (V(fleet_event), V(breaker_tripped), V(deferred_capacity), V(blocked),
+      C(batch) (planned; C(waiting) names the waiting step of a node that takes no batch place) or C(deferred_reason)
+      (V(fleet_event), V(breaker_tripped), V(deferred_capacity), V(blocked),
       V(gpu_busy), V(cancelled_by_operator) - an operator cancelled the node's last remediation, for the same signal).
     - Each eviction also carries its C(mode), C(timeout_minutes), C(mode_by), C(system), C(mode_error) and C(job) (the
       multi-pod job it belongs to); a blocker may also be V(eviction_mode) (a pod's annotation asks for a harsher mode).
