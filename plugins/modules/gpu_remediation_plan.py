@@ -214,7 +214,7 @@ capacity:
     - The capacity breaker's C(cap), the nodes C(in_flight) (quarantined by us) and the C(room) this run had.
     - C(stale_open_entries) names the nodes whose ledger entry is open while the node carries no taint of ours, for
       more than 10 minutes (a run killed between the two writes, a cancel not yet recorded); they do not count as in flight.
-    - C(waiting) names the nodes in flight at a waiting step (V(awaiting_pods), V(drain_blocked)): they count in the cap
+    - C(waiting) names the nodes in flight at a waiting step (V(awaiting_pods), V(drain_blocked)) - they count in the cap
       and take no place in the batch.
   returned: when the breaker is closed
   type: dict

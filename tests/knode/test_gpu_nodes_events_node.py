@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The event source gpuops.fleet.gpu_nodes on a REAL kubelet v1.20.2 node (SIMULATED GPUs: fake NVML, a fake device
 plugin), as the API user gpuops granted exactly docs/rbac/gpu-nodes-events.yml (nodes list and watch; the control plane
-runs RBAC). A critical XID goes through the fake NVML; the plugin's health loop marks the GPU Unhealthy; the real kubelet
+runs RBAC; the ledger's ConfigMap get, in the test's namespace). A critical XID goes through the fake NVML; the plugin's
+health loop marks the GPU Unhealthy; the real kubelet
 lowers the node's allocatable; the source emits gpu_unallocatable for that node, once. The time from the fault (the XID
 written) to the event is printed and kept in out/knode-gpu-events.json (issue 50's figure; not asserted: tests are not
 timed)."""
@@ -28,9 +29,11 @@ def test_a_critical_xid_reaches_the_source_as_one_gpu_unallocatable_event_with_l
     node = real_node
     node.up(GPUS, health=True)
     node.wait_allocatable(2, timeout=60)
+    node.namespace("gpuops-events")  # the Role that reads the ledger is namespaced (the ledger's namespace)
     realnode.grant(node.cluster, "gpu-nodes-events.yml", "gpuops-events")
     offset = node.cluster.audit_offset()
-    options = source_options.check_nodes({"kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig"), "heartbeat": 5})
+    options = source_options.check_nodes({"kubeconfig": os.path.join(node.cluster.workdir, "role.kubeconfig"), "heartbeat": 5,
+                                          "ledger_namespace": "gpuops-events", "due_seconds": 2})
     events, stop = [], threading.Event()
     thread = threading.Thread(target=eda_source.load().follow, args=(options, events.append, stop), daemon=True)
     thread.start()
@@ -54,7 +57,9 @@ def test_a_critical_xid_reaches_the_source_as_one_gpu_unallocatable_event_with_l
     assert (faults[0]["gpuops"]["nodes"], faults[0]["meta"]["hosts"]) == ([realnode.NAME], [realnode.NAME, "localhost"])
     calls = realnode.api_calls(node.cluster, offset)
     # kubernetes.core's client asks the discovery endpoints where its cache (~/.kube/cache) is cold: a fresh machine does
-    assert set(calls) <= {"list nodes", "watch nodes", "get discovery"}, calls  # RBAC: nothing else is granted, nothing else is asked
+    # RBAC: nothing else is granted, nothing else is asked; the ledger (no remediation waits here: it is not there) every due_seconds
+    assert set(calls) <= {"list nodes", "watch nodes", "get discovery", "get configmaps"}, calls
+    assert "get configmaps" in calls and not [e for e in events if e["gpuops"].get("due_error")]  # granted: read, no error
     print("fault (XID written) to gpu_unallocatable event on the real kubelet node: %.2f s" % seconds)
     os.makedirs(os.path.join(realnode.ROOT, "out"), exist_ok=True)
     with open(os.path.join(realnode.ROOT, "out", "knode-gpu-events.json"), "w") as handle:  # the closing note's figure

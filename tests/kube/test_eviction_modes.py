@@ -21,6 +21,9 @@ import time
 from test_gpu_health_plan import G, running
 from test_gpu_quarantine import REMEDIATION, TAINT, evictions, ledger, node_state, remediation_fleet, report, writes
 
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import due as dues
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import nodes as event_nodes
+
 G4 = G + ["GPU-55555555-2222-3333-4444-555555555555"]
 CONDITION = "GPUHealthy"
 
@@ -78,6 +81,16 @@ def mixed_fleet(fleet, fake_lib_dir):
     return f, name, spaces, apps, extra
 
 
+def due(f, checker):
+    """What the event source would offer now (due.Checker on the real API server: the ledger the module wrote, the pods the API
+    lists on the node, the Nodes as the watch sees them): ``[(node, why)]``."""
+    tracker = event_nodes.Tracker()
+    tracker.start([f.cluster.api_client.sanitize_for_serialization(n) for n in f.cluster.core.list_node().items], "0", "now")
+    found = checker.check(tracker.views, time.time(), "now")
+    assert checker.error is None, checker.error
+    return [(e["gpuops"]["node"], e["gpuops"]["why"]) for e in found]
+
+
 def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_reset_waits_for_it(fleet, fake_lib_dir):
     f, name, spaces, apps, extra = mixed_fleet(fleet, fake_lib_dir)
     pod = dict((k, "%s/%s" % (spaces[k], running(f, apps[k], spaces[k])[0].metadata.name)) for k in apps)
@@ -102,6 +115,15 @@ def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_r
         assert job and job[0]["name"] == apps["training"] and [m["pod"] for m in job[0]["pods"]] == [pod["training"]]
         assert writes(run, "kube-system") == []
 
+        # issue 59, item 2: the event source offers it again only when its wait is over (nothing is due while the pods run)
+        from kubernetes.client.exceptions import ApiException
+
+        checker = dues.Checker(f.cluster.core, f.namespace, ApiException)
+        assert due(f, checker) == []
+        entry = [e for e in ledger(f)["entries"] if e["node"] == name and not e["closed_at"]][0]
+        assert sorted(w["pod"] for w in entry["waiting_for"]) == sorted([pod["training"], pod["batch"], pod["system"]])
+        assert [w["due_at"] for w in entry["waiting_for"] if w["pod"] == pod["batch"]] == [entry["at"] + 60]
+
         # a second run in between writes nothing new
         rc, run = f.play(extra, playbook="gpu_remediation.yml")
         assert rc == 0, run.failure()
@@ -111,6 +133,8 @@ def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_r
         # the batch pod goes once the fault (the ledger's entry) is a minute old
         opened = [e for e in ledger(f)["entries"] if e["node"] == name and not e["closed_at"]][0]["at"]
         time.sleep(max(0, opened + 61 - time.time()))
+        assert due(f, checker) == [(name, "deadline")]  # the batch pod's time has come: offered again, once (then backed off)
+        assert due(f, checker) == []
         rc, run = f.play(extra, playbook="gpu_remediation.yml")
         assert rc == 0, run.failure()
         assert evictions(run) == [pod["batch"].split("/")[1]]
@@ -124,6 +148,7 @@ def test_eviction_modes_per_namespace_the_training_pod_runs_to_its_end_and_the_r
         f.cluster.core.patch_namespaced_pod_status(training.metadata.name, spaces["training"], {"status": {"phase": "Succeeded"}})
         f.cluster.apps.delete_namespaced_replica_set(apps["system"], "kube-system", propagation_policy="Foreground")
         f.wait(lambda: not running(f, apps["system"], "kube-system"), "kube-system's pod gone")
+        assert due(f, dues.Checker(f.cluster.core, f.namespace, ApiException)) == [(name, "pods_gone")]  # what it waited for is gone
         rc, run = f.play(extra, playbook="gpu_remediation.yml")
         assert rc == 0, run.failure()
         assert evictions(run) == []

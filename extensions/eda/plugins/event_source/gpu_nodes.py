@@ -49,10 +49,16 @@ description:
     offered again with a capped backoff (O(retry_max_seconds)). The window is the ruleset's, shared with
     M(gpuops.fleet.alertmanager)'s alerts. C(node_reboots) gathers reboots the same way, less the nodes our remediation
     rebooted (they carry its taint).
+  - C(remediation_due) (every remediation finishes on its own) offers again a node our quarantine holds at a waiting step
+    (its ledger entry in O(ledger_namespace), our taint on the Node), with C(why) - V(pods_gone) (the pods its entry
+    waits for are gone), V(deadline) (a C(delete_after_timeout) pod's time has come) or V(drain_retry) (a drain a
+    PodDisruptionBudget blocked, tried again a minute later, then twice as long after each offer, at most
+    O(retry_max_seconds)) - and C(meta.hosts), the node. Checked every O(due_seconds) from the ledger and the pods the API
+    lists on the node, never from what a node writes of itself.
   - A watch that ends is resumed; C(410 Gone) and a reconnect after an error list again (capped backoff, O(backoff_max));
     a list emits exactly what changed while away, so no event is emitted twice.
-  - It needs C(list) and C(watch) on nodes, nothing else (docs/rbac/gpu-nodes-events.yml). A bad option fails the source,
-    naming it.
+  - It needs C(list) and C(watch) on nodes, C(list) on pods and C(get) on the ledger's ConfigMap, nothing else
+    (docs/rbac/gpu-nodes-events.yml). A bad option fails the source, naming it.
 options:
   kubeconfig:
     description: Path of a kubeconfig file; none of the connection options, the in-cluster ServiceAccount or C(~/.kube/config).
@@ -94,6 +100,15 @@ options:
     description: Seconds a watch request lasts before it is resumed (10 to 1800).
     type: int
     default: 300
+  ledger_namespace:
+    description: The namespace of the remediation's ledger (the ConfigMap C(gpuops-remediation-ledger); the playbooks'
+      C(gpuops_gpu_health_namespace)).
+    type: str
+    default: gpuops-system
+  due_seconds:
+    description: Seconds between two checks of the waiting remediations (C(remediation_due); 0 to 3600, 0 turns it off).
+    type: int
+    default: 30
   settle_seconds:
     description: Seconds the fault window gathers faults before one C(gpu_faults) event (1 to 300); shared by the ruleset's sources.
     type: int

@@ -30,6 +30,7 @@ _DNS = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9
 _PATH = re.compile(r"\A/[A-Za-z0-9._~/-]{0,127}\Z")
 _LABEL = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _HOST = re.compile(r"\A[A-Za-z0-9.:-]{1,253}\Z")
+_NAMESPACE = re.compile(r"\A[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
 # what a playbook's --limit (ansible-rulebook joins meta.hosts into it) takes for more than one host, though DNS-1123 allows it
 PATTERN_WORDS = ("all", "ungrouped")
 
@@ -80,6 +81,10 @@ def _listen(value):
 PROBES = ("/healthz", "/readyz")  # the receiver's own GET paths (webhook.py)
 
 
+def _namespace(value):
+    return None if isinstance(value, str) and _NAMESPACE.match(value) else "a namespace's name (a DNS-1123 label), got %r" % (value,)
+
+
 def _url_path(value):
     if isinstance(value, str) and value in PROBES:
         return "a URL path other than the receiver's probes (%s), such as /alerts, got %r" % (", ".join(PROBES), value)
@@ -112,7 +117,10 @@ NODES = settings.Table(*(CONNECTION + (
     row("label_selector", "str", "", check=_selector),
     row("heartbeat", "int", 60, check=whole(1, 3600)),
     row("backoff_max", "int", 30, check=whole(1, 600)),
-    row("watch_seconds", "int", 300, check=whole(10, 1800))) + WINDOW + (
+    row("watch_seconds", "int", 300, check=whole(10, 1800)),
+    # every remediation finishes on its own (due.py): the ledger's namespace, and how often its waiting nodes are checked
+    row("ledger_namespace", "str", "gpuops-system", check=_namespace),
+    row("due_seconds", "int", 30, check=whole(0, 3600))) + WINDOW + (
     row("alertmanager", "dict", None, check=_mapping),)))
 ALERTS = settings.Table(*((
     row("host", "str", "127.0.0.1", check=_listen),
@@ -151,7 +159,8 @@ def _check(table, args, source):
 RULEBOOK_VARIABLES = {
     "label_selector": "gpuops_events_label_selector", "settle_seconds": "gpuops_events_settle_seconds",
     "flap_seconds": "gpuops_events_flap_seconds", "backoff_max": "gpuops_events_backoff_max",
-    "retry_max_seconds": "gpuops_events_retry_max_seconds", "alertmanager.enabled": "gpuops_alerts_enabled",
+    "retry_max_seconds": "gpuops_events_retry_max_seconds", "ledger_namespace": "gpuops_gpu_health_namespace",
+    "due_seconds": "gpuops_events_due_seconds", "alertmanager.enabled": "gpuops_alerts_enabled",
     "alertmanager.host": "gpuops_alerts_host", "alertmanager.port": "gpuops_alerts_port", "alertmanager.token": "gpuops_alerts_token",
     "alertmanager.token_file": "gpuops_alerts_token_file"}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import k8s_watch
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import due as dues
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import kinds, nodes
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import window as windows
 
@@ -61,12 +62,31 @@ def _client(options):
     return get_api_client(**auth).client.client
 
 
+def _checker(options, api):
+    """The waiting remediations' check (due.py), or None where ``due_seconds`` is 0."""
+    from kubernetes.client.exceptions import ApiException
+
+    if not options["due_seconds"]:
+        return None
+    return dues.Checker(api, options["ledger_namespace"], ApiException, options["retry_max_seconds"])
+
+
+def _heartbeat(tracker, checker):
+    """The heartbeat event, with ``due_error`` where the last check of the waiting remediations could not read the API."""
+    event = tracker.heartbeat(_now())
+    if checker is not None and checker.error:
+        event["gpuops"]["due_error"] = checker.error
+    return event
+
+
 def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
     """List, then watch until ``stop`` is set; every event through ``emit`` (runs in a thread). ``window``: the ruleset's
-    fault window (window.shared), else one of its own."""
+    fault window (window.shared), else one of its own. Every ``due_seconds`` the waiting remediations are checked
+    (due.py: ``remediation_due``)."""
     from kubernetes.client import CoreV1Api
 
     client = client or _client(options)
+    checker = _checker(options, CoreV1Api(client))
     tracker = nodes.Tracker(options["gpu_resources"], by_label=bool(options["label_selector"]))
     kwargs = {"allow_watch_bookmarks": True}
     if options["label_selector"]:
@@ -78,21 +98,26 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
     reboots = windows.FaultWindow(options["settle_seconds"], options["flap_seconds"], kind=kinds.NODE_REBOOTS, again_max=0)
     watcher.listener = _Listener(tracker, emit, window, clock, reboots)
     attempt, relist, beat = 0, True, clock() + options["heartbeat"]
+    check_at = clock() + (options["due_seconds"] or 0)
     while not stop.is_set():
         try:
             if relist:
                 watcher.list()
                 relist = False
             due = (window.due(), reboots.due())
-            until = min([beat, clock() + options["watch_seconds"]] + [d for d in due if d is not None])
+            until = min([beat, clock() + options["watch_seconds"]] + [d for d in due if d is not None] + ([check_at] if checker else []))
             # back at once when an event opens a window, so it closes settle_seconds later, not at the next heartbeat
             watcher.wait(lambda dummy, due=due: stop.is_set() or (window.due(), reboots.due()) != due, until)
             attempt = 0
             for batch in (window.flush(clock(), _now()), reboots.flush(clock(), _now())):
                 if batch:
                     emit(batch)
+            if checker is not None and clock() >= check_at:
+                for event in checker.check(tracker.views, time.time(), _now()):
+                    emit(event)
+                check_at = clock() + options["due_seconds"]
             if clock() >= beat:
-                emit(tracker.heartbeat(_now()))
+                emit(_heartbeat(tracker, checker))
                 beat = clock() + options["heartbeat"]
         except Exception as exc:  # the API server gone, a connection reset: back off, then list again and diff
             attempt += 1

@@ -80,6 +80,17 @@ def _texts(value, limit=None):
     return isinstance(value, list) and (limit is None or len(value) <= limit) and all(isinstance(v, str) and len(v) <= 256 for v in value)
 
 
+MAX_WAITING = 64
+
+
+def _waiting_for(value):
+    """An awaiting_pods entry's pods: ``[{pod, uid, due_at}]`` (due_at: when a delete_after_timeout pod's time comes)."""
+    return isinstance(value, list) and len(value) <= MAX_WAITING and all(
+        isinstance(v, dict) and isinstance(v.get("pod"), str) and len(v["pod"]) <= 317
+        and (v.get("uid") is None or isinstance(v.get("uid"), str) and len(v["uid"]) <= 64)
+        and (v.get("due_at") is None or _finite(v.get("due_at"))) for v in value)
+
+
 # each field of an entry: (may it be missing or null, its check); a field not listed is kept as it is
 _ENTRY = {
     "node": (False, lambda v: isinstance(v, str) and 0 < len(v) <= 253),
@@ -97,6 +108,8 @@ _ENTRY = {
     "scope": (True, lambda v: v in ("gpu", "node")),
     "cordoned_by_us": (True, lambda v: isinstance(v, bool)),
     "boot_id": (True, lambda v: isinstance(v, str) and len(v) <= 64),
+    "waiting_for": (True, _waiting_for),
+    "blocked_at": (True, _finite),
     "paused_labels": (True, lambda v: isinstance(v, dict) and len(v) <= MAX_PAUSED and all(
         isinstance(k, str) and len(k) <= 317 and (x is None or isinstance(x, str) and len(x) <= 63) for k, x in v.items())),
 }

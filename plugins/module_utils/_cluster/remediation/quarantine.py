@@ -134,7 +134,7 @@ def _targets(p, pods, fault_age, now):
         verdict, why_mode = eviction.decide(found, fault_age)
         if verdict == "wait":
             waiting.append({"pod": item["pod"], "uid": marks.meta(pod).get("uid"), "mode": "system" if found["system"] else found["mode"],
-                            "why": why_mode, "age_seconds": _age(pod, now), "job": jobs.job_of(pod)})
+                            "why": why_mode, "age_seconds": _age(pod, now), "job": jobs.job_of(pod), "due_at": _due_at(found, fault_age, now)})
             continue
         ok, why = drain.pod_verdict(pod, p["drain_force"], p["drain_delete_emptydir_data"])
         if ok:
@@ -143,6 +143,14 @@ def _targets(p, pods, fault_age, now):
         else:
             refusals.append(why)
     return to_evict, gone, skipped, refusals, waiting
+
+
+def _due_at(found, fault_age, now):
+    """When a waited-for pod's time comes (a delete_after_timeout pod: the quarantine's start plus its timeout), else None:
+    the ledger keeps it, and the event source offers the node again then (remediation_due)."""
+    if found["system"] or found["mode"] != eviction.AFTER_TIMEOUT or not found.get("timeout_minutes"):
+        return None
+    return int(now - fault_age + found["timeout_minutes"] * 60)
 
 
 def _age(pod, now):
@@ -326,16 +334,21 @@ def _drain(s, record, to_evict, result, step=DRAINED):
             raise drain.DrainError("evicted pods still on the node after drain_timeout: %s" % ", ".join(left))
     except drain.DrainError as exc:
         record["step"] = states.move(record["step"], DRAIN_BLOCKED)
-        _set_step(s, record)
+        _set_step(s, record, {"blocked_at": s.now})
         raise QuarantineError("node %s stays quarantined (step drain_blocked; no reset or reboot may run): %s" % (s.node, exc),
                               dict(result, changed=True, step=DRAIN_BLOCKED, stops=False)) from exc
     record["step"] = states.move(record["step"], step)
-    _set_step(s, record)
+    waited = [{"pod": w["pod"], "uid": w["uid"], "due_at": w["due_at"]} for w in result["waiting_for"]] if step == states.AWAITING_PODS else None
+    _set_step(s, record, {"waiting_for": waited[:ledgers.MAX_WAITING] if waited else None})
 
 
-def _set_step(s, record):
-    """The record's step in the ledger (the truth), then in the node's annotation (its mirror)."""
-    s.ledger_set({"step": record["step"], "action": record["action"], "scope": record["scope"]})
+def _set_step(s, record, waits=None):
+    """The record's step in the ledger (the truth), then in the node's annotation (its mirror). ``waits``: what a waiting step
+    waits for (``waiting_for``: the pods, ``blocked_at``: when the drain was blocked), for the event source's
+    ``remediation_due``; the other step's are cleared."""
+    fields = {"step": record["step"], "action": record["action"], "scope": record["scope"], "waiting_for": None, "blocked_at": None}
+    fields.update(waits or {})
+    s.ledger_set(fields)
     s.patch_node(s.read_node(), annotations={REMEDIATION: marks.mirror(record)})
 
 

@@ -82,13 +82,13 @@ def kinds(events):
             if not e["gpuops"]["kind"].startswith(("heartbeat", "gpu_faults", "node_reboots"))]
 
 
-def run(monkeypatch, lists, streams):
+def run(monkeypatch, lists, streams, api=None, **given):
     stop, now = threading.Event(), [0.0]
     monkeypatch.setattr(kw.k8s_watch, "Watch", scripted(streams, stop, now))
     lister = Lister(lists)
-    monkeypatch.setattr("kubernetes.client.CoreV1Api", lambda client: types.SimpleNamespace(list_node=lister))
+    monkeypatch.setattr("kubernetes.client.CoreV1Api", lambda client: types.SimpleNamespace(list_node=lister, **(api or {})))
     events = []
-    options = source_options.check_nodes({"heartbeat": 10, "backoff_max": 1, "settle_seconds": 1})
+    options = source_options.check_nodes(dict({"heartbeat": 10, "backoff_max": 1, "settle_seconds": 1}, **given))
 
     def clock():  # each look at the clock is 1 ms later; an idle watch request, its timeout later (scripted)
         now[0] += 0.001
@@ -190,3 +190,41 @@ def test_the_window_knows_the_gpu_nodes_of_the_watchs_latest_list(monkeypatch):
 
     watch.follow(source_options.check_nodes({"heartbeat": 10, "backoff_max": 1}), [].append, stop, client=Client(), clock=clock, window=window)
     assert "a" in window.known and "b" in window.known and "c" not in window.known
+
+
+def test_a_waiting_remediation_whose_pods_are_gone_is_offered_again_and_a_refused_ledger_is_said_in_the_heartbeat(monkeypatch):
+    """Issue 59, item 2, through the watch: every due_seconds the ledger and the waiting node's pods are read (due.py); the
+    node whose waited-for pod is gone is one remediation_due event limited to it. A ledger the source may not read is said
+    in the heartbeat (due_error), and the Node watch goes on."""
+    import json
+
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+
+    entry = {"node": "a", "gpus": [], "action": "reset", "at": 1, "closed_at": None, "step": "awaiting_pods",
+             "waiting_for": [{"pod": "ml/train-0", "uid": "u0", "due_at": None}]}
+    data = ledgers.dump(dict(ledgers.empty(), entries=[entry]))
+    asked = []
+
+    def read_namespaced_config_map(name, namespace):
+        asked.append(namespace)
+        return {"data": data}
+
+    def list_pod_for_all_namespaces(field_selector):
+        return types.SimpleNamespace(items=[])  # the training pod has ended and is gone
+
+    api = {"read_namespaced_config_map": read_namespaced_config_map, "list_pod_for_all_namespaces": list_pod_for_all_namespaces,
+           "api_client": Client()}
+    events, dummy = run(monkeypatch, [[node("a", 1, tainted=True), node("b", 2)]], [[], [], []], api=api, due_seconds=5,
+                        ledger_namespace="ops")
+    offered = [e for e in events if e["gpuops"]["kind"] == "remediation_due"]
+    assert [(e["gpuops"]["node"], e["gpuops"]["why"], e["meta"]["hosts"]) for e in offered] == [("a", "pods_gone", ["a", "localhost"])]
+    assert asked and set(asked) == {"ops"}
+    assert json.loads(data[ledgers.KEY])["entries"][0]["waiting_for"]  # what it waited for, from the ledger alone
+
+    def refused(name, namespace):
+        raise ApiException(status=403, reason="Forbidden")
+
+    events, dummy = run(monkeypatch, [[node("a", 1, tainted=True)]], [[], [], []], api=dict(api, read_namespaced_config_map=refused),
+                        due_seconds=5)
+    beats = [e["gpuops"] for e in events if e["gpuops"]["kind"] == "heartbeat"]
+    assert beats and "403" in beats[-1]["due_error"] and not [e for e in events if e["gpuops"]["kind"] == "remediation_due"]
