@@ -127,6 +127,23 @@ options:
   run:
     description: An identifier of this run (an AWX job ID), recorded in the annotation and the ledger.
     type: str
+  claim:
+    description:
+      - This run's claim on the node (any identifier unique to the run; the M(gpuops.fleet.gpu_remediation) role makes one per
+        run). A write of the node's ledger entry takes it, for O(claim_seconds); another run that would write the entry while
+        the claim is live is refused before it writes anything (RV(claimed_by)) and leaves the node to the claim's run. A run
+        that stops for the node (V(awaiting_pods), V(drain_blocked)) gives it up; a dead run's claim ends by itself.
+      - With it, the plan row's C(guard) (the fleet's cap, the nodes it counted in flight, the same-signal threshold and
+        window) is checked again where the run opens the node's entry, in the same write - a place a concurrent run took, or
+        a signal a concurrent run saw on other nodes, refuses the node (RV(deferred)), and a same signal trips the breaker.
+      - Without it, nothing is claimed (as before).
+    type: str
+    version_added: 0.4.0
+  claim_seconds:
+    description: How long a claim holds (a remediation's drain, reset or reboot and verification), in seconds.
+    type: int
+    default: 3600
+    version_added: 0.4.0
   escalate:
     description:
       - With O(state=quarantined) and O(action=reboot), widen a node quarantined for a V(reset) of the same GPUs (the reset
@@ -236,6 +253,21 @@ stops:
       V(cancelled_by_operator)); the remediation's states and their moves are declared once, in the collection's guide.
   returned: state is quarantined
   type: bool
+  version_added: 0.4.0
+claimed_by:
+  description:
+    - With O(claim), the claim of another run that holds the node (C(run), C(until)); this run wrote nothing and RV(stops) is
+      true. Null otherwise.
+  returned: state is quarantined
+  type: dict
+  version_added: 0.4.0
+deferred:
+  description:
+    - With O(claim), why the node was not opened though the plan chose it - V(deferred_capacity) (a concurrent run took the
+      fleet's last place) or V(fleet_event) (the same signal on other nodes a concurrent run opened; the breaker tripped);
+      nothing of the node was changed and RV(stops) is true. Null otherwise.
+  returned: state is quarantined
+  type: str
   version_added: 0.4.0
 waiting_for:
   description:
@@ -366,6 +398,8 @@ ARGUMENT_SPEC = dict(
     keys=dict(type="list", elements="str", no_log=False),
     driver_version=dict(type="str"),
     run=dict(type="str"),
+    claim=dict(type="str", no_log=False),
+    claim_seconds=dict(type="int", default=3600),
     escalate=dict(type="bool", default=False),
     result=dict(type="str", choices=list(quarantine.RESULTS), default="recovered"),
     namespace=dict(type="str", default="gpuops-system"),

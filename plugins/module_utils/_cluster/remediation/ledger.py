@@ -109,6 +109,7 @@ _ENTRY = {
     "cordoned_by_us": (True, lambda v: isinstance(v, bool)),
     "boot_id": (True, lambda v: isinstance(v, str) and len(v) <= 64),
     "waiting_for": (True, _waiting_for),
+    "claim": (True, lambda v: isinstance(v, dict) and isinstance(v.get("run"), str) and len(v["run"]) <= 256 and _finite(v.get("until"))),
     "blocked_at": (True, _finite),
     "paused_labels": (True, lambda v: isinstance(v, dict) and len(v) <= MAX_PAUSED and all(
         isinstance(k, str) and len(k) <= 317 and (x is None or isinstance(x, str) and len(x) <= 63) for k, x in v.items())),

@@ -136,6 +136,9 @@ def report(target, results, failure=None):
     row = target["row"]
     if _ran(results.get("release")) and not results["release"].get("failed"):
         return None
+    quarantined = results.get("quarantine") if isinstance(results.get("quarantine"), dict) else {}
+    if quarantined.get("claimed_by") or quarantined.get("deferred"):
+        return None  # another run holds the node, or a run beside this one took its place: this run did nothing to it
     held = _held(target, row, results.get("quarantine"))
     if held:
         return held

@@ -244,7 +244,7 @@ def _keys(verdict, health):
 def _node_row(item):
     return {"node": item["node"], "host": item.get("host"), "state": None, "action": actions.NONE, "scope": None, "row": None, "gpus": [],
             "reasons": [], "signals": [], "keys": [], "driver_version": None, "evictions": [], "blockers": [], "batch": None,
-            "deferred_reason": None, "waiting": None}
+            "deferred_reason": None, "waiting": None, "guard": None}
 
 
 def _unplannable(item, named):
@@ -572,6 +572,9 @@ def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
                           "stale_open_entries": sorted(n for n in stale if n), "waiting": sorted(waiting)}
     order = sorted((r for r in candidates if not r["deferred_reason"]), key=lambda r: (-actions.severity(r["action"]), r["node"]))
     placed = 0
+    # what the quarantine checks again when it opens the node's entry, in the ledger's own write (claims.check_open): runs
+    # started together each planned from the same ledger
+    guard = {"cap": cap, "in_flight": sorted(n for n in in_flight if n), "threshold": limit, "window": settings["breaker_window"]}
     for row in order:
         if row["node"] in waiting:
             row["batch"], row["waiting"] = 1, waiting[row["node"]]
@@ -580,6 +583,8 @@ def _breakers(rows, ledger, settings, now, scope, nodes_by_name):
             placed += 1
         else:
             row["deferred_reason"] = "deferred_capacity"
+        if row["batch"] is not None:
+            row["guard"] = guard
     return result
 
 

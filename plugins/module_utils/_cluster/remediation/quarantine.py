@@ -37,6 +37,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import drain
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.pods import active
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import eviction, jobs, marks, node_reboot, states
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import claims
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.marks import CORDON_MARK, REMEDIATION, TAINT_KEY
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import DEFERRING_BLOCKERS
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.session import QuarantineError
@@ -61,7 +62,7 @@ def check_params(p):
     row = p.get("plan") or {}
     if not isinstance(row, dict):
         raise ParameterError("plan", "expected one node's row of gpu_remediation_plan (a dict), got %s" % type(row).__name__)
-    for key in ("node", "gpus", "action", "scope", "evictions", "blockers", "keys", "driver_version"):
+    for key in ("node", "gpus", "action", "scope", "evictions", "blockers", "keys", "driver_version", "guard"):
         if p.get(key) in (None, []) and row.get(key) not in (None, []):
             p[key] = row[key]
     check_value("node", p.get("node"), "dns_subdomain")
@@ -96,8 +97,21 @@ def check_params(p):
         evictions.append({"pod": ref, "uid": item.get("uid") if isinstance(item, dict) else None})
     p["gpus"], p["evictions"] = list(gpus), evictions
     p["blockers"] = [b for b in p.get("blockers") or () if isinstance(b, dict)]
+    p["guard"] = _guard(p.get("guard"))
     p["policy"] = eviction.check_policy(p.get("eviction_modes"), p.get("system_namespaces"))
     return p
+
+
+def _guard(value):
+    """The plan row's ``guard`` (claims.check_open's numbers), or None; a malformed one is refused, naming it."""
+    if value is None:
+        return None
+    ints = ("cap", "threshold", "window")
+    if not isinstance(value, dict) or any(value.get(k) is not None and not (isinstance(value[k], int) and not isinstance(value[k], bool))
+                                          for k in ints) or not isinstance(value.get("in_flight", []), list):
+        raise ParameterError("plan.guard", "expected the plan's {cap, in_flight, threshold, window}, got %r" % (value,))
+    return {"cap": value.get("cap"), "threshold": value.get("threshold"), "window": value.get("window"),
+            "in_flight": [n for n in value.get("in_flight") or () if isinstance(n, str)]}
 
 
 def _active(pod):
@@ -188,7 +202,16 @@ def _refuse_early(p, current, escalation):
 def quarantine(s):
     """The module's result for ``state: quarantined`` (``s``: a session.Session; see the module docstring); ``stops``: whether
     the role stops for the node at its step (states.py), without failing the run."""
-    result = _quarantine(s)
+    try:
+        result = _quarantine(s)
+    except (claims.Claimed, claims.Refused) as exc:
+        if s.wrote:  # a claim lost half-way (it ran out, another run took it): stop, the node as it stands
+            raise QuarantineError(str(exc)) from None
+        current = marks.open_entry(ledgers.read(s.api, s.p["namespace"], s.api_exception)[0], s.node)
+        return {"node": s.node, "gpus": s.p["gpus"], "action": s.p["action"], "scope": s.p["scope"], "evicted": [], "waiting_for": [],
+                "jobs": [], "changed": False, "step": current.get("step") if current else None, "stops": True, "msg": str(exc),
+                "claimed_by": exc.claim if isinstance(exc, claims.Claimed) else None,
+                "deferred": exc.reason if isinstance(exc, claims.Refused) else None}
     return dict(result, stops=states.TABLE[result["step"]]["stops"])
 
 
@@ -228,6 +251,8 @@ def _quarantine(s):
                   cordoned_by_us=work["ours"], boot_id=(current or {}).get("boot_id") or work["boot_id"])
     if escalation:
         record["escalated_from"] = escalation
+    if current is not None and (work["marks"] or to_evict):
+        s.claim()  # before this run's first write of a node another run may hold (a fresh entry is claimed as it is opened)
     if work["marks"]:
         result["condition_error"] = _mark(s, node, record, work, current)
         if work["widen"]:  # the ledger's entry was widened to the escalation's action at step draining (_ledger_open)
@@ -334,21 +359,21 @@ def _drain(s, record, to_evict, result, step=DRAINED):
             raise drain.DrainError("evicted pods still on the node after drain_timeout: %s" % ", ".join(left))
     except drain.DrainError as exc:
         record["step"] = states.move(record["step"], DRAIN_BLOCKED)
-        _set_step(s, record, {"blocked_at": s.now})
+        _set_step(s, record, {"blocked_at": s.now}, let_go=True)
         raise QuarantineError("node %s stays quarantined (step drain_blocked; no reset or reboot may run): %s" % (s.node, exc),
                               dict(result, changed=True, step=DRAIN_BLOCKED, stops=False)) from exc
     record["step"] = states.move(record["step"], step)
     waited = [{"pod": w["pod"], "uid": w["uid"], "due_at": w["due_at"]} for w in result["waiting_for"]] if step == states.AWAITING_PODS else None
-    _set_step(s, record, {"waiting_for": waited[:ledgers.MAX_WAITING] if waited else None})
+    _set_step(s, record, {"waiting_for": waited[:ledgers.MAX_WAITING] if waited else None}, let_go=step == states.AWAITING_PODS)
 
 
-def _set_step(s, record, waits=None):
+def _set_step(s, record, waits=None, let_go=False):
     """The record's step in the ledger (the truth), then in the node's annotation (its mirror). ``waits``: what a waiting step
     waits for (``waiting_for``: the pods, ``blocked_at``: when the drain was blocked), for the event source's
     ``remediation_due``; the other step's are cleared."""
     fields = {"step": record["step"], "action": record["action"], "scope": record["scope"], "waiting_for": None, "blocked_at": None}
     fields.update(waits or {})
-    s.ledger_set(fields)
+    s.ledger_set(fields, let_go)  # a run that stops for the node (its pods) gives its claim up
     s.patch_node(s.read_node(), annotations={REMEDIATION: marks.mirror(record)})
 
 
@@ -370,14 +395,25 @@ def _ledger_open(s, record, escalation=None):
     p = s.p
     added = []
 
+    tripped = []
+
     def change(ledger):
         entry = marks.open_entry(ledger, p["node"])
+        del tripped[:]
+        if entry is None:
+            try:
+                claims.check_open(ledger, p["node"], p.get("guard"), p.get("keys"), p.get("driver_version"), s.now)
+            except claims.Refused as exc:
+                if exc.reason != "fleet_event":
+                    raise
+                tripped.append(exc)  # the tripped breaker is written, then the node refused
+                return ledger
         if entry and escalation and entry.get("action") != p["action"]:
             entry.update(action=p["action"], escalated_from=escalation, scope=p["scope"],
                          step=states.move(entry.get("step") or DRAINING, DRAINING))
             return ledger
         if entry:
-            return None
+            return ledger if p.get("claim") else None  # a concurrent run opened it: its claim decides (Session.ledger_update)
         fresh = ledgers.bounded_entry({"node": p["node"], "gpus": p["gpus"], "action": p["action"], "keys": list(p.get("keys") or []),
                                        "driver_version": p.get("driver_version"), "at": s.now, "closed_at": None, "result": None,
                                        "run": p.get("run"), "step": states.move(states.START, MARKING), "scope": p["scope"],
@@ -387,6 +423,9 @@ def _ledger_open(s, record, escalation=None):
         return dict(ledger, entries=(ledger.get("entries") or []) + [fresh])
 
     s.ledger_update(change)
+    if tripped:
+        s.wrote = 0  # the breaker's write opened nothing: the node is as it was
+        raise tripped[0]
     return added[0] if added else None
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import marks, states
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import claims, marks, states
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ResultError
 
 
@@ -44,6 +44,7 @@ class Session:
         self.client, self.api, self.p, self.check_mode, self.api_exception = api.api_client, api, p, check_mode, api_exception
         self.now = int(now if now is not None else time.time())
         self.clock = clock
+        self.wrote = 0  # the ledger's writes this operation made (a claim refused before the first leaves the node as it was)
 
     @property
     def node(self):
@@ -65,11 +66,33 @@ class Session:
     def pods_on_node(self):
         return [self.serial(x) for x in self.api.list_pod_for_all_namespaces(field_selector="spec.nodeName=%s" % self.node).items]
 
-    def ledger_update(self, change):
-        """The ledger changed by ``change(ledger)`` (None: nothing to write), as ``ledger.update`` writes it."""
-        ledgers.update(self.api, self.p["namespace"], change, self.api_exception)
+    def ledger_update(self, change, let_go=False):
+        """The ledger changed by ``change(ledger)`` (None: nothing to write), as ``ledger.update`` writes it. With the run's
+        ``claim``, a write of the node's open entry takes the claim (claims.take: Claimed where another run's is live, before
+        anything is written); ``let_go``: the run stops for the node and gives its claim up in the same write."""
+        run = self.p.get("claim")
+        writes = []
 
-    def ledger_set(self, fields):
+        def guarded(ledger):
+            out = change(ledger)
+            writes[:] = [out is not None]
+            entry = marks.open_entry(out, self.node) if out is not None and run else None
+            if entry is not None:
+                claims.take(self.node, entry, run, self.now, self.p.get("claim_seconds") or claims.CLAIM_SECONDS)
+                if let_go:
+                    claims.let_go(entry, run)
+            return out
+
+        written = ledgers.update(self.api, self.p["namespace"], guarded, self.api_exception)
+        self.wrote += 1 if writes and writes[0] else 0
+        return written
+
+    def claim(self):
+        """The run's claim on the node's open entry (a write), where the run has one: Claimed where another run's is live."""
+        if self.p.get("claim"):
+            self.ledger_update(lambda ledger: ledger if marks.open_entry(ledger, self.node) is not None else None)
+
+    def ledger_set(self, fields, let_go=False):
         """The node's open ledger entry updated with ``fields`` (the record's step, a pause's labels) before the node mirrors
         them; QuarantineError where the ledger holds no open entry for it any more (another run released it)."""
         found = []
@@ -85,7 +108,7 @@ class Session:
             entry.update(fields)
             return ledger
 
-        self.ledger_update(change)
+        self.ledger_update(change, let_go)
         if not found:
             raise QuarantineError("node %s: the ledger holds no open entry for it any more (another run released or cancelled it); "
                                   "nothing more was changed" % self.node)

@@ -70,6 +70,16 @@ def test_a_node_brought_back_has_no_report_and_a_failed_reset_says_what_next():
     assert got["keys"] == ["xid:48"] and got["driver_version"] == "580.65.06"
 
 
+def test_a_node_another_run_holds_or_whose_place_a_run_beside_took_has_no_report_of_this_run():
+    """Issue 59, item 3: the quarantine refused the node before writing anything (claimed_by, deferred): the run that holds it
+    reports on it; this one did nothing to it, even for the plan's replace (quarantined and reported otherwise)."""
+    claimed = dict(OK, claimed_by={"run": "run-x", "until": 1}, stops=True, step="draining")
+    deferred = dict(OK, deferred="deferred_capacity", stops=True, step=None)
+    for result in (claimed, deferred):
+        assert remediation_report(TARGET, {"quarantine": result}) is None
+        assert remediation_report(dict(TARGET, action="replace", step="quarantine"), {"quarantine": result}) is None
+
+
 def test_a_gpu_still_unhealthy_after_the_escalated_reboot_is_an_rma_candidate():
     results = {"quarantine": OK, "pause": OK, "reset": failed("In use by another client"), "escalate": OK, "reboot": OK,
                "reboot_wait": {"rebooted": True, "changed": False}, "verify": failed("%s still asks for recovery action NODE_REBOOT" % G0)}
