@@ -318,3 +318,50 @@ def test_bad_rulebook_variables_stop_the_rulebook_naming_the_option_and_never_ec
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0 and "%s:" % option in out, out[-3000:]
         assert secret is None or secret not in out
+
+
+def test_a_training_pods_remediation_finishes_on_its_own_when_the_pod_ends_with_no_scheduled_run(fleet, fake_lib_dir):
+    """Issue 59's acceptance, through the real ansible-rulebook and no play of the test's own: GPU 0's pod is a training
+    job's (its namespace's eviction mode allow_completion). The fault's run quarantines node a and stops at awaiting_pods
+    (the pod runs on); when the pod ends, the event source offers the node again (remediation_due, pods_gone: from the
+    ledger and the API's pods) and that run resets GPU 0 and releases the node. Two runs, no schedule, no person."""
+    f, name, dummy, uids, extra = remediation_fleet(fleet, fake_lib_dir)
+    healthy(f, name)
+    pod0 = running(f, "on-gpu0")[0].metadata.name
+    modes = [{"namespace": f.namespace, "mode": "allow_completion"}, {"namespace": "*", "mode": "immediate"}]
+    log = f.tmp / "rulebook.log"
+    # the remediation's namespace is the rulebook's too (the source reads the ledger there), as the inventory's
+    variables = shipped(f, dict(node_vars(extra), gpuops_eviction_modes=modes), gpuops_events_settle_seconds=2, gpuops_events_due_seconds=2,
+                        gpu_remediation_mode="remediate", gpuops_events_report_dir=str(f.tmp / "report"),
+                        gpuops_gpu_health_namespace=f.namespace)
+
+    def step():
+        return (node_state(f, name)[1] or {}).get("step")
+
+    def released():
+        try:
+            closed = ledger(f)["entries"][-1].get("closed_at")
+        except Exception:  # noqa: BLE001 (no ledger yet)
+            return False
+        return bool(closed) and node_state(f, name)[:2] == (False, None)
+
+    with activation(f, variables, log):
+        faulty(f, name, "recovery|0|1", "xid|0|79")
+        f.wait(lambda: step() == "awaiting_pods", "a waiting for its training pod", timeout=180)
+        assert wait_text(log, "PLAY RECAP", 120), log.read_text()[-3000:]
+        time.sleep(5)  # nothing is due while the pod runs: no second run
+        assert runs(log.read_text(errors="replace")) == 1 and running(f, "on-gpu0")[0].metadata.name == pod0
+        f.cluster.core.delete_namespaced_pod(pod0, f.namespace)  # the training pod ends
+        ended = time.monotonic()
+        f.wait(released, "a released on its own", timeout=300)
+        seconds = time.monotonic() - ended
+        assert wait_text(log, "PLAY RECAP", 120, count=2), log.read_text()[-3000:]
+        time.sleep(3)
+    text = log.read_text(errors="replace")
+    assert "'kind': 'remediation_due'" in text and "'why': 'pods_gone'" in text, text[-4000:]
+    assert runs(text) == 2 and "ansible_rulebook.action.run_playbook - ERROR" not in text, text[-4000:]
+    entry = ledger(f)["entries"][-1]
+    assert (entry["node"], entry["result"], entry["gpus"]) == (name, "recovered", [G[0]]), entry
+    assert "recovery|0|1" not in (f.tmp / "nodes" / name / "fake_nvml.cfg").read_text()  # reset: NVML's action cleared
+    assert [running(f, app)[0].metadata.uid for app in ("on-gpu1", "on-gpu2")] == [uids["on-gpu1"], uids["on-gpu2"]]
+    print("TRAINING STORY (rulebook, no scheduled run): the pod's end to the node released %.1f s" % seconds)

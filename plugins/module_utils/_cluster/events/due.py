@@ -117,10 +117,13 @@ class Checker:
 
     def check(self, views, now, observed):
         try:
-            ledger, dummy = ledgers.read(self.api, self.namespace, self.api_exception)
+            ledger, found = ledgers.read(self.api, self.namespace, self.api_exception)
             events = self.due.check(ledger, views, self.pods_of, now, observed)
         except Exception as exc:  # 403 (the source's RBAC), the API server away, an unreadable ledger: said, tried again
             self.error = "%s: %s" % (type(exc).__name__, str(exc)[:200])
             return []
-        self.error = None
+        held = sorted(n for n, v in views.items() if v.get("quarantined"))
+        # our taint on nodes and no ledger here: the ledger is elsewhere (the playbooks' gpuops_gpu_health_namespace), said
+        self.error = ("no ledger %s in %s, though %d nodes carry our taint (%s): is ledger_namespace the playbooks' namespace?"
+                      % (ledgers.NAME, self.namespace, len(held), ", ".join(held[:5]))) if found is None and held else None
         return events

@@ -135,3 +135,20 @@ def test_the_checker_reads_the_ledger_and_the_nodes_pods_and_says_an_error_witho
     assert api.asked == [("ledger", ledgers.NAME, "gpuops-system"), ("pods", "spec.nodeName=a")] and checker.error is None
     refused = dues.Checker(Api(fail=RuntimeError("403 Forbidden")), "gpuops-system", KeyError)
     assert refused.check(views("a"), NOW, "t") == [] and refused.error == "RuntimeError: 403 Forbidden"
+
+
+def test_our_taint_on_nodes_and_no_ledger_where_the_source_looks_is_said():
+    """A rulebook given another ledger_namespace than the playbooks' would offer nothing, silently: said in the heartbeat."""
+
+    class Missing(Exception):
+        status = 404
+
+    class Api:
+        api_client = None
+
+        def read_namespaced_config_map(self, name, namespace):
+            raise Missing()
+
+    checker = dues.Checker(Api(), "gpuops-system", Missing)
+    assert checker.check(views("a"), NOW, "t") == [] and "no ledger gpuops-remediation-ledger in gpuops-system" in checker.error
+    assert checker.check(views(others=("a",)), NOW, "t") == [] and checker.error is None  # nothing of ours anywhere: nothing to say
