@@ -61,8 +61,8 @@ DCGM4 = {
             {"entity_group": "CPU", "entity_group_id": 7, "entity_id": 1, "status": "Fail",
              "warnings": [{"warning": "CPU EUD failed", "error_id": 120, "error_category": 4, "error_severity": 2}]}],
             "test_summary": {"status": "Fail"}}]}]},
-    "entity_groups": [{"entity_group": "GPU", "entity_group_id": 1, "entities": [{"entity_id": 0, "device_id": "20b0"},
-                                                                                  {"entity_id": 1, "device_id": "20b0"}]}],
+    "entity_groups": [{"entity_group": "GPU", "entity_group_id": 1,
+                       "entities": [{"entity_id": 0, "device_id": "20b0"}, {"entity_id": 1, "device_id": "20b0"}]}],
     "metadata": {"version": "4.6.0", "Driver Version Detected": "570.124.06"}}
 
 

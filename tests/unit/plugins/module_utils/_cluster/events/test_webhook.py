@@ -98,8 +98,8 @@ def test_before_the_node_watchs_first_list_an_alert_is_answered_503_and_taken_on
 
     def script(port):
         before = [post(port, {"alerts": [alert("gpu-a")]}), get(port, "/readyz"), get(port, "/healthz")]
-        tracker.start([{"metadata": {"name": "gpu-a", "resourceVersion": "1"}, "status": {"capacity": {"nvidia.com/gpu": "8"},
-                                                                                       "allocatable": {"nvidia.com/gpu": "8"}}}], "1", "T")
+        gpus = {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"}}
+        tracker.start([{"metadata": {"name": "gpu-a", "resourceVersion": "1"}, "status": gpus}], "1", "T")
         return before + [get(port, "/readyz"), post(port, {"alerts": [alert("gpu-a")]})]
 
     answers, events = run(script, window=window)

@@ -415,6 +415,6 @@ def test_a_waiting_node_takes_no_batch_place_and_the_run_goes_on_to_the_next_nod
     # a node at drained (the reset's step, in this run's hands) is no waiting node: it takes its place, batch 1, and the next
     # faulty node is batch 2, which this run does not act on (what every waiting node did before)
     ledger["entries"][0]["step"] = "drained"
-    again = dict((r["node"], r) for r in rp.plan(items, nodes, [], [], ledger, {"max_nodes_per_run": 5, "breaker_percent": 10, "same_signal_percent": 50,
-                                                                                 "same_signal_nodes": 10}, NOW)["nodes"])
+    settings = {"max_nodes_per_run": 5, "breaker_percent": 10, "same_signal_percent": 50, "same_signal_nodes": 10}
+    again = dict((r["node"], r) for r in rp.plan(items, nodes, [], [], ledger, settings, NOW)["nodes"])
     assert (again["a-waits"]["batch"], again["a-waits"]["waiting"]) == (1, None) and again["b"]["batch"] == 2
