@@ -129,7 +129,7 @@ options:
     type: str
   claim:
     description:
-      - This run's claim on the node (any identifier unique to the run; the M(gpuops.fleet.gpu_remediation) role makes one per
+      - This run's claim on the node (any identifier unique to the run; the C(gpuops.fleet.gpu_remediation) role makes one per
         run). A write of the node's ledger entry takes it, for O(claim_seconds); another run that would write the entry while
         the claim is live is refused before it writes anything (RV(claimed_by)) and leaves the node to the claim's run. A run
         that stops for the node (V(awaiting_pods), V(drain_blocked)) gives it up; a dead run's claim ends by itself.
