@@ -68,8 +68,10 @@ options:
       - V(paused) (a quarantined node) to set O(pause_labels) and wait until no pod of O(pause_pods) runs on the node, so
         nothing holds NVML for a reset; V(unpaused) to put the labels back as they were, which brings those pods back
         (a new device-plugin process is what marks a GPU Healthy again). V(released) also undoes a pause.
+      - V(unclaimed) gives up this run's O(claim) on the node (the role does, whatever happened to the node, once it is done
+        with it); another run's claim is left. It changes nothing else.
     type: str
-    choices: [quarantined, paused, unpaused, released]
+    choices: [quarantined, paused, unpaused, released, unclaimed]
     required: true
   pause_labels:
     description:
@@ -383,7 +385,7 @@ except ImportError:
     pass
 
 ARGUMENT_SPEC = dict(
-    state=dict(type="str", choices=["quarantined", "paused", "unpaused", "released"], required=True),
+    state=dict(type="str", choices=["quarantined", "paused", "unpaused", "released", "unclaimed"], required=True),
     pause_labels=dict(type="dict", default={pause.MAINTENANCE_LABEL: "true"}),
     pause_pods=dict(type="list", elements="dict",
                     default=[{"name": "nvidia-device-plugin-ds"}, {"name": "gpushare-device-plugin-ds"}, {"app.kubernetes.io/name": "dcgm-exporter"}]),
@@ -419,7 +421,7 @@ def main():
         client = api_client(module)
         api = core_v1_api.CoreV1Api(client)
         step = {"quarantined": quarantine.quarantine, "paused": pause.pause, "unpaused": pause.unpause,
-                "released": release.release}[p["state"]]
+                "released": release.release, "unclaimed": session.unclaim}[p["state"]]
         # a QuarantineError's result (where the node stands) comes back beside its message (k8s_watch.failure)
         return step(session.Session(api, p, module.check_mode, ApiException))
 

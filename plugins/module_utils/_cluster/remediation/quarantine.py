@@ -72,6 +72,8 @@ def check_params(p):
         if p["result"] not in RESULTS:
             raise ParameterError("result", "%r is not one of %s" % (p["result"], ", ".join(RESULTS)))
         return p
+    if p["state"] == "unclaimed":
+        return p
     if p["state"] in ("paused", "unpaused"):
         if p["state"] == "paused" and p.get("pause_timeout", 1) <= 0:
             raise ParameterError("pause_timeout", "%d must be a positive number of seconds" % p["pause_timeout"])
@@ -218,6 +220,9 @@ def quarantine(s):
 def _quarantine(s):
     p = s.p
     node, opened, current = s.read()
+    held = (opened or {}).get("claim")
+    if p.get("claim") and claims.live(held, s.now) and held.get("run") != p["claim"]:
+        raise claims.Claimed(p["node"], held)  # another run acts on it now, though this run would write nothing: it leaves it
     escalation = _escalation(current, p)
     cancelled = marks.operator_cancelled(node, current)
     if cancelled and not escalation:

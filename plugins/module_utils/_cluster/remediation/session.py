@@ -153,3 +153,24 @@ class Session:
             return ledger
 
         self.ledger_update(close)
+
+
+def unclaim(s):
+    """``state: unclaimed``: the run's claim on the node's open entry given up (claims.let_go), in one write where it held one;
+    another run's live claim, or none, is left as it is. Nothing else changes."""
+    run = s.p.get("claim")
+    result = {"node": s.node, "changed": False, "claim": None}
+    if not run or s.check_mode:
+        return dict(result, msg="no claim of this run to give up")
+
+    def change(ledger):
+        entry = marks.open_entry(ledger, s.node)
+        held = (entry or {}).get("claim")
+        return ledger if isinstance(held, dict) and held.get("run") == run else None
+
+    try:
+        s.ledger_update(change, let_go=True)
+    except claims.Claimed as exc:  # another run took it once ours ran out: its to keep
+        return dict(result, claim=exc.claim, msg=str(exc))
+    result["changed"] = bool(s.wrote)
+    return dict(result, msg="this run's claim on node %s given up" % s.node if s.wrote else "no claim of this run on node %s" % s.node)

@@ -96,3 +96,28 @@ def test_a_malformed_guard_is_refused_naming_it(guard):
     with pytest.raises(Exception) as err:
         params(guard=guard)
     assert "plan.guard" in str(err.value)
+
+
+def test_a_run_done_with_a_node_gives_its_claim_up_and_leaves_another_runs():
+    """The role's always: whatever happened to the node (quarantine mode's end, a failed reset), the run gives its claim up,
+    so a rerun may act at once (a failed run's claim held the node for an hour)."""
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import session
+
+    api = FakeApi(dict(ledgers.empty(), entries=[dict(GOOD, node="a", step=states.DRAINED, claim={"run": "run-a", "until": NOW + 3600})]))
+    mine = session.unclaim(Session(api, params(state="unclaimed", claim="run-a"), False, ApiError, now=NOW))
+    assert mine["changed"] and ledgers.parse(api.cm, "x")["entries"][0]["claim"] is None
+    assert not session.unclaim(Session(api, params(state="unclaimed", claim="run-a"), False, ApiError, now=NOW))["changed"]  # again: nothing
+    Session(api, params(claim="run-b"), False, ApiError, now=NOW).claim()
+    calls = len(api.calls)
+    theirs = session.unclaim(Session(api, params(state="unclaimed", claim="run-a"), False, ApiError, now=NOW))
+    assert not theirs["changed"] and ledgers.parse(api.cm, "x")["entries"][0]["claim"]["run"] == "run-b" and "write ledger" not in api.calls[calls:]
+    assert not session.unclaim(Session(api, params(state="unclaimed", claim="run-b"), True, ApiError, now=NOW))["changed"]  # check mode
+
+
+def test_a_node_another_run_holds_is_left_even_where_this_run_would_write_nothing():
+    """A drained node another run is resetting: this run's quarantine has nothing to write, so no write would meet the claim;
+    it leaves the node all the same (before, it went on to the pause and failed there)."""
+    api = FakeApi(dict(ledgers.empty(), entries=[dict(GOOD, node="a", gpus=[G[0]], step=states.DRAINED, cordoned_by_us=True, scope="gpu",
+                                                      claim={"run": "run-x", "until": NOW + 3600})]))
+    done = q.quarantine(Session(api, params(claim="run-b", guard=GUARD), False, ApiError, now=NOW))
+    assert done["stops"] and done["claimed_by"]["run"] == "run-x" and writes(api) == []
