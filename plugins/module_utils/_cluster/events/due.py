@@ -32,13 +32,7 @@ PODS_GONE, DEADLINE, DRAIN_RETRY = "pods_gone", "deadline", "drain_retry"
 
 def waiting_nodes(ledger, views):
     """``{node: entry}``: the ledger's open entries at a waiting step whose Node the watch sees carrying our taint."""
-    out = {}
-    for entry in ledger.get("entries") or ():
-        node = entry.get("node")
-        view = views.get(node) if isinstance(node, str) else None
-        if not entry.get("closed_at") and entry.get("step") in states.WAITING and view and view.get("quarantined"):
-            out[node] = entry
-    return out
+    return ledgers.waiting(ledger, lambda node: bool((views.get(node) or {}).get("quarantined")))
 
 
 def _meta(pod):

@@ -124,6 +124,17 @@ _BREAKER = {
 }
 
 
+def waiting(ledger, held):
+    """``{node: entry}``: the open entries at a waiting step (``states.WAITING``: pods that run to their end, a PDB) of the
+    nodes ``held(node)`` says our quarantine holds (the plan: in flight; the event source: our taint in the watch's view)."""
+    out = {}
+    for entry in ledger.get("entries") or ():
+        node = entry.get("node")
+        if not entry.get("closed_at") and entry.get("step") in states.WAITING and isinstance(node, str) and held(node):
+            out[node] = entry
+    return out
+
+
 def entry_problem(entry):
     """Why ``entry`` is not one this collection writes (naming the field), or None."""
     if not isinstance(entry, dict):
