@@ -108,6 +108,20 @@ def wait_text(path, text, timeout, count=1):
     return False
 
 
+def step(f, node):
+    """The remediation step ``node``'s record shows, or None."""
+    return (node_state(f, node)[1] or {}).get("step")
+
+
+def released(f, node):
+    """``node``'s last ledger entry closed and the node's marks off (False where there is no ledger yet)."""
+    try:
+        entries = [e for e in ledger(f)["entries"] if e["node"] == node]
+    except Exception:  # noqa: BLE001 (no ledger yet)
+        return False
+    return bool(entries) and bool(entries[-1].get("closed_at")) and node_state(f, node)[:2] == (False, None)
+
+
 def test_a_withheld_gpu_runs_the_report_once_for_its_node_and_the_rulebook_as_shipped_changes_nothing(fleet, fake_lib_dir):
     f, name, plugin, dummy, extra = remediation_fleet(fleet, fake_lib_dir)
     log = f.tmp / "rulebook.log"
@@ -270,13 +284,6 @@ def test_the_main_story_in_remediate_mode_a_faulty_gpu_is_reset_and_its_node_rel
         pods = [p for p in f.cluster.core.list_namespaced_pod(f.namespace).items if p.metadata.name == pod0]
         return not pods or pods[0].metadata.deletion_timestamp is not None
 
-    def released():
-        try:
-            closed = ledger(f)["entries"][-1].get("closed_at")
-        except Exception:  # noqa: BLE001 (no ledger yet)
-            return False
-        return bool(closed) and node_state(f, name)[:2] == (False, None)
-
     with activation(f, variables, log):
         faulted = time.monotonic()
         faulty(f, name, "recovery|0|1", "xid|0|79")
@@ -284,7 +291,7 @@ def test_the_main_story_in_remediate_mode_a_faulty_gpu_is_reset_and_its_node_rel
         seconds["fault to the event"] = time.monotonic() - faulted
         f.wait(gone, "GPU 0's pod evicted", timeout=180)
         seconds["fault to GPU 0's pod evicted"] = time.monotonic() - faulted
-        f.wait(released, "a released", timeout=300)
+        f.wait(lambda: released(f, name), "a released", timeout=300)
         seconds["fault to the node released"] = time.monotonic() - faulted
         assert wait_text(log, "PLAY RECAP", 120), log.read_text()[-3000:]
         time.sleep(3)
@@ -335,25 +342,15 @@ def test_a_training_pods_remediation_finishes_on_its_own_when_the_pod_ends_with_
                         gpu_remediation_mode="remediate", gpuops_events_report_dir=str(f.tmp / "report"),
                         gpuops_gpu_health_namespace=f.namespace)
 
-    def step():
-        return (node_state(f, name)[1] or {}).get("step")
-
-    def released():
-        try:
-            closed = ledger(f)["entries"][-1].get("closed_at")
-        except Exception:  # noqa: BLE001 (no ledger yet)
-            return False
-        return bool(closed) and node_state(f, name)[:2] == (False, None)
-
     with activation(f, variables, log):
         faulty(f, name, "recovery|0|1", "xid|0|79")
-        f.wait(lambda: step() == "awaiting_pods", "a waiting for its training pod", timeout=180)
+        f.wait(lambda: step(f, name) == "awaiting_pods", "a waiting for its training pod", timeout=180)
         assert wait_text(log, "PLAY RECAP", 120), log.read_text()[-3000:]
         time.sleep(5)  # nothing is due while the pod runs: no second run
         assert runs(log.read_text(errors="replace")) == 1 and running(f, "on-gpu0")[0].metadata.name == pod0
         f.cluster.core.delete_namespaced_pod(pod0, f.namespace)  # the training pod ends
         ended = time.monotonic()
-        f.wait(released, "a released on its own", timeout=300)
+        f.wait(lambda: released(f, name), "a released on its own", timeout=300)
         seconds = time.monotonic() - ended
         assert wait_text(log, "PLAY RECAP", 120, count=2), log.read_text()[-3000:]
         time.sleep(3)
@@ -392,28 +389,18 @@ def test_a_second_nodes_fault_is_remediated_while_the_first_nodes_remediation_st
     variables = shipped(f, inventory, gpuops_events_settle_seconds=2, gpu_remediation_mode="remediate",
                         gpuops_events_report_dir=str(f.tmp / "report"), gpuops_gpu_health_namespace=f.namespace)
 
-    def step(node):
-        return (node_state(f, node)[1] or {}).get("step")
-
-    def released(node):
-        try:
-            entries = [e for e in ledger(f)["entries"] if e["node"] == node]
-        except Exception:  # noqa: BLE001 (no ledger yet)
-            return False
-        return bool(entries) and bool(entries[-1].get("closed_at")) and node_state(f, node)[:2] == (False, None)
-
     def evicted_b():
         pods = [p for p in f.cluster.core.list_namespaced_pod(f.namespace).items if p.metadata.name == pod_b]
         return not pods or pods[0].metadata.deletion_timestamp is not None
 
     with activation(f, variables, log):
         faulty(f, name, "recovery|0|1", "xid|0|79")
-        f.wait(lambda: step(name) == "draining", "a draining (its PDB holds)", timeout=120)
+        f.wait(lambda: step(f, name) == "draining", "a draining (its PDB holds)", timeout=120)
         b_fault = time.monotonic()
         faulty(f, other, "recovery|0|1", "xid|0|79")
         f.wait(evicted_b, "b's pod evicted", timeout=180)
         seconds = time.monotonic() - b_fault
-        a_then = step(name)
-        f.wait(lambda: released(other), "b released", timeout=300)
+        a_then = step(f, name)
+        f.wait(lambda: released(f, other), "b released", timeout=300)
     assert a_then == "draining", "a's run was no longer draining when b's pod was evicted (%s): the runs did not overlap" % a_then
     print("SECOND FAULT (rulebook, parallel windows): b's fault to b's pod evicted %.1f s, a's run still draining" % seconds)
