@@ -404,3 +404,58 @@ def test_a_second_nodes_fault_is_remediated_while_the_first_nodes_remediation_st
         f.wait(lambda: released(f, other), "b released", timeout=300)
     assert a_then == "draining", "a's run was no longer draining when b's pod was evicted (%s): the runs did not overlap" % a_then
     print("SECOND FAULT (rulebook, parallel windows): b's fault to b's pod evicted %.1f s, a's run still draining" % seconds)
+
+
+def test_a_deadline_pod_is_evicted_when_its_time_comes_and_a_blocked_drain_is_retried_with_no_scheduled_run(fleet, fake_lib_dir):
+    """Issue 59's acceptance, the two other waits, through the real ansible-rulebook and no play of the test's own. Node a:
+    GPU 0's pod says ``delete_after_timeout:1`` (its annotation), so a's run quarantines a and waits at awaiting_pods; when
+    the quarantine is a minute old the event source offers a again (remediation_due, deadline) and that run evicts the
+    pod, resets GPU 0 and releases a. Node b: a PodDisruptionBudget holds its GPU pod, so b's run ends at drain_blocked
+    (its drain timeout passed); the budget is then lifted, and the source offers b again a minute after the block
+    (drain_retry), whose run drains, resets and releases b. Four runs, no schedule, no person."""
+    from test_gpu_health_plan import pdb, pdb_status, pdbs, replica_set  # pylint: disable=import-outside-toplevel
+
+    f, name, dummy, uids, extra = remediation_fleet(fleet, fake_lib_dir)
+    other = f.nodes[1]["name"]
+    healthy(f, name)
+    pod0 = running(f, "on-gpu0")[0].metadata.name
+    f.cluster.core.patch_namespaced_pod(pod0, f.namespace, {"metadata": {"annotations": {"gpuops.fleet/eviction-mode": "delete_after_timeout:1"}}})
+    replica = "on-b-" + f.namespace[-6:]
+    budget = "hold-b-" + f.namespace[-6:]
+    replica_set(f, replica, other, True)
+    f.wait(lambda: running(f, replica), "b's GPU pod running")
+    pod_b = running(f, replica)[0].metadata.name
+    pdb(f, budget, replica, 1)
+    f.wait(lambda: pdb_status(f, budget).get("disruptionsAllowed") == 0, "b's PDB holding")
+    log = f.tmp / "rulebook.log"
+    # two faulty nodes with one signal are two unrelated faults here (the breakers' own tests trip them)
+    inventory = dict(node_vars(extra), gpuops_gpu_health_same_signal_nodes=5, gpuops_gpu_health_same_signal_percent=100,
+                     gpuops_gpu_health_breaker_percent=100, gpu_remediation_drain_timeout=15)
+    variables = shipped(f, inventory, gpuops_events_settle_seconds=2, gpuops_events_due_seconds=2, gpu_remediation_mode="remediate",
+                        gpuops_events_report_dir=str(f.tmp / "report"), gpuops_gpu_health_namespace=f.namespace)
+    seconds = {}
+
+    with activation(f, variables, log):
+        faulty(f, name, "recovery|0|1", "xid|0|79")
+        f.wait(lambda: step(f, name) == "awaiting_pods", "a waiting for its pod's deadline", timeout=180)
+        assert running(f, "on-gpu0")[0].metadata.name == pod0
+        faulty(f, other, "recovery|0|1", "xid|0|79")
+        f.wait(lambda: step(f, other) == "drain_blocked", "b's drain blocked by its PDB", timeout=180)
+        blocked = time.monotonic()
+        assert [p.metadata.name for p in running(f, replica)] == [pod_b]
+        pdbs(f).delete(name=budget, namespace=f.namespace)  # the budget allows it now; nothing else is done
+        f.wait(lambda: released(f, name), "a released on its own once its pod's minute passed", timeout=300)
+        opened = [e for e in ledger(f)["entries"] if e["node"] == name][-1]
+        seconds["a: quarantine to release"] = opened["closed_at"] - opened["at"]
+        f.wait(lambda: released(f, other), "b released on its own once its drain was retried", timeout=300)
+        seconds["b: drain blocked to release"] = time.monotonic() - blocked
+        time.sleep(3)
+    text = log.read_text(errors="replace")
+    assert "'why': 'deadline'" in text and "'why': 'drain_retry'" in text, text[-4000:]
+    closed = dict((e["node"], e) for e in ledger(f)["entries"] if e["node"] in (name, other))
+    assert (closed[name]["result"], closed[name]["gpus"]) == ("recovered", [G[0]]), closed[name]
+    assert closed[name]["recover_seconds"] >= 60  # the pod was given its minute
+    assert closed[other]["result"] == "recovered", closed[other]
+    assert pod0 not in [p.metadata.name for p in running(f, "on-gpu0")] and pod_b not in [p.metadata.name for p in running(f, replica)]
+    assert [running(f, app)[0].metadata.uid for app in ("on-gpu1", "on-gpu2")] == [uids["on-gpu1"], uids["on-gpu2"]]
+    print("WAITS (rulebook, no scheduled run): %s" % ", ".join("%s %.1f s" % kv for kv in seconds.items()))
