@@ -120,9 +120,10 @@ def sysroot(root, host_vars, defaults):
         handle.write("active\n")
 
 
-def generate(nodes, out, python=None):
+def generate(nodes, out, python=None, kind=None):
     """Write OUT/inventory.yml and the sysroots; returns {node: kind}. Each node's paths (and ``python``, default this
-    interpreter) are written out as its own variables (split_vars)."""
+    interpreter) are written out as its own variables (split_vars). ``kind`` (a lab host's name): every node of it, not
+    the mix."""
     lab = load_lab()
     out = os.path.abspath(out)
     if os.path.isdir(os.path.join(out, "nodes")):
@@ -136,13 +137,13 @@ def generate(nodes, out, python=None):
     plain, per_host = split_vars(group_vars(lab, out), out, python or sys.executable)
     for index in range(nodes):
         name = "fleet-%0*d" % (width, index + 1)
-        kind = kind_of(index)
-        host_vars = dict(kinds[kind] or {})
-        host_vars["gpuops_lab_kind"] = kind
+        node_kind = kind or kind_of(index)
+        host_vars = dict(kinds[node_kind] or {})
+        host_vars["gpuops_lab_kind"] = node_kind
         sysroot(os.path.join(out, "nodes", name), host_vars, defaults)
         host_vars.update(per_host(name))
         hosts[name] = host_vars
-        mix[name] = kind
+        mix[name] = node_kind
     inventory = {
         "gpu_nodes": {"vars": plain, "hosts": hosts},
         "all": lab.get("all", {}),

@@ -37,6 +37,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_spec as guard_spec
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _restart_place as restart_place
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._merged_options import merged
 
 MODULE = "gpuops.fleet.kubelet_checkpoint"
@@ -76,7 +77,9 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args, error = merged_args(self._task.args, task_vars)
+        task_args = dict(self._task.args)
+        place = task_args.pop("restart_place", None)  # the controller's: never sent to the node
+        args, error = merged_args(task_args, task_vars)
         if error:
             return dict(result, failed=True, msg=error)
         try:
@@ -100,10 +103,19 @@ class ActionModule(ActionBase):
             return dict(result, failed=True, msg="install_guard: not with async (the install follows the plan in the same task)")
         wrap_async = self._task.async_val and not self._connection.has_native_async
         check_mode = self._task.check_mode
+        if place is not None and (install or check_mode or wrap_async):
+            place = None  # only a repair that may stop kubelet holds a place; check mode and the plan stop nothing
+        try:
+            place = restart_place.check(place) if place is not None else None
+        except GpuopsError as exc:
+            return dict(result, failed=True, msg=str(exc))
         try:
             if install:  # the plan: read-only whatever the task's mode (the checkpoint changes in the repair step)
                 self._task.check_mode = True
-            result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars, wrap_async=wrap_async))
+            if place is None:
+                result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars, wrap_async=wrap_async))
+            else:
+                result.update(self._placed(place, args, task_vars))
         finally:
             self._task.check_mode = check_mode
             if not wrap_async:
@@ -113,6 +125,21 @@ class ActionModule(ActionBase):
         if install:
             result = self._install(result, requested, task_vars)
         return result
+
+    def _placed(self, place, args, task_vars):
+        """The module's result with one of the fleet's kubelet restart places held around it (``restart_place``; its report
+        as ``restart_place``), or the failure to take one: the module then never runs, kubelet untouched."""
+        report = {}
+        try:
+            held = restart_place.Held(place, report).take()
+        except Exception as exc:  # noqa: BLE001 (no place, the API's refusal, no cluster: this node fails, named; never a traceback)
+            return dict(failed=True, restart_place=report, msg="restart_place: no kubelet was stopped on %s: %s: %s" % (
+                place["node"], type(exc).__name__, str(exc)[:300]))
+        try:
+            done = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
+        finally:
+            held.give_back()
+        return dict(done, restart_place=report)
 
     def _install(self, result, requested, task_vars):
         """The plan's result with the guard's install after it (``guard_install``); ``changed`` is the install's."""

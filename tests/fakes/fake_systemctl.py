@@ -4,7 +4,8 @@
 # state), so the lab can show which kubelets were stopped and started, and when. Without
 # that variable it answers as systemctl does on a host not booted with systemd. The real
 # order against real systemd is tested by the Molecule scenarios. A file <unit>.fail holding
-# a verb (e.g. "stop") makes that verb fail for the unit, as a hung or broken kubelet would.
+# a verb (e.g. "stop") makes that verb fail for the unit, as a hung or broken kubelet would; a
+# file <unit>.delay holding seconds makes a start take that long.
 # A file <unit>.command (JSON: {"start": argv, "start-no-block": argv, "stop": argv, "is-active":
 # argv}) puts a real process behind the unit: the verbs run those commands (hack/kube-node.sh's
 # kubelet-start/-stop/-status for the REAL kubelet node), is-active is "active" when its command
@@ -83,6 +84,11 @@ def main(argv):
     units = [unit for unit in units if behind[unit] is None]
     if verb in ("start", "restart"):
         for unit in units:
+            try:  # <unit>.delay: seconds a start takes (a real kubelet takes seconds), so stops of several nodes overlap
+                with open(os.path.join(root, unit + ".delay")) as handle:
+                    time.sleep(float(handle.read().strip() or 0))
+            except (FileNotFoundError, ValueError):
+                pass
             set_state(unit, "active")
         return 0
     if verb == "stop":

@@ -87,7 +87,9 @@ def inventory(node, tmp, strategy, through_api=False, exec_on="auto", transport=
         if exec_on == "pod":
             host.update(beside_the_host(node, tmp))
     doc = {"gpu_nodes": {"hosts": {"knode": host}},
-           "all": {"vars": {"gpuops_device_plugin": False, "gpuops_kubeconfig": node.cluster.kubeconfig}}}
+           "all": {"vars": {"gpuops_device_plugin": False, "gpuops_kubeconfig": node.cluster.kubeconfig,
+                            # the fleet's kubelet restart places (Leases): this cluster has no gpuops-system
+                            "gpuops_kubelet_restart_namespace": "default"}}}
     path = tmp / "inventory.json"
     path.write_text(json.dumps(doc))
     return str(path)

@@ -1,0 +1,116 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) 2026, gpuops.fleet contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""PRIVATE to the gpuops.fleet collection: one of the fleet's kubelet restart places (module_utils/_cluster/restart_slots.py)
+held around one node's kubelet restart, on the controller, by gpuops.fleet.kubelet_checkpoint's action plugin
+(``restart_place``).
+
+Held inside the node's own task, never across tasks: with ``serial`` and forks, a play that took a place in one task and
+restarted kubelet in the next would have each slice hold one place while its other hosts wait for one (every slice's batch
+stuck behind the task before it: a deadlock across slices, seen on the rig). Here a node's worker takes a place, runs the
+module (kubelet stopped, the checkpoint repaired, kubelet started), and gives the place back, whatever the module did."""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import leases, restart_slots
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
+
+FIELDS = {"limit": str, "namespace": str, "run": str, "node": str, "hold_seconds": int, "wait_seconds": int, "kubeconfig": str}
+RUN = re.compile(r"\A[A-Za-z0-9._-]{1,64}\Z")
+DNS1123 = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+LABEL = re.compile(r"\A[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+
+
+class RestartPlaceError(GpuopsError):
+    """The places cannot be used here (no namespace, no RBAC): what to set."""
+
+
+def check(spec):
+    """``spec`` (the task's ``restart_place``) checked and typed; ParameterError names the field (``restart_place.<key>``)."""
+    if not isinstance(spec, dict):
+        raise ParameterError("restart_place", "give a mapping (limit, namespace, run, node, hold_seconds, wait_seconds), got %s" % type(spec).__name__)
+    unknown = sorted(set(spec) - set(FIELDS))
+    if unknown:
+        raise ParameterError("restart_place.%s" % unknown[0], "is not a field (%s)" % ", ".join(sorted(FIELDS)))
+    out = {"limit": "5", "namespace": "gpuops-system", "hold_seconds": 600, "wait_seconds": 1800, "kubeconfig": ""}
+    for key, value in spec.items():
+        kind = FIELDS[key]
+        try:
+            out[key] = kind(value) if value is not None else out.get(key)
+        except (TypeError, ValueError):
+            raise ParameterError("restart_place.%s" % key, "must be %s, got %r" % ("a whole number" if kind is int else "a string", value)) from None
+    for key in ("run", "node"):
+        if not out.get(key):
+            raise ParameterError("restart_place.%s" % key, "is required")
+    if not RUN.match(out["run"]):
+        raise ParameterError("restart_place.run", "must be 1 to 64 letters, digits, '-', '_' or '.', got %r" % out["run"][:80])
+    if len(out["node"]) > 253 or not DNS1123.match(out["node"]):
+        raise ParameterError("restart_place.node", "must be a Kubernetes node name (DNS-1123), got %r" % out["node"][:80])
+    if not LABEL.match(out["namespace"]):
+        raise ParameterError("restart_place.namespace", "must be a namespace name (DNS-1123 label), got %r" % out["namespace"][:80])
+    for key, low in (("hold_seconds", 1), ("wait_seconds", 0)):
+        if not low <= out[key] <= 86400:
+            raise ParameterError("restart_place.%s" % key, "must be from %d to 86400, got %d" % (low, out[key]))
+    try:
+        restart_slots.places(out["limit"], 1)
+    except ParameterError as exc:
+        raise ParameterError("restart_place.limit", exc.reason) from None
+    return out
+
+
+def _client(spec):
+    """The API client kubernetes.core builds from the kubeconfig given, else its usual lookup (K8S_AUTH_*, ~/.kube/config,
+    the in-cluster ServiceAccount)."""
+    from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client  # pylint: disable=import-outside-toplevel
+
+    return get_api_client(**({"kubeconfig": spec["kubeconfig"]} if spec["kubeconfig"] else {})).client.client
+
+
+class Held:
+    """One of the fleet's places, held by ``<run>/<node>`` (``take``) until ``give_back``; ``report`` (a dict) gets ``place``,
+    ``places``, ``waited_seconds``, then ``given_back``."""
+
+    def __init__(self, spec, report):
+        from kubernetes.client import CoordinationV1Api, CoreV1Api  # pylint: disable=import-outside-toplevel
+        from kubernetes.client.exceptions import ApiException  # pylint: disable=import-outside-toplevel
+
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import gpu_fleet  # pylint: disable=import-outside-toplevel
+
+        self.report, self.api_exception = report, ApiException
+        client = _client(spec)
+        lease_api = leases.Leases(CoordinationV1Api(client), spec["namespace"], ApiException)
+        percent = spec["limit"].strip().endswith("%")
+        fleet = len(gpu_fleet(client.sanitize_for_serialization(CoreV1Api(client).list_node().items))) if percent else 0
+        self.places = restart_slots.Places(lease_api, restart_slots.places(spec["limit"], fleet))
+        self.identity = "%s/%s" % (spec["run"], spec["node"])
+        self.spec = spec
+
+    def take(self):
+        """The place, waiting for one (NoPlace where none came free within ``wait_seconds``; a missing namespace or a refusal
+        said with what to set; another API error as it is)."""
+        try:
+            place = self.places.hold(self.identity, self.spec["hold_seconds"], self.spec["wait_seconds"])
+        except self.api_exception as exc:
+            status = getattr(exc, "status", None)
+            if status in (403, 404):
+                raise RestartPlaceError(
+                    "the fleet's kubelet restart places (Leases in namespace %s) %s: create the namespace and grant the run "
+                    "get, list, create and update on leases.coordination.k8s.io there (docs/rbac/kubelet-restart-places.yml), "
+                    "set gpuops_kubelet_restart_namespace, or gpuops_kubelet_restart_fleet_wide: false (then the batch holds "
+                    "per run, per slice under AWX job slicing)" % (self.spec["namespace"], "are refused (403)" if status == 403
+                                                                   else "cannot be written (404: no such namespace)")) from None
+            raise
+        self.report.update(place=place, places=self.places.count, waited_seconds=round(self.places.waited, 1))
+        return self
+
+    def give_back(self):
+        """Given back; an error doing so is said in the report (the place lapses after ``hold_seconds``), never raised over
+        the repair's own result."""
+        try:
+            self.report["given_back"] = self.places.give_back(self.identity)
+        except (self.api_exception, GpuopsError, OSError) as exc:
+            self.report["given_back"] = []
+            self.report["give_back_error"] = "%s: %s" % (type(exc).__name__, str(exc)[:200])
