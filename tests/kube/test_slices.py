@@ -10,6 +10,7 @@ once: what the places prevent, shown on this rig."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -80,22 +81,22 @@ def run_slices(cluster, base, namespace, extra):
     env = dict(os.environ, K8S_AUTH_KUBECONFIG=os.path.join(cluster.workdir, "role.kubeconfig"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"))
     procs = []
-    for number, part in enumerate(awx_slices(inventory, SLICES), 1):
-        path = base / ("slice-%d.yml" % number)
-        path.write_text(yaml.safe_dump(part))
-        variables = dict(extra, gpuops_kubelet_restart_batch=str(BATCH), gpuops_kubelet_restart_namespace=namespace,
-                         gpuops_report_dir=str(base / ("report-%d" % number)), awx_job_id=1000 + number, awx_workflow_job_id=999,
-                         gpuops_workload_audit_enabled=False)
-        log = open(str(base / ("slice-%d.log" % number)), "w")
-        procs.append((subprocess.Popen([os.path.join(BIN, "ansible-playbook"), "-i", str(path), "-e", json.dumps(variables),
-                                        os.path.join(ROOT, "playbooks", "site.yml")], cwd=str(base), env=env, stdout=log,
-                                       stderr=subprocess.STDOUT), log))
-    for proc, log in procs:
-        proc.wait(600)
-        log.close()
+    with contextlib.ExitStack() as logs:
+        for number, part in enumerate(awx_slices(inventory, SLICES), 1):
+            path = base / ("slice-%d.yml" % number)
+            path.write_text(yaml.safe_dump(part))
+            variables = dict(extra, gpuops_kubelet_restart_batch=str(BATCH), gpuops_kubelet_restart_namespace=namespace,
+                             gpuops_report_dir=str(base / ("report-%d" % number)), awx_job_id=1000 + number, awx_workflow_job_id=999,
+                             gpuops_workload_audit_enabled=False)
+            log = logs.enter_context(open(str(base / ("slice-%d.log" % number)), "w"))
+            procs.append(subprocess.Popen([os.path.join(BIN, "ansible-playbook"), "-i", str(path), "-e", json.dumps(variables),
+                                           os.path.join(ROOT, "playbooks", "site.yml")], cwd=str(base), env=env, stdout=log,
+                                          stderr=subprocess.STDOUT))
+        for proc in procs:
+            proc.wait(600)
     outputs = [(base / ("slice-%d.log" % n)).read_text() for n in range(1, SLICES + 1)]
-    for proc_log, text in zip(procs, outputs):
-        assert proc_log[0].returncode == 0, text[-4000:]
+    for proc, text in zip(procs, outputs):
+        assert proc.returncode == 0, text[-4000:]
     return stops(str(base)), outputs
 
 
