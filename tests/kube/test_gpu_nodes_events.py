@@ -9,12 +9,15 @@ device plugin would change them."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 import eda_source
+import kubefleet
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import options as source_options
 
@@ -194,3 +197,70 @@ def test_a_compacted_resource_version_is_a_real_410_and_the_list_emits_what_chan
     assert int(gone[0][1]) < revision
     assert changes(events) == [("startup", None), ("gpu_unallocatable", a)]
     assert [e["gpuops"]["nodes"] for e in events if e["gpuops"]["kind"] == "gpu_faults"] == [[b], [a]]
+
+
+# -- issue 60: a standby activation -----------------------------------------------------------------------------------------
+
+def _activation(f, identity, lease, log):
+    """One activation of the source (tests/kube/source_process.py) with leader election on ``lease``; its events in ``log``."""
+    import json as _json  # pylint: disable=import-outside-toplevel
+    options = {"kubeconfig": os.path.join(f.cluster.workdir, "role.kubeconfig"), "label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
+               "settle_seconds": 2, "due_seconds": 0, "heartbeat": 3600, "ledger_namespace": f.namespace,
+               "leader_election": {"lease": lease, "identity": identity, "lease_seconds": 10, "renew_seconds": 2}}
+    handle = open(str(log), "w")  # pylint: disable=consider-using-with (closed with the process, by the test)
+    proc = subprocess.Popen([sys.executable, os.path.join(kubefleet.HERE, "source_process.py"), _json.dumps(options)],
+                            stdout=handle, stderr=subprocess.STDOUT, cwd=str(f.tmp))
+    return proc, handle
+
+
+def _events(log):
+    import json as _json  # pylint: disable=import-outside-toplevel
+    out = []
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith('{"at"'):
+            out.append(_json.loads(line))
+    return out
+
+
+def test_two_activations_one_leads_and_the_standby_takes_over_without_running_the_leaders_window_again(fleet, fake_lib_dir):
+    """Two activations of the source with one Lease (the real API server): A leads (its startup event), B waits and emits
+    nothing; GPU 0 of node a is withheld: A's gpu_faults runs a. A is killed (SIGKILL: no give-up): B takes over within the
+    Lease's 10 s and one renewal, begins with its startup event, and a (still withheld) is not run again (throttled: A
+    wrote its window's runs into the Lease). The seconds from A's death to B's startup are printed (a figure)."""
+    from test_gpu_health_plan import faulty, healthy  # pylint: disable=import-outside-toplevel
+    from test_gpu_quarantine import remediation_fleet  # pylint: disable=import-outside-toplevel
+
+    f, name, dummy, dummy2, dummy3 = remediation_fleet(fleet, fake_lib_dir)
+    healthy(f, name)
+    lease = "leader-" + f.namespace[-6:]
+    log_a, log_b = f.tmp / "a.log", f.tmp / "b.log"
+    a, handle_a = _activation(f, "activation-a", lease, log_a)
+    b = handle_b = None
+    try:
+        f.wait(lambda: any(e["event"]["gpuops"]["kind"] == "startup" for e in _events(log_a)), "A's startup", timeout=60)
+        b, handle_b = _activation(f, "activation-b", lease, log_b)
+        time.sleep(5)
+        assert _events(log_b) == [], log_b.read_text()[-2000:]  # the standby emits nothing
+        faulty(f, name, "recovery|0|1", "xid|0|79")
+        f.wait(lambda: any(e["event"]["gpuops"]["kind"] == "gpu_faults" and name in e["event"]["gpuops"]["nodes"] for e in _events(log_a)),
+               "A's gpu_faults for a", timeout=90)
+        time.sleep(3)  # a renewal writes the window's run into the Lease
+        assert _events(log_b) == [], log_b.read_text()[-2000:]
+        a.kill()
+        died = time.time()
+        f.wait(lambda: any(e["event"]["gpuops"]["kind"] == "startup" for e in _events(log_b)), "B's startup", timeout=60)
+        took = [e["at"] for e in _events(log_b) if e["event"]["gpuops"]["kind"] == "startup"][0] - died
+        f.wait(lambda: any(e["event"]["gpuops"]["kind"].startswith("gpu_faults") for e in _events(log_b)), "B's window closed", timeout=30)
+        kinds = [(e["event"]["gpuops"]["kind"], e["event"]["gpuops"].get("nodes"), e["event"]["gpuops"].get("throttled")) for e in _events(log_b)]
+        assert ("gpu_faults_throttled", [], [name]) in kinds, kinds
+        assert not [k for k in kinds if k[0] == "gpu_faults"], kinds  # the leader's window is not run again
+        assert took <= 14, took  # lease_seconds (10) + renew_seconds (2), and the list
+        from kubernetes.client import CoordinationV1Api  # pylint: disable=import-outside-toplevel
+        assert CoordinationV1Api(f.cluster.api_client).read_namespaced_lease(lease, f.namespace).spec.holder_identity == "activation-b"
+        print("STANDBY: A killed -> B's startup %.1f s" % took)
+    finally:
+        for proc, handle in ((a, handle_a), (b, handle_b)):
+            if proc is not None:
+                proc.kill()
+                proc.wait(30)
+                handle.close()

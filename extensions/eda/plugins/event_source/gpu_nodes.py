@@ -133,6 +133,20 @@ options:
       - Without it, the window is the ruleset's, shared with a M(gpuops.fleet.alertmanager) source of the same ruleset (the
         older form; it relies on how ansible-rulebook 1.3 hands each source its queue, so prefer this option).
     type: dict
+  leader_election:
+    description:
+      - One acting activation of a rulebook run twice (an HA pair, or a restarted activation while the old process still
+        runs) - the activations elect a leader on a C(coordination.k8s.io) Lease, as Kubernetes' controllers do; only the
+        leader watches, emits and receives alerts. The standby takes over within C(lease_seconds) plus C(renew_seconds) of
+        the leader's death (at once where the leader stops and gives the Lease up), begins with the C(startup) event, and
+        never runs within the flap window a window the leader ran (the leader writes its window's runs into the Lease). A
+        leader that cannot renew for two thirds of C(lease_seconds) ends the source (its activation is restarted as a
+        standby).
+      - "Keys: C(enabled) (default true), C(lease) (the Lease's name, default C(gpuops-events-leader)), C(namespace) (default
+        O(ledger_namespace)), C(identity) (default the host name and process id), C(lease_seconds) (3 to 300, default 10),
+        C(renew_seconds) (1 to 60, at most half of C(lease_seconds), default 2)."
+      - Needs C(get), C(create) and C(update) on C(leases.coordination.k8s.io) in its namespace (docs/rbac/gpu-nodes-events.yml).
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -208,7 +222,8 @@ follow = watch.follow  # the Node watch (module_utils/_cluster/events/watch.py),
 async def main(queue, args):
     """ansible-rulebook's entry point: the Node watch, and with ``alertmanager`` the alerts receiver beside it, one fault window
     owned by this source. Without ``alertmanager`` the window is the ruleset's (``window.shared``): the older form, where a
-    ``gpuops.fleet.alertmanager`` source of the same ruleset adds its alerts to it."""
+    ``gpuops.fleet.alertmanager`` source of the same ruleset adds its alerts to it. With ``leader_election``, all of it only
+    once this activation holds the Lease (events/leader.py); it ends when the Lease is lost."""
     checked = options.check_nodes(args, read=webhook.read)
     receiver = checked["alertmanager"] if checked["alertmanager"] is not None and checked["alertmanager"]["enabled"] else None
     if receiver is not None:
@@ -218,22 +233,59 @@ async def main(queue, args):
     window.expect_watch()  # the alerts wait for this watch's first list (answered 503 until then, sent again)
     loop = asyncio.get_running_loop()
     stop = threading.Event()
+    elector = await _lead(checked, window) if checked["leader_election"] is not None else None
 
     def emit(event):
+        if elector is not None and not elector.leading:
+            return  # the Lease is lost: nothing more from this activation
         asyncio.run_coroutine_threadsafe(queue.put(event), loop).result(timeout=60)
 
     tasks = [asyncio.ensure_future(asyncio.to_thread(follow, checked, emit, stop, window=window))]
     if receiver is not None:
         tasks.append(asyncio.ensure_future(webhook.serve(receiver, queue.put, window)))
+    if elector is not None:
+        tasks.append(asyncio.ensure_future(_renew(elector, window, checked["leader_election"]["renew_seconds"])))
     try:
         done, dummy = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
-            task.result()  # the receiver's error (a port in use) ends the source, named
+            task.result()  # the receiver's error (a port in use), a lost Lease: ends the source, named
     finally:
         stop.set()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if elector is not None:
+            await asyncio.to_thread(elector.give_up)
+
+
+async def _lead(checked, window):
+    """Wait until this activation holds the leader's Lease; its window seeded with what the previous leader ran."""
+    import socket
+    import time
+
+    from kubernetes.client import CoordinationV1Api
+    from kubernetes.client.exceptions import ApiException
+
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import leases
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events import leader
+
+    settings = checked["leader_election"]
+    identity = settings["identity"] or ("%s-%d" % (socket.gethostname(), os.getpid()))[:253]
+    lease_api = leases.Leases(CoordinationV1Api(watch.client_of(checked)), settings["namespace"], ApiException)
+    elector = leader.Elector(lease_api, settings["lease"], identity, settings["lease_seconds"], settings["renew_seconds"])
+    while not await asyncio.to_thread(elector.step):
+        await asyncio.sleep(settings["renew_seconds"])
+    window.seed(elector.handed, time.monotonic(), time.time())
+    return elector
+
+
+async def _renew(elector, window, every):
+    """The leader's renewals, each writing what its window ran; raises LeaderLost when it cannot renew in time."""
+    import time
+
+    while True:
+        await asyncio.sleep(every)
+        await asyncio.to_thread(elector.step, window.handover(time.monotonic(), time.time()))
 
 
 if __name__ == "__main__":

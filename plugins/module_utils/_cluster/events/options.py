@@ -101,6 +101,13 @@ def _secret(value):
     return None if isinstance(value, str) else "a string, got %s" % type(value).__name__  # never the value: it is a secret
 
 
+def _leader_mapping(value):
+    if isinstance(value, dict):
+        return None
+    return "the leader election's options (enabled, lease, namespace, identity, lease_seconds, renew_seconds), a dict, got %s" % (
+        type(value).__name__)
+
+
 def _mapping(value):
     return None if isinstance(value, dict) else "the options of gpuops.fleet.alertmanager (a dict), got %s" % type(value).__name__
 
@@ -121,7 +128,27 @@ NODES = settings.Table(*(CONNECTION + (
     # every remediation finishes on its own (due.py): the ledger's namespace, and how often its waiting nodes are checked
     row("ledger_namespace", "str", "gpuops-system", check=_namespace),
     row("due_seconds", "int", 30, check=whole(0, 3600))) + WINDOW + (
-    row("alertmanager", "dict", None, check=_mapping),)))
+    row("alertmanager", "dict", None, check=_mapping),
+    row("leader_election", "dict", None, check=_leader_mapping))))
+
+
+def _dns(value):
+    return None if dns_name(value) else "a Kubernetes object name (DNS-1123), got %r" % (value,)
+
+
+def _identity(value):
+    return None if isinstance(value, str) and _HOST.match(value) or value is None else "1 to 253 letters, digits, '.', ':' or '-', got %r" % (value,)
+
+
+# one acting activation (events/leader.py): the Lease, its namespace (default the ledger's), who this one is (default its
+# host name and process id), and client-go's timing
+LEADER = settings.Table(
+    row("enabled", "bool", True, check=boolean),
+    row("lease", "str", "gpuops-events-leader", check=_dns),
+    row("namespace", "str", None, check=lambda v: None if v is None else _namespace(v)),
+    row("identity", "str", None, check=_identity),
+    row("lease_seconds", "int", 10, check=whole(3, 300)),
+    row("renew_seconds", "int", 2, check=whole(1, 60)))
 ALERTS = settings.Table(*((
     row("host", "str", "127.0.0.1", check=_listen),
     row("port", "int", 5000, check=whole(1, 65535)),
@@ -162,7 +189,8 @@ RULEBOOK_VARIABLES = {
     "retry_max_seconds": "gpuops_events_retry_max_seconds", "ledger_namespace": "gpuops_gpu_health_namespace",
     "due_seconds": "gpuops_events_due_seconds", "alertmanager.enabled": "gpuops_alerts_enabled",
     "alertmanager.host": "gpuops_alerts_host", "alertmanager.port": "gpuops_alerts_port", "alertmanager.token": "gpuops_alerts_token",
-    "alertmanager.token_file": "gpuops_alerts_token_file"}
+    "alertmanager.token_file": "gpuops_alerts_token_file", "leader_election.enabled": "gpuops_events_leader_election",
+    "leader_election.lease": "gpuops_events_leader_lease"}
 
 
 def check_nodes(args, read=None):
@@ -180,6 +208,16 @@ def check_nodes(args, read=None):
 
 def _check_nodes(args, read):
     out = _check(NODES, args, "gpu_nodes")
+    if out["leader_election"] is not None:
+        try:
+            leader = _check(LEADER, out["leader_election"], "gpu_nodes leader_election")
+        except ParameterError as exc:
+            raise ParameterError("leader_election.%s" % exc.field, exc.reason) from None
+        if leader["renew_seconds"] * 2 > leader["lease_seconds"]:
+            raise ParameterError("leader_election.renew_seconds", "at most half of lease_seconds (%d), so a leader renews twice "
+                                 "before its Lease could lapse, got %d" % (leader["lease_seconds"], leader["renew_seconds"]))
+        leader["namespace"] = leader["namespace"] or out["ledger_namespace"]
+        out["leader_election"] = leader if leader["enabled"] else None
     if out["alertmanager"] is not None:
         given = [k for k in WINDOW_NAMES if k in out["alertmanager"]]
         if given:

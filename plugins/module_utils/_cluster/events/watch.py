@@ -55,11 +55,13 @@ class _Listener:
                 self.reboots.add(event, self.clock())
 
 
-def _client(options):
+def client_of(options):
+    """The API client kubernetes.core builds from the source's connection options."""
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client
 
     auth = dict((k, options[k]) for k in AUTH if options.get(k) is not None)
     return get_api_client(**auth).client.client
+
 
 
 def _checker(options, api):
@@ -85,7 +87,7 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
     (due.py: ``remediation_due``)."""
     from kubernetes.client import CoreV1Api
 
-    client = client or _client(options)
+    client = client or client_of(options)
     checker = _checker(options, CoreV1Api(client))
     tracker = nodes.Tracker(options["gpu_resources"], by_label=bool(options["label_selector"]))
     kwargs = {"allow_watch_bookmarks": True}

@@ -91,6 +91,24 @@ class FaultWindow:
             return None
         return self.last_run[node] + min(max(self.flap, self.MIN_AGAIN) * 2 ** min(tries - 1, 20), max(self.again_max, self.flap))
 
+    def handover(self, now, wall, most=2000):
+        """``{node: [epoch, runs]}``: the nodes this window ran whose flap or backoff is not over (for a standby that takes
+        over: events/leader.py), the latest ``most``."""
+        horizon = max(self.flap, self.MIN_AGAIN, self.again_max)
+        with self.lock:
+            recent = sorted(((t, n) for n, t in self.last_run.items() if now - t < horizon), reverse=True)[:most]
+            return dict((n, [round(wall - (now - t), 3), max(1, self.attempts.get(n, 1))]) for t, n in recent)
+
+    def seed(self, runs, now, wall):
+        """The previous leader's ``handover``: its nodes count as run when it ran them (never run again within the flap
+        window), offered again on the same backoff."""
+        with self.lock:
+            for node, (epoch, tries) in (runs or {}).items():
+                at = now - max(0.0, wall - epoch)
+                if at > self.last_run.get(node, -float("inf")):
+                    self.last_run[node] = at
+                    self.attempts[node] = max(self.attempts.get(node, 0), tries)
+
     def due(self):
         with self.lock:
             times = [self.opened + self.settle] if self.opened is not None else []
