@@ -289,6 +289,33 @@ def fleet_rows(summaries, nodes):
     return rows
 
 
+def fleet_reports_merge(reports):
+    """One fleet report from the reports of a sliced job's slices (each site.yml's ``fleet-summary.json``, with its ``job``):
+    every slice's rows, sorted by node; ``slices`` names each slice (its job, its workflow job, its node count); a node
+    two slices report is kept once, from the first, and named in ``conflicts`` (AWX gives each host to one slice: two
+    reports of one node are two jobs, not two slices of one)."""
+    if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
+        raise AnsibleFilterError("fleet_reports_merge: expects a list of fleet reports (each a fleet-summary.json's mapping)")
+    rows, slices, conflicts, seen = [], [], [], {}
+    for index, report in enumerate(reports):
+        nodes = report.get("nodes") if isinstance(report.get("nodes"), list) else []
+        job = report.get("job") if isinstance(report.get("job"), dict) else {}
+        slices.append({"job": job.get("awx_job_id"), "workflow_job": job.get("awx_workflow_job_id"), "nodes": len(nodes),
+                       "check_mode": bool(report.get("check_mode"))})
+        for row in nodes:
+            node = row.get("node") if isinstance(row, dict) else None
+            if not isinstance(node, str):
+                raise AnsibleFilterError("fleet_reports_merge: report %d holds a row without a node name" % (index + 1))
+            if node in seen:
+                conflicts.append({"node": node, "slices": [seen[node], index + 1]})
+                continue
+            seen[node] = index + 1
+            rows.append(row)
+    rows.sort(key=lambda r: r["node"])
+    modes = set(s["check_mode"] for s in slices)
+    return {"check_mode": modes == {True}, "mixed_modes": len(modes) > 1, "nodes": rows, "slices": slices, "conflicts": conflicts}
+
+
 def restart_batches(rows):
     """[(batch number, [nodes restarted in it])] in the order the batches ran."""
     batches = {}
@@ -466,5 +493,6 @@ def fleet_markdown(rows, title="gpuops fleet summary"):
 class FilterModule:
     def filters(self):
         return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary,
+                "fleet_reports_merge": fleet_reports_merge,
                 "gpu_health_row": gpu_health_row, "_checkpoint_repair_nodes": checkpoint_repair_nodes, "_tags_run": tags_run,
                 "_role_argument_errors": role_argument_errors}

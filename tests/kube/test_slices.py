@@ -116,5 +116,23 @@ def test_a_sliced_site_job_stops_at_most_the_fleets_batch_of_kubelets_across_its
     held = CoordinationV1Api(cluster.api_client).list_namespaced_lease(namespace).items
     assert sorted(lease.metadata.name for lease in held) == ["gpuops-kubelet-restart-%d" % i for i in range(BATCH)]
     assert [lease.spec.holder_identity for lease in held] == [None] * BATCH
+    # each slice's report names its slice; one report joins them (playbooks/fleet_report_merge.yml on the slices' files)
+    base = tmp_path / "sliced"
+    files = [str(base / ("report-%d" % n) / "fleet-summary.json") for n in range(1, SLICES + 1)]
+    jobs = []
+    for path in files:
+        with open(path) as handle:
+            jobs.append(json.load(handle)["job"])
+    assert [(j["awx_job_id"], j["awx_workflow_job_id"], j["nodes"]) for j in jobs] == [(1000 + n, 999, NODES // SLICES) for n in range(1, SLICES + 1)]
+    merged_dir = base / "merged"
+    proc = subprocess.run([os.path.join(BIN, "ansible-playbook"), os.path.join(ROOT, "playbooks", "fleet_report_merge.yml"), "-e",
+                           json.dumps({"gpuops_fleet_report_files": files, "gpuops_report_dir": str(merged_dir)})], cwd=str(base),
+                          env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, "build", "collections"), ANSIBLE_NOCOLOR="1"),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with open(str(merged_dir / "fleet-summary.json")) as handle:
+        merged = json.load(handle)
+    assert [r["node"] for r in merged["nodes"]] == sorted(spans) and merged["conflicts"] == []
+    assert [s["job"] for s in merged["slices"]] == [1001, 1002, 1003, 1004] and (merged_dir / "fleet-summary.md").exists()
     print("SLICES: %d slices of %d nodes, batch %d: at most %d kubelets stopped at once (per-slice control: %d)"
           % (SLICES, NODES // SLICES, BATCH, most_at_once(spans), most_at_once(control)))

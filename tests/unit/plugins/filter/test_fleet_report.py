@@ -351,3 +351,18 @@ def test_a_role_without_a_spec_or_entry_point_is_a_filter_error_naming_it():
                               ("checkpoint_guard", "nope", "has no entry point 'nope'")):
         with pytest.raises(AnsibleFilterError, match=said):
             fr.role_argument_errors(["a"], {"a": {}}, role, entry_point=entry)
+
+
+def test_the_slices_reports_join_into_one_each_slice_named_and_a_node_twice_named():
+    from ansible_collections.gpuops.fleet.plugins.filter.fleet_report import fleet_reports_merge  # pylint: disable=import-outside-toplevel
+
+    one = {"check_mode": False, "job": {"awx_job_id": 11, "awx_workflow_job_id": 10, "nodes": 2}, "nodes": [{"node": "n3"}, {"node": "n1"}]}
+    two = {"check_mode": False, "job": {"awx_job_id": 12, "awx_workflow_job_id": 10, "nodes": 2}, "nodes": [{"node": "n2"}, {"node": "n1", "x": 1}]}
+    merged = fleet_reports_merge([one, two])
+    assert [r["node"] for r in merged["nodes"]] == ["n1", "n2", "n3"] and "x" not in merged["nodes"][0]
+    assert [(s["job"], s["nodes"]) for s in merged["slices"]] == [(11, 2), (12, 2)]
+    assert merged["conflicts"] == [{"node": "n1", "slices": [1, 2]}] and not merged["check_mode"] and not merged["mixed_modes"]
+    assert fleet_reports_merge([dict(one, check_mode=True), two])["mixed_modes"]
+    for bad in ("report", [{"nodes": [{"name": "n1"}]}]):
+        with pytest.raises(AnsibleFilterError):
+            fleet_reports_merge(bad)
