@@ -74,5 +74,16 @@ def test_job_template_playbook_parses_and_uses_only_real_awx_options():
     assert by_name[nodes["plan"]["unified_job_template"]["name"]]["job_type"] == "check"
     assert by_name[nodes["remediate"]["unified_job_template"]["name"]]["job_type"] == "run"
     for template in play["vars"]["gpuops_awx_templates"]:
-        assert os.path.exists(os.path.join(AWX, template["survey"]))
+        assert "survey" not in template or os.path.exists(os.path.join(AWX, template["survey"]))
         assert os.path.exists(os.path.join(AWX, "project", template.get("playbook", "site.yml")))
+    # issue 60: only the templates whose fleet-wide limits hold across slices are sliced; the sliced repair ends with
+    # one joined report
+    sliced = sorted(t["name"] for t in play["vars"]["gpuops_awx_templates"] if "slices" in t)
+    assert sliced == ["gpuops - GPU health (report)", "gpuops - Plan (check mode)", "gpuops - Repair checkpoints"], sliced
+    assert play["tasks"][0]["awx.awx.job_template"]["job_slice_count"] == "{{ item.slices | default(1) }}"
+    (joined,) = [t["awx.awx.workflow_job_template"] for t in play["tasks"][2:] if "awx.awx.workflow_job_template" in t]
+    assert set(joined) <= set(flow_doc)
+    steps = dict((n["identifier"], n) for n in joined["workflow_nodes"])
+    assert by_name[steps["repair"]["unified_job_template"]["name"]].get("slices")
+    assert by_name[steps["report"]["unified_job_template"]["name"]]["playbook"] == "fleet_report_merge.yml"
+    assert steps["repair"]["related"]["always_nodes"] == [{"identifier": "report"}]
