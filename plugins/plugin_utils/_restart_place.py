@@ -16,12 +16,11 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import leases, restart_slots
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import dns_label, dns_name
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
 FIELDS = {"limit": str, "namespace": str, "run": str, "node": str, "hold_seconds": int, "wait_seconds": int, "kubeconfig": str}
 RUN = re.compile(r"\A[A-Za-z0-9._-]{1,64}\Z")
-DNS1123 = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
-LABEL = re.compile(r"\A[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 
 class RestartPlaceError(GpuopsError):
@@ -47,9 +46,9 @@ def check(spec):
             raise ParameterError("restart_place.%s" % key, "is required")
     if not RUN.match(out["run"]):
         raise ParameterError("restart_place.run", "must be 1 to 64 letters, digits, '-', '_' or '.', got %r" % out["run"][:80])
-    if len(out["node"]) > 253 or not DNS1123.match(out["node"]):
+    if not dns_name(out["node"]):
         raise ParameterError("restart_place.node", "must be a Kubernetes node name (DNS-1123), got %r" % out["node"][:80])
-    if not LABEL.match(out["namespace"]):
+    if not dns_label(out["namespace"]):
         raise ParameterError("restart_place.namespace", "must be a namespace name (DNS-1123 label), got %r" % out["namespace"][:80])
     for key, low in (("hold_seconds", 1), ("wait_seconds", 0)):
         if not low <= out[key] <= 86400:

@@ -19,6 +19,20 @@ GPU_ID = re.compile(r"\A(?:GPU|MIG)-[0-9A-Za-z-]{1,90}\Z")
 UNIT_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9:_.@\\-]*\.(?:service|target|socket|mount|path|timer)\Z")
 
 
+_DNS_SUBDOMAIN = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
+_DNS_LABEL = re.compile(r"\A[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
+
+
+def dns_name(name):
+    """Whether ``name`` is a Kubernetes object name (DNS-1123 subdomain: a Node's, a Lease's)."""
+    return isinstance(name, str) and len(name) <= 253 and bool(_DNS_SUBDOMAIN.match(name))
+
+
+def dns_label(name):
+    """Whether ``name`` is a DNS-1123 label (a namespace's name)."""
+    return isinstance(name, str) and bool(_DNS_LABEL.match(name))
+
+
 def is_int(value):
     """A whole number, and not a bool (True is an int in Python)."""
     return isinstance(value, int) and not isinstance(value, bool)

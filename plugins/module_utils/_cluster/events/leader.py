@@ -39,9 +39,10 @@ class Elector:
     (take, or renew with ``handover`` written) and returns whether it leads; ``handed`` is what the previous leader wrote,
     read when this one took the Lease; ``give_up()`` frees it."""
 
-    def __init__(self, lease_api, name, identity, lease_seconds=10, renew_seconds=2, clock=time.monotonic, wall=time.time):
+    def __init__(self, lease_api, name, identity, lease_seconds=10, renew_seconds=2, clocks=(time.monotonic, time.time)):
         self.leases, self.name, self.identity = lease_api, name, identity
-        self.lease_seconds, self.renew_seconds, self.clock, self.wall = lease_seconds, renew_seconds, clock, wall
+        self.lease_seconds, self.renew_seconds = lease_seconds, renew_seconds
+        self.clock, self.wall = clocks  # this candidate's own clock (its observations), and the wall clock (the Lease's times)
         self.deadline = max(renew_seconds, lease_seconds * 2.0 / 3.0)  # client-go's RenewDeadline: 10 s of a 15 s lease
         self.observed = (None, None)  # the record's resourceVersion and when this candidate saw it change
         self.leading, self.renewed, self.handed, self.error = False, None, None, None

@@ -15,29 +15,22 @@ import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.gpu_nodes import DEFAULT_RESOURCES
 from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool, dns_label, dns_name
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.settings import boolean, coerce, row, whole
 
-__all__ = ("DEFAULT_RESOURCES",)  # the GPU resources a GPU Node has (gpu_nodes.py: the inventory's, declared there)
+__all__ = ("DEFAULT_RESOURCES", "dns_name")  # the GPU resources a GPU Node has (gpu_nodes.py: the inventory's, declared there)
 # the gpu_monitoring role's rules (roles/gpu_monitoring/templates/rules.yml.j2) that say a GPU is faulty
 FAULT_ALERTS = ("GPUXidErrors", "GPURecoveryActionRequired", "GPURowRemapFailure", "GPULost")
 NODE_LABELS = ("node", "Hostname", "kubernetes_node")
 MIN_TOKEN = 16
 MAX_TEXT = 256
 _SELECTOR = re.compile(r"\A[A-Za-z0-9_./!=,() -]{0,1024}\Z")
-_DNS = re.compile(r"\A[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 _PATH = re.compile(r"\A/[A-Za-z0-9._~/-]{0,127}\Z")
 _LABEL = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
 _HOST = re.compile(r"\A[A-Za-z0-9.:-]{1,253}\Z")
-_NAMESPACE = re.compile(r"\A[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\Z")
 # what a playbook's --limit (ansible-rulebook joins meta.hosts into it) takes for more than one host, though DNS-1123 allows it
 PATTERN_WORDS = ("all", "ungrouped")
-
-
-def dns_name(name):
-    """Whether ``name`` is a Kubernetes object name (DNS-1123 subdomain)."""
-    return isinstance(name, str) and len(name) <= 253 and bool(_DNS.match(name))
 
 
 def host_name(name):
@@ -82,7 +75,7 @@ PROBES = ("/healthz", "/readyz")  # the receiver's own GET paths (webhook.py)
 
 
 def _namespace(value):
-    return None if isinstance(value, str) and _NAMESPACE.match(value) else "a namespace's name (a DNS-1123 label), got %r" % (value,)
+    return None if dns_label(value) else "a namespace's name (a DNS-1123 label), got %r" % (value,)
 
 
 def _url_path(value):

@@ -268,16 +268,50 @@ def _unplannable(item, named):
     return None
 
 
+class _Pods:
+    """The pods the plan reads: a list (every pod), or ``pods(node)``, the API's pods on ``node`` (``node`` None: every pod),
+    asked only for the nodes a row acts on, so a plan of N nodes with k faulty makes k calls, not one list of every pod
+    of the cluster. A pod its node's checkpoint names that is not on the node is looked up among every pod (listed once,
+    then kept): a foreign pod is told from a gone one."""
+
+    def __init__(self, pods):
+        self.source = pods if callable(pods) else None
+        self.every = None if callable(pods) else [p for p in pods or () if isinstance(p, dict)]
+        self.by_node, self.uids = {}, {}
+
+    def all(self):
+        if self.every is None:
+            self.every = [p for p in self.source(None) or () if isinstance(p, dict)]
+        return self.every
+
+    def on(self, node):
+        if node not in self.by_node:
+            if self.source is not None:
+                self.by_node[node] = [p for p in self.source(node) or () if isinstance(p, dict)]
+            else:
+                self.by_node[node] = [p for p in self.every if _dict(p.get("spec")).get("nodeName") == node]
+        return self.by_node[node]
+
+    def get(self, node, uid):
+        """The pod of UID ``uid``: on ``node`` first, else anywhere (None where there is none)."""
+        for pod in self.on(node):
+            if _meta(pod).get("uid") == uid:
+                return pod
+        if "*" not in self.uids:
+            self.uids["*"] = dict((_meta(p).get("uid"), p) for p in self.all() if isinstance(_meta(p).get("uid"), str))
+        return self.uids["*"].get(uid)
+
+
 def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
-    """The plan (see the module docstring). ``items``: ``[{node, host, health, entries[, untrusted]}]``; ``ledger``:
+    """The plan (see the module docstring). ``items``: ``[{node, host, health, entries[, untrusted]}]``; ``pods``: every pod, or
+    ``pods(node)`` (``_Pods``); ``ledger``:
     ``remediation_ledger.parse``'s; ``now``: epoch seconds; ``policy``: ``eviction.check_policy``'s (None: the default,
     every namespace immediate, the system namespaces never). A host whose node cannot be planned (``_unplannable``) is
     ``unknown`` with the reason, and the others are planned as if it were not there."""
     settings = check_settings(settings)
     policy = policy or eviction.check_policy(None, None)
     nodes_by_name = dict((_meta(n).get("name"), n) for n in api_nodes or () if isinstance(_meta(n).get("name"), str))
-    pods_by_uid = dict((_meta(p).get("uid"), p) for p in pods or () if isinstance(_meta(p).get("uid"), str))
-    cluster = {"pods": pods, "pods_by_uid": pods_by_uid, "pdbs": pdbs, "settings": settings, "policy": policy}
+    cluster = {"pods": _Pods(pods), "pdbs": pdbs, "settings": settings, "policy": policy}
     breaker = ledger.get("breaker") or {}
     reset_at = breaker.get("reset_at")
     named = {}
@@ -401,7 +435,7 @@ def _operator_hold(row, ledger):
 
 def _map_and_evict(row, item, health, cluster):
     """The row's evictions and blockers, by what its action evicts (the actions table): a GPU's pods, the node's, or none.
-    ``cluster``: what the plan read of the cluster for every row (``pods``, ``pods_by_uid``, ``pdbs``) and the run's
+    ``cluster``: what the plan read of the cluster for every row (``pods``: a ``_Pods``, ``pdbs``) and the run's
     ``settings`` and eviction ``policy``."""
     holders, unmapped = pod_gpu_map(item.get("entries"), health.get("gpus") or [])
     row["unmapped_device_ids"] = unmapped
@@ -439,7 +473,8 @@ def _gpu_evictions(row, health, holders, cluster):
     uids = []
     for uuid in targets:
         uids.extend(uid for uid in sorted(holders.get(uuid) or {}) if uid not in uids)
-        row["blockers"].extend(_process_blockers(uuid, by_uuid.get(uuid) or {}, holders.get(uuid) or {}, cluster["pods_by_uid"]))
+        row["blockers"].extend(_process_blockers(uuid, by_uuid.get(uuid) or {}, holders.get(uuid) or {},
+                                                 lambda uid: cluster["pods"].get(row["node"], uid)))
     if any(v.get("opportunistic") for v in verdicts):
         row["opportunistic"] = True
         if uids:
@@ -447,7 +482,7 @@ def _gpu_evictions(row, health, holders, cluster):
             row["reasons"].append("the pending remap waits for a reset while the GPU holds no pods; it holds %d" % len(uids))
         return
     for uid in uids:
-        pod = cluster["pods_by_uid"].get(uid)
+        pod = cluster["pods"].get(row["node"], uid)
         if pod is None or not active(pod):
             continue
         on = [u for u in targets if uid in (holders.get(u) or {})]
@@ -460,7 +495,7 @@ def _gpu_evictions(row, health, holders, cluster):
         row["evictions"].append(_eviction(pod, "holds %s" % ", ".join(on), cluster))
 
 
-def _process_blockers(uuid, gpu, holders, pods_by_uid):
+def _process_blockers(uuid, gpu, holders, pod_of):
     """NVML's processes on a target GPU: every one must be a pod the checkpoint gives this GPU."""
     out = []
     for proc in gpu.get("processes") or ():
@@ -468,7 +503,7 @@ def _process_blockers(uuid, gpu, holders, pods_by_uid):
             out.append({"kind": "host_process", "gpu": uuid, "detail": "process %s (not a pod's) uses %s: a reset would kill it"
                         % (proc.get("pid"), uuid)})
         elif proc["pod_uid"] not in holders:
-            pod = pods_by_uid.get(proc["pod_uid"])
+            pod = pod_of(proc["pod_uid"])
             name = _name(pod) if pod else proc["pod_uid"]
             out.append({"kind": "outside_accounting", "gpu": uuid, "pod": name,
                         "detail": "pod %s uses %s outside kubelet's accounting (its process %s is on the GPU; the checkpoint gives it "
@@ -478,7 +513,7 @@ def _process_blockers(uuid, gpu, holders, pods_by_uid):
 
 def _node_evictions(row, cluster):
     """A node-scoped action: every pod of the node but those kubectl drain leaves (DaemonSet and mirror pods)."""
-    for pod in cluster["pods"] or ():
+    for pod in cluster["pods"].on(row["node"]):
         if (pod.get("spec") or {}).get("nodeName") != row["node"] or not active(pod):
             continue
         if drain.left_by_drain(pod):

@@ -34,7 +34,7 @@ def pair():
 
     def elector(identity):
         return leader.Elector(leases.Leases(api, "gpuops-system", ApiError), "gpuops-events-leader", identity, 10, 2,
-                              clock=lambda: clock[0], wall=lambda: wall[0])
+                              clocks=(lambda: clock[0], lambda: wall[0]))
 
     def tick(seconds):
         clock[0] += seconds
