@@ -207,7 +207,8 @@ def _activation(f, identity, lease, log):
     options = {"kubeconfig": os.path.join(f.cluster.workdir, "role.kubeconfig"), "label_selector": ",".join("%s=%s" % kv for kv in f.label.items()),
                "settle_seconds": 2, "due_seconds": 0, "heartbeat": 3600, "ledger_namespace": f.namespace,
                "leader_election": {"lease": lease, "identity": identity, "lease_seconds": 10, "renew_seconds": 2}}
-    handle = open(str(log), "w")  # pylint: disable=consider-using-with (closed with the process, by the test)
+    # closed with the process, by the test
+    handle = open(str(log), "w")  # noqa: SIM115  pylint: disable=consider-using-with
     proc = subprocess.Popen([sys.executable, os.path.join(kubefleet.HERE, "source_process.py"), _json.dumps(options)],
                             stdout=handle, stderr=subprocess.STDOUT, cwd=str(f.tmp))
     return proc, handle

@@ -63,7 +63,6 @@ def client_of(options):
     return get_api_client(**auth).client.client
 
 
-
 def _checker(options, api):
     """The waiting remediations' check (due.py), or None where ``due_seconds`` is 0."""
     from kubernetes.client.exceptions import ApiException
