@@ -167,12 +167,37 @@ def _selector_matches(selector, labels):
     return True
 
 
+class Budgets:
+    """The PodDisruptionBudgets, indexed once: by namespace, and a budget whose selector has ``matchLabels`` by its first
+    label pair, so a pod is matched against the budgets that could cover it, not every budget of the cluster (at 5,000
+    nodes with a budget per pod, every evicted pod against every budget was most of the plan's time)."""
+
+    def __init__(self, pdbs):
+        self.by_pair, self.scan = {}, {}
+        for index, pdb in enumerate(p for p in pdbs or () if isinstance(p, dict)):
+            namespace = _meta(pdb).get("namespace")
+            selector = _dict(pdb.get("spec")).get("selector")
+            labels = _dict(selector).get("matchLabels") if isinstance(selector, dict) else None
+            if isinstance(labels, dict) and labels and all(isinstance(k, str) for k in labels):
+                first = sorted(labels)[0]
+                self.by_pair.setdefault((namespace, first, labels[first]), []).append((index, pdb))
+            else:
+                self.scan.setdefault(namespace, []).append((index, pdb))
+
+    def candidates(self, namespace, labels):
+        found = dict(self.scan.get(namespace) or ())
+        for key, value in labels.items():
+            found.update(self.by_pair.get((namespace, key, value)) or ())
+        return [found[i] for i in sorted(found)]
+
+
 def pdb_of(pod, pdbs):
-    """The PDBs (``namespace/name``, disruptionsAllowed) that cover ``pod``."""
+    """The PDBs (``namespace/name``, disruptionsAllowed) that cover ``pod`` (``pdbs``: a list, or ``Budgets``)."""
     meta = _meta(pod)
-    labels = meta.get("labels") or {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    budgets = pdbs if isinstance(pdbs, Budgets) else Budgets(pdbs)
     out = []
-    for pdb in pdbs or ():
+    for pdb in budgets.candidates(meta.get("namespace"), labels):
         pmeta = _meta(pdb)
         if pmeta.get("namespace") != meta.get("namespace"):
             continue
@@ -311,7 +336,7 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
     settings = check_settings(settings)
     policy = policy or eviction.check_policy(None, None)
     nodes_by_name = dict((_meta(n).get("name"), n) for n in api_nodes or () if isinstance(_meta(n).get("name"), str))
-    cluster = {"pods": _Pods(pods), "pdbs": pdbs, "settings": settings, "policy": policy}
+    cluster = {"pods": _Pods(pods), "pdbs": Budgets(pdbs), "settings": settings, "policy": policy}
     breaker = ledger.get("breaker") or {}
     reset_at = breaker.get("reset_at")
     named = {}
