@@ -21,7 +21,11 @@ interpreter wrapper that records its CPU: the node side of a real fleet, spent t
 controller's own: ansible's processes, its workers, the connections). "ctl x ping" is the controller's CPU against
 ping's: what a fleet-sized run costs the controller, where its CPU is the limit.
 
-    .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining] [--repair-max N] [--health] [--ssh]
+    .venv/bin/python benchmarks/fleet.py [--nodes 50 100 200] [--forks 10] [--pipelining] [--repair-max N] [--health] [--ssh] [--slices N]
+
+With --slices N, also the check stage as an AWX sliced job (issue 60): N ``site.yml --check`` runs started together, each on
+the share of the inventory AWX gives its slice (hosts by name, every N-th), each with the same forks: on one machine of
+2 cores this shows the slices' overhead and correctness, not a speed-up (AWX runs each slice on its own execution node).
 
 With --ssh, every stage (ping included) reaches the nodes over SSH, as a fleet is reached, instead of local connections:
 the bench starts a throwaway sshd of its own (OpenSSH's ``/usr/sbin/sshd``, Debian's openssh-server: ``apt-get install
@@ -70,6 +74,43 @@ def run(argv, env):
         tail = out.read().decode(errors="replace")[-3000:]
     # Linux: ru_maxrss of a reaped child is the largest of it and its reaped descendants, in KiB
     return wall, usage.ru_maxrss / 1024.0, proc.returncode, tail, usage.ru_utime + usage.ru_stime
+
+
+def run_many(argvs, env):
+    """``run``'s figures for commands started together (AWX's slices of one job): the wall until the last ends, the largest
+    peak RSS of one, the first failure's rc and tail (else the last's), and the CPU of them all."""
+    with contextlib.ExitStack() as files:
+        outs = [files.enter_context(tempfile.TemporaryFile()) for dummy in argvs]
+        start = time.monotonic()
+        procs = [subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT) for argv, out in zip(argvs, outs)]
+        rss = cpu = 0.0
+        codes = []
+        for proc in procs:
+            dummy, status, usage = os.wait4(proc.pid, 0)
+            codes.append(os.waitstatus_to_exitcode(status))
+            rss, cpu = max(rss, usage.ru_maxrss / 1024.0), cpu + usage.ru_utime + usage.ru_stime
+        wall = time.monotonic() - start
+        bad = next((i for i, rc in enumerate(codes) if rc != 0), len(codes) - 1)
+        outs[bad].seek(0)
+        tail = outs[bad].read().decode(errors="replace")[-3000:]
+    return wall, rss, codes[bad], tail, cpu
+
+
+def awx_slices(inventory, count, out):
+    """The inventory files AWX gives the ``count`` slices of a job: the hosts by name, slice k every ``count``-th from the
+    k-th (awx/main/models/inventory.py, ``get_sliced_hosts``); the variables as they are."""
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    with open(inventory, encoding="utf-8") as handle:
+        doc = yaml.safe_load(handle)
+    hosts = sorted(doc["gpu_nodes"]["hosts"])
+    paths = []
+    for number in range(1, count + 1):
+        part = dict(doc, gpu_nodes=dict(doc["gpu_nodes"], hosts=dict((h, doc["gpu_nodes"]["hosts"][h]) for h in hosts[number - 1::count])))
+        paths.append(os.path.join(out, "slice-%d-of-%d.yml" % (number, count)))
+        with open(paths[-1], "w", encoding="utf-8") as handle:
+            yaml.safe_dump(part, handle)
+    return paths
 
 
 def environment(forks, pipelining):
@@ -220,7 +261,21 @@ def timed(argv, env, work, stage, sshd=None):
     return (wall, rss, rc, tail, cpu + sshd.cpu() - before + sshd.reap()) + module_cpu(logs)
 
 
-def measure(nodes, env, work, repair=True, health=False, sshd=None):
+def timed_many(argvs, env, work, stage, sshd=None):
+    """``timed`` for commands started together (the slices of one job)."""
+    extra, logs = module_python(work, stage)
+    if sshd is None:
+        return run_many([a + extra for a in argvs], env) + module_cpu(logs)
+    os.makedirs(os.path.join(work, "cp"), exist_ok=True)
+    before = sshd.cpu()
+    wall, rss, rc, tail, cpu = run_many([a + extra + sshd.args(work) for a in argvs], env)
+    for name in os.listdir(os.path.join(work, "cp")):
+        subprocess.run(["ssh", "-o", "ControlPath=" + os.path.join(work, "cp", name), "-O", "exit", "x"], capture_output=True, check=False)
+    time.sleep(0.5)
+    return (wall, rss, rc, tail, cpu + sshd.cpu() - before + sshd.reap()) + module_cpu(logs)
+
+
+def measure(nodes, env, work, repair=True, health=False, sshd=None, slices=0):
     out = os.path.join(work, "fleet-%d" % nodes)
     inventory = os.path.join(out, "inventory.yml")
     report = os.path.join(out, "report")
@@ -235,6 +290,11 @@ def measure(nodes, env, work, repair=True, health=False, sshd=None):
     rows.append(("ansible -m ping", stage("ping", [os.path.join(BIN, "ansible"), "-i", inventory, "gpu_nodes", "-m", "ping"])))
     site = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, os.path.join(ROOT, "playbooks", "site.yml"), "-e", "gpuops_report_dir=" + report]
     rows.append(("check stage", stage("check", site + ["--tags", "facts,checkpoint", "--check"])))
+    if slices > 1:  # the same check stage as an AWX sliced job: its slices started together, each on its share
+        argvs = [[os.path.join(BIN, "ansible-playbook"), "-i", part, os.path.join(ROOT, "playbooks", "site.yml"), "-e",
+                  "gpuops_report_dir=%s-%d" % (report, number), "--tags", "facts,checkpoint", "--check"]
+                 for number, part in enumerate(awx_slices(inventory, slices, out), 1)]
+        rows.append(("check, %d slices" % slices, timed_many(argvs, env, out, "check-slices-%d" % len(rows), sshd)))
     if repair:
         rows.append(("full repair", stage("first", site)))
         rows.append(("second full run", stage("second", site)))
@@ -272,6 +332,8 @@ def main(argv=None):
                         help="time the full repair only up to this many nodes (it installs the guard on every node: minutes)")
     parser.add_argument("--ssh", action="store_true",
                         help="reach the nodes over SSH (a throwaway local sshd; one control master per node), not local connections")
+    parser.add_argument("--slices", type=int, default=0,
+                        help="also the check stage as an AWX sliced job: N site.yml runs started together, each on its share")
     args = parser.parse_args(argv)
     env = environment(args.forks, args.pipelining)
     print("settings: forks=%d pipelining=%s gather_facts=false strategy=linear, %s, %d cores"
@@ -286,7 +348,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="gpuops-fleet-bench-") as work, \
             (LocalSshd(work) if args.ssh else contextlib.nullcontext()) as sshd:
         for nodes in args.nodes:
-            rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max, health=args.health, sshd=sshd)
+            rows = measure(nodes, env, work, repair=args.repair_max is None or nodes <= args.repair_max, health=args.health, sshd=sshd,
+                           slices=args.slices)
             ping = rows[1][1][0]
             ping_ctl = rows[1][1][4] - rows[1][1][5]
             for name, (wall, rss, dummy, dummy2, cpu, mcpu, calls) in rows:
