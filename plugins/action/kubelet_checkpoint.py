@@ -131,10 +131,10 @@ class ActionModule(ActionBase):
         as ``restart_place``), or the failure to take one: the module then never runs, kubelet untouched."""
         report = {}
         try:
-            held = restart_place.Held(place, report).take()
+            held = restart_place.Held(place, (task_vars or {}).get("inventory_hostname"), report).take()
         except Exception as exc:  # noqa: BLE001 (no place, the API's refusal, no cluster: this node fails, named; never a traceback)
-            return dict(failed=True, restart_place=report, msg="restart_place: no kubelet was stopped on %s: %s: %s" % (
-                place["node"], type(exc).__name__, str(exc)[:300]))
+            return dict(failed=True, restart_place=report, msg="restart_place: no kubelet was stopped: %s: %s" % (
+                type(exc).__name__, str(exc)[:300]))
         try:
             done = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
         finally:

@@ -13,13 +13,15 @@ module (kubelet stopped, the checkpoint repaired, kubelet started), and gives th
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import leases, restart_slots
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import dns_label, dns_name
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import dns_label
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
-FIELDS = {"limit": str, "namespace": str, "run": str, "node": str, "hold_seconds": int, "wait_seconds": int, "kubeconfig": str}
+FIELDS = {"limit": str, "namespace": str, "run": str, "hold_seconds": int, "wait_seconds": int, "kubeconfig": str}
+HOST = re.compile(r"\A[A-Za-z0-9._:@-]{1,200}\Z")
 RUN = re.compile(r"\A[A-Za-z0-9._-]{1,64}\Z")
 
 
@@ -30,7 +32,7 @@ class RestartPlaceError(GpuopsError):
 def check(spec):
     """``spec`` (the task's ``restart_place``) checked and typed; ParameterError names the field (``restart_place.<key>``)."""
     if not isinstance(spec, dict):
-        raise ParameterError("restart_place", "give a mapping (limit, namespace, run, node, hold_seconds, wait_seconds), got %s" % type(spec).__name__)
+        raise ParameterError("restart_place", "give a mapping (limit, namespace, run, hold_seconds, wait_seconds), got %s" % type(spec).__name__)
     unknown = sorted(set(spec) - set(FIELDS))
     if unknown:
         raise ParameterError("restart_place.%s" % unknown[0], "is not a field (%s)" % ", ".join(sorted(FIELDS)))
@@ -41,13 +43,10 @@ def check(spec):
             out[key] = kind(value) if value is not None else out.get(key)
         except (TypeError, ValueError):
             raise ParameterError("restart_place.%s" % key, "must be %s, got %r" % ("a whole number" if kind is int else "a string", value)) from None
-    for key in ("run", "node"):
-        if not out.get(key):
-            raise ParameterError("restart_place.%s" % key, "is required")
+    if not out.get("run"):
+        raise ParameterError("restart_place.run", "is required")
     if not RUN.match(out["run"]):
         raise ParameterError("restart_place.run", "must be 1 to 64 letters, digits, '-', '_' or '.', got %r" % out["run"][:80])
-    if not dns_name(out["node"]):
-        raise ParameterError("restart_place.node", "must be a Kubernetes node name (DNS-1123), got %r" % out["node"][:80])
     if not dns_label(out["namespace"]):
         raise ParameterError("restart_place.namespace", "must be a namespace name (DNS-1123 label), got %r" % out["namespace"][:80])
     for key, low in (("hold_seconds", 1), ("wait_seconds", 0)):
@@ -68,11 +67,20 @@ def _client(spec):
     return get_api_client(**({"kubeconfig": spec["kubeconfig"]} if spec["kubeconfig"] else {})).client.client
 
 
-class Held:
-    """One of the fleet's places, held by ``<run>/<node>`` (``take``) until ``give_back``; ``report`` (a dict) gets ``place``,
-    ``places``, ``waited_seconds``, then ``given_back``."""
+def holder(run, host):
+    """``<run>/<host>``: the inventory's name of the host, which a node cannot change (its facts may set ``gpuops_node_name``
+    and rank above the inventory's; ``inventory_hostname`` is a magic variable, set last), its SHA-256 where it is not a
+    plain name."""
+    if not HOST.match(host or ""):
+        host = "sha256-" + hashlib.sha256((host or "").encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return "%s/%s" % (run, host)
 
-    def __init__(self, spec, report):
+
+class Held:
+    """One of the fleet's places, held by ``holder(run, host)`` (``take``) until ``give_back``; ``report`` (a dict) gets
+    ``place``, ``places``, ``waited_seconds``, then ``given_back``."""
+
+    def __init__(self, spec, host, report):
         from kubernetes.client import CoordinationV1Api, CoreV1Api  # pylint: disable=import-outside-toplevel
         from kubernetes.client.exceptions import ApiException  # pylint: disable=import-outside-toplevel
 
@@ -84,7 +92,7 @@ class Held:
         percent = spec["limit"].strip().endswith("%")
         fleet = len(gpu_fleet(client.sanitize_for_serialization(CoreV1Api(client).list_node().items))) if percent else 0
         self.places = restart_slots.Places(lease_api, restart_slots.places(spec["limit"], fleet))
-        self.identity = "%s/%s" % (spec["run"], spec["node"])
+        self.identity = holder(spec["run"], host)
         self.spec = spec
 
     def take(self):

@@ -142,13 +142,16 @@ def test_two_runs_racing_for_the_last_place_cannot_both_take_it():
 def test_the_repair_tasks_restart_place_is_checked_naming_the_field():
     from ansible_collections.gpuops.fleet.plugins.plugin_utils import _restart_place as restart_place  # pylint: disable=import-outside-toplevel
 
-    good = {"limit": "10%", "namespace": "gpuops-system", "run": "1042", "node": "gpu-node-7", "hold_seconds": "600",
-            "wait_seconds": 60, "kubeconfig": ""}
+    good = {"limit": "10%", "namespace": "gpuops-system", "run": "1042", "hold_seconds": "600", "wait_seconds": 60, "kubeconfig": ""}
     assert restart_place.check(good)["hold_seconds"] == 600  # a survey's string, typed
-    for field, value in (("limit", "0"), ("run", "a b"), ("node", "Node_7"), ("namespace", "Gpu"), ("hold_seconds", 0),
-                         ("wait_seconds", "soon"), ("rack", "r1")):
+    for field, value in (("limit", "0"), ("run", "a b"), ("namespace", "Gpu"), ("hold_seconds", 0), ("wait_seconds", "soon"),
+                         ("node", "gpu-node-7"), ("rack", "r1")):
         with pytest.raises(ParameterError) as caught:
             restart_place.check(dict(good, **{field: value}))
         assert caught.value.field == "restart_place.%s" % field, caught.value
     with pytest.raises(ParameterError):
         restart_place.check("5")
+    # the holder is the inventory's host name, never a name the node's facts give: a plain name as it is, another hashed
+    assert restart_place.holder("1042", "gpu-node-7.example") == "1042/gpu-node-7.example"
+    odd = restart_place.holder("1042", "rack 7 / node\n8")
+    assert odd.startswith("1042/sha256-") and "\n" not in odd and odd.count("/") == 1
