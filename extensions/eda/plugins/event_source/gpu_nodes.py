@@ -280,12 +280,17 @@ async def _lead(checked, window):
 
 
 async def _renew(elector, window, every):
-    """The leader's renewals, each writing what its window ran; raises LeaderLost when it cannot renew in time."""
+    """The leader's renewals, each writing what its window ran where that changed (the Lease keeps it otherwise); raises
+    LeaderLost when it cannot renew in time."""
     import time
 
+    written = None
     while True:
         await asyncio.sleep(every)
-        await asyncio.to_thread(elector.step, window.handover(time.monotonic(), time.time()))
+        handover = window.handover(time.monotonic(), time.time())
+        renewed = await asyncio.to_thread(elector.step, handover if handover != written else None)
+        if renewed and elector.error is None:
+            written = handover
 
 
 if __name__ == "__main__":

@@ -97,7 +97,8 @@ class FaultWindow:
         horizon = max(self.flap, self.MIN_AGAIN, self.again_max)
         with self.lock:
             recent = sorted(((t, n) for n, t in self.last_run.items() if now - t < horizon), reverse=True)[:most]
-            return dict((n, [round(wall - (now - t), 3), max(1, self.attempts.get(n, 1))]) for t, n in recent)
+            # whole seconds: the same runs give the same handover, so the leader writes it only when it changed
+            return dict((n, [int(round(wall - (now - t))), max(1, self.attempts.get(n, 1))]) for t, n in recent)
 
     def seed(self, runs, now, wall):
         """The previous leader's ``handover``: its nodes count as run when it ran them (never run again within the flap
