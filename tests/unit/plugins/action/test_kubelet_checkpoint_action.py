@@ -257,3 +257,66 @@ def test_the_roles_per_node_tasks_name_no_filter_of_the_collection():
         with open(os.path.join(tasks, name), encoding="utf-8") as handle:
             text = "\n".join(line for line in handle if not line.lstrip().startswith("#"))
         assert "role:" in text and not re.search(r"\|\s*gpuops\.fleet\.", text), name
+
+
+class _Places:
+    """plugin_utils/_restart_place.Held's stand-in: records the order of take, the module's call and give_back."""
+
+    def __init__(self, log, fail=None):
+        self.log, self.fail = log, fail
+
+    def __call__(self, spec, host, report):
+        self.log.append(("held by", spec["run"], host))
+        self.report = report
+        return self
+
+    def take(self):
+        if self.fail:
+            raise self.fail
+        self.log.append("take")
+        self.report["place"] = "gpuops-kubelet-restart-0"
+        return self
+
+    def give_back(self):
+        self.log.append("give_back")
+
+
+def _placed_run(monkeypatch, place, replies, check_mode=False, fail=None):
+    from ansible.plugins.action import ActionBase
+
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _restart_place as restart_place
+
+    log = []
+    monkeypatch.setattr(restart_place, "Held", _Places(log, fail))
+    action = _action({"strategy": "prune", "restart_place": place}, {"gpuops.fleet.kubelet_checkpoint": replies}, check_mode=check_mode)
+    inner = action._execute_module
+
+    def execute(**kwargs):
+        log.append("module")
+        return inner(**kwargs)
+    action._execute_module = execute
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    return action.run(task_vars={"inventory_hostname": "gpu-7", "gpuops_node_name": "another-node"}), action, log
+
+
+def test_a_restart_place_is_held_around_the_repair_and_given_back_also_when_it_fails(monkeypatch):
+    place = {"limit": "2", "namespace": "gpuops-system", "run": "1042", "hold_seconds": "600", "wait_seconds": 60}
+    result, action, log = _placed_run(monkeypatch, place, [{"changed": True, "action": "pruned"}])
+    # the holder is the inventory's host name (a magic variable), never gpuops_node_name (a node's facts outrank the inventory)
+    assert log == [("held by", "1042", "gpu-7"), "take", "module", "give_back"], log
+    assert result["restart_place"]["place"] == "gpuops-kubelet-restart-0" and result["changed"] is True
+    assert "restart_place" not in action.calls[0][2]  # the controller's: never sent to the node
+    failed, dummy, log = _placed_run(monkeypatch, place, [{"failed": True, "msg": "kubelet did not start"}])
+    assert log[-2:] == ["module", "give_back"] and failed["failed"]
+
+
+def test_no_place_no_module_call_and_check_mode_takes_none(monkeypatch):
+    from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.restart_slots import NoPlace
+
+    place = {"limit": "2", "run": "1042"}
+    result, action, log = _placed_run(monkeypatch, place, [], fail=NoPlace("1042/gpu-7", 2, ["9/a", "9/b"], 60))
+    assert result["failed"] and "no kubelet was stopped" in result["msg"] and "9/a" in result["msg"] and action.calls == []
+    result, action, log = _placed_run(monkeypatch, place, [{"changed": False}], check_mode=True)
+    assert log == ["module"] and "restart_place" not in result
+    result, action, log = _placed_run(monkeypatch, dict(place, limit="0"), [])
+    assert result["failed"] and result["msg"].startswith("restart_place.limit:") and action.calls == [] and log == []
