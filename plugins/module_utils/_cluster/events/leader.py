@@ -10,7 +10,7 @@ clocks need not agree; a leader that cannot renew within its renew deadline stop
 and receives alerts; a standby waits. A leader that stops gives the Lease up, so its standby takes over at once; one that
 dies is replaced within ``lease_seconds`` plus one ``renew_seconds``.
 
-**No window twice.** At each renewal the leader writes the nodes its fault window ran lately (``handover``: the node, when,
+**No window twice.** At a renewal after they changed, the leader writes the nodes its fault window ran lately (``handover``: the node, when,
 how many runs) into the Lease's annotation; a new leader seeds its window with them, so it never runs again, within the
 flap window, a window the old leader ran (a node still unhealthy is offered again on the window's own backoff, as it
 would have been). The new leader begins with the startup event (its first list). Pure but for ``Leases``."""
