@@ -63,6 +63,14 @@ def build(nodes):
     return items, api_nodes, pods, pdbs
 
 
+def pods_source(by_node, pods, asked):
+    """``pods(node)`` as the module asks the API: one node's pods (a field selector), None for every pod; each ask recorded."""
+    def pods_of(node):
+        asked.append(node)
+        return list(by_node.get(node, ())) if node is not None else pods
+    return pods_of
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[200, 1000])
@@ -76,9 +84,7 @@ def main():
             by_node.setdefault(pod["spec"]["nodeName"], []).append(pod)
         asked = []
 
-        def pods_of(node, asked=asked, by_node=by_node, pods=pods):  # as the module asks the API: one node's pods, None for every pod
-            asked.append(node)
-            return list(by_node.get(node, ())) if node is not None else pods
+        pods_of = pods_source(by_node, pods, asked)
         times, peak, planned = [], 0, 0
         for dummy in range(args.runs):
             tracemalloc.start()
