@@ -252,7 +252,7 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import ledger as ledgers
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan as rp
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
-from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import ApiException, Watcher
+from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import ApiException, listed
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import dns_name
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
 
@@ -280,12 +280,6 @@ def _hosts(items):
     return out
 
 
-def _listed(list_fn, slim=None, **kwargs):
-    """Every object of a list call, the API's JSON read raw 500 a page (no client models: at 5,000 Nodes those were most
-    of the plan's time and memory), each reduced by ``slim`` as it arrives."""
-    return Watcher(list_fn, _keep=False, _page=500, _slim=slim, **kwargs).list()
-
-
 def _slim_node(node):
     """A Node without the images kubelet lists in its status (most of a Node's bytes; the plan reads none of them)."""
     status = node.get("status")
@@ -298,10 +292,10 @@ def _pods_of(api):
     """``pods(node)``: the pods on ``node`` (a field selector; a name that is no Node name, none), ``pods(None)`` every pod."""
     def pods(node):
         if node is None:
-            return _listed(api.list_pod_for_all_namespaces)
+            return listed(api.list_pod_for_all_namespaces)
         if not dns_name(node):
             return []
-        return _listed(api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
+        return listed(api.list_pod_for_all_namespaces, field_selector="spec.nodeName=%s" % node)
     return pods
 
 
@@ -344,7 +338,7 @@ def main():
         if reset:
             ledger = ledgers.reset(ledger, p["breaker_reset_reason"].strip(), now)
         # the pods are asked for only on the nodes a row acts on (plan._Pods): k calls for k faulty nodes, whatever the fleet
-        result = rp.plan(hosts, _listed(api.list_node, slim=_slim_node), _pods_of(api), _pdbs(client), ledger, settings, now, policy)
+        result = rp.plan(hosts, listed(api.list_node, slim=_slim_node), _pods_of(api), _pdbs(client), ledger, settings, now, policy)
         write = reset or (p["record"] and result.get("tripped_now"))
         if write and not module.check_mode:
             ledger = dict(ledger, breaker=result["breaker"])

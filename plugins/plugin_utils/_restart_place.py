@@ -84,13 +84,14 @@ class Held:
         from kubernetes.client import CoordinationV1Api, CoreV1Api  # pylint: disable=import-outside-toplevel
         from kubernetes.client.exceptions import ApiException  # pylint: disable=import-outside-toplevel
 
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import listed  # pylint: disable=import-outside-toplevel
         from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import gpu_fleet  # pylint: disable=import-outside-toplevel
 
         self.report, self.api_exception = report, ApiException
         client = _client(spec)
         lease_api = leases.Leases(CoordinationV1Api(client), spec["namespace"], ApiException)
         percent = spec["limit"].strip().endswith("%")
-        fleet = len(gpu_fleet(client.sanitize_for_serialization(CoreV1Api(client).list_node().items))) if percent else 0
+        fleet = len(gpu_fleet(listed(CoreV1Api(client).list_node))) if percent else 0  # raw pages, as the plan reads them
         self.places = restart_slots.Places(lease_api, restart_slots.places(spec["limit"], fleet))
         self.identity = holder(spec["run"], host)
         self.spec = spec
