@@ -74,6 +74,19 @@ class _Marked(Exception):
     pass
 
 
+_GPU_RESOURCES = {}  # (a resource name, the patterns) -> whether it is a GPU resource: a Node's few names, matched once
+
+
+def _gpu_resource(resource, resources):
+    key = (resource, tuple(resources))
+    found = _GPU_RESOURCES.get(key)
+    if found is None:
+        if len(_GPU_RESOURCES) >= 4096:  # a node that invents names: the cache starts again, never grows without end
+            _GPU_RESOURCES.clear()
+        found = _GPU_RESOURCES[key] = isinstance(resource, str) and any(fnmatch.fnmatchcase(resource, p) for p in resources)
+    return found
+
+
 def _view(node, resources, by_label):
     if _UNREADABLE in _dict(node):
         raise _Marked(node[_UNREADABLE])
@@ -85,7 +98,7 @@ def _view(node, resources, by_label):
     capacity, allocatable = _dict(status.get("capacity")), _dict(status.get("allocatable"))
     gpus = {}
     for resource in sorted(set(capacity) | set(allocatable)):
-        if isinstance(resource, str) and any(fnmatch.fnmatchcase(resource, p) for p in resources):
+        if _gpu_resource(resource, resources):
             have, free = _count(capacity.get(resource)), _count(allocatable.get(resource))
             if have:
                 gpus[resource[:MAX_TEXT]] = [have, free if free is not None else 0]

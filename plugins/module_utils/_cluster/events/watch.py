@@ -20,8 +20,14 @@ from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.events impor
 AUTH = ("kubeconfig", "context", "host", "api_key", "validate_certs", "ca_cert")
 
 
+_NOW = [None, None]  # the second and its text: a watch event's observed_at, formatted once a second, not once an event
+
+
 def _now():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    second = int(time.time())
+    if _NOW[0] != second:
+        _NOW[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))]
+    return _NOW[1]
 
 
 class _Listener:
@@ -107,8 +113,10 @@ def follow(options, emit, stop, client=None, clock=time.monotonic, window=None):
                 relist = False
             due = (window.due(), reboots.due())
             until = min([beat, clock() + options["watch_seconds"]] + [d for d in due if d is not None] + ([check_at] if checker else []))
-            # back at once when an event opens a window, so it closes settle_seconds later, not at the next heartbeat
-            watcher.wait(lambda dummy, due=due: stop.is_set() or (window.due(), reboots.due()) != due, until)
+            # back at once when an event opens a window, so it closes settle_seconds later, not at the next heartbeat (only an
+            # opening moves a window's due time between two flushes: a counter, not the due times computed at every event)
+            opens = (window.opens, reboots.opens)
+            watcher.wait(lambda dummy, opens=opens: stop.is_set() or (window.opens, reboots.opens) != opens, until)
             attempt = 0
             for batch in (window.flush(clock(), _now()), reboots.flush(clock(), _now())):
                 if batch:

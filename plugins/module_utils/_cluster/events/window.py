@@ -45,6 +45,7 @@ class FaultWindow:
         # an alert names a node only where it is one of them (alerts.node_of)
         self.known = None
         self.watching = False  # a Node watch shares this window (``expect_watch``): the alerts wait for its first list
+        self.opens = 0  # how many times a fault opened the window: what the watch compares to know its due time moved
         self.lock = threading.RLock()  # the sources of one ruleset share a window (``shared``): the Node watch runs in a thread
 
     def expect_watch(self):
@@ -63,6 +64,7 @@ class FaultWindow:
         with self.lock:
             if self.opened is None:
                 self.opened = now
+                self.opens += 1
             if node not in self.nodes:
                 self.nodes.append(node)
 
