@@ -17,10 +17,10 @@ import hashlib
 import re
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import leases, restart_slots
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import dns_label
+from ansible_collections.gpuops.fleet.plugins.module_utils._common import settings
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import dns_label, is_int
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError, ParameterError
 
-FIELDS = {"limit": str, "namespace": str, "run": str, "hold_seconds": int, "wait_seconds": int, "kubeconfig": str}
 HOST = re.compile(r"\A[A-Za-z0-9._:@-]{1,200}\Z")
 RUN = re.compile(r"\A[A-Za-z0-9._-]{1,64}\Z")
 
@@ -29,33 +29,41 @@ class RestartPlaceError(GpuopsError):
     """The places cannot be used here (no namespace, no RBAC): what to set."""
 
 
-def check(spec):
-    """``spec`` (the task's ``restart_place``) checked and typed; ParameterError names the field (``restart_place.<key>``)."""
-    if not isinstance(spec, dict):
-        raise ParameterError("restart_place", "give a mapping (limit, namespace, run, hold_seconds, wait_seconds), got %s" % type(spec).__name__)
-    unknown = sorted(set(spec) - set(FIELDS))
-    if unknown:
-        raise ParameterError("restart_place.%s" % unknown[0], "is not a field (%s)" % ", ".join(sorted(FIELDS)))
-    out = {"limit": "5", "namespace": "gpuops-system", "hold_seconds": 600, "wait_seconds": 1800, "kubeconfig": ""}
-    for key, value in spec.items():
-        kind = FIELDS[key]
-        try:
-            out[key] = kind(value) if value is not None else out.get(key)
-        except (TypeError, ValueError):
-            raise ParameterError("restart_place.%s" % key, "must be %s, got %r" % ("a whole number" if kind is int else "a string", value)) from None
-    if not out.get("run"):
-        raise ParameterError("restart_place.run", "is required")
-    if not RUN.match(out["run"]):
-        raise ParameterError("restart_place.run", "must be 1 to 64 letters, digits, '-', '_' or '.', got %r" % out["run"][:80])
-    if not dns_label(out["namespace"]):
-        raise ParameterError("restart_place.namespace", "must be a namespace name (DNS-1123 label), got %r" % out["namespace"][:80])
-    for key, low in (("hold_seconds", 1), ("wait_seconds", 0)):
-        if not low <= out[key] <= 86400:
-            raise ParameterError("restart_place.%s" % key, "must be from %d to 86400, got %d" % (low, out[key]))
+def _text(what, pattern=None):
+    def _check(value):
+        if not isinstance(value, str):
+            return "must be %s, got %s" % (what, type(value).__name__)
+        return None if pattern is None or pattern(value) else "must be %s, got %r" % (what, value[:80])
+    return _check
+
+
+def _limit(value):
     try:
-        restart_slots.places(out["limit"], 1)
+        restart_slots.places(value, 1)
     except ParameterError as exc:
-        raise ParameterError("restart_place.limit", exc.reason) from None
+        return exc.reason
+    return None
+
+
+SETTINGS = settings.Table(
+    settings.row("limit", "str", "5", check=_limit),
+    settings.row("namespace", "str", "gpuops-system", check=_text("a namespace name (DNS-1123 label)", dns_label)),
+    settings.row("run", "str", None, check=_text("1 to 64 letters, digits, '-', '_' or '.'", RUN.match)),
+    settings.row("hold_seconds", "int", 600, check=settings.whole(1, 86400)),
+    settings.row("wait_seconds", "int", 1800, check=settings.whole(0, 86400)),
+    settings.row("kubeconfig", "str", "", check=_text("a path")),
+)
+
+
+def check(spec):
+    """``spec`` (the task's ``restart_place``) checked and typed (a survey's strings turned into numbers, as every other
+    setting); ParameterError names the field (``restart_place.<key>``)."""
+    if not isinstance(spec, dict):
+        raise ParameterError("restart_place", "give a mapping (%s), got %s" % (", ".join(SETTINGS.names()), type(spec).__name__))
+    out = SETTINGS.check_all(dict((k, str(v) if k == "limit" and is_int(v) else v) for k, v in spec.items()),
+                             coerce=settings.coerce, where="restart_place.")
+    if not out["run"]:
+        raise ParameterError("restart_place.run", "is required")
     return out
 
 
@@ -85,13 +93,14 @@ class Held:
         from kubernetes.client.exceptions import ApiException  # pylint: disable=import-outside-toplevel
 
         from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_watch import listed  # pylint: disable=import-outside-toplevel
-        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation.plan import gpu_fleet  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import plan  # pylint: disable=import-outside-toplevel
 
         self.report, self.api_exception = report, ApiException
         client = _client(spec)
         lease_api = leases.Leases(CoordinationV1Api(client), spec["namespace"], ApiException)
         percent = spec["limit"].strip().endswith("%")
-        fleet = len(gpu_fleet(listed(CoreV1Api(client).list_node))) if percent else 0  # raw pages, as the plan reads them
+        # raw pages, as the plan reads them, each Node cut to what the count reads as it arrives
+        fleet = len(plan.gpu_fleet(listed(CoreV1Api(client).list_node, slim=plan.fleet_view))) if percent else 0
         self.places = restart_slots.Places(lease_api, restart_slots.places(spec["limit"], fleet))
         self.identity = holder(spec["run"], host)
         self.spec = spec

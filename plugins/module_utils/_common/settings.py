@@ -114,7 +114,10 @@ class Table:
                 raise ParameterError((where or "") + str(key), "is not a setting here (known: %s)" % ", ".join(sorted(self.by_name)))
             if value is None:
                 continue
-            value = coerce(self.by_name[key], value) if coerce else value
+            try:
+                value = coerce(self.by_name[key], value) if coerce else value
+            except ParameterError as exc:  # the field as this table's caller names it (``where``)
+                raise ParameterError((where or "") + exc.field, exc.reason) from None
             found = self.refusal(key, value)
             if found:
                 raise ParameterError((where or "") + found[0], found[1])

@@ -145,12 +145,16 @@ def test_the_repair_tasks_restart_place_is_checked_naming_the_field():
     good = {"limit": "10%", "namespace": "gpuops-system", "run": "1042", "hold_seconds": "600", "wait_seconds": 60, "kubeconfig": ""}
     assert restart_place.check(good)["hold_seconds"] == 600  # a survey's string, typed
     for field, value in (("limit", "0"), ("run", "a b"), ("namespace", "Gpu"), ("hold_seconds", 0), ("wait_seconds", "soon"),
-                         ("node", "gpu-node-7"), ("rack", "r1")):
+                         ("hold_seconds", True), ("kubeconfig", 5), ("node", "gpu-node-7"), ("rack", "r1")):
         with pytest.raises(ParameterError) as caught:
             restart_place.check(dict(good, **{field: value}))
         assert caught.value.field == "restart_place.%s" % field, caught.value
     with pytest.raises(ParameterError):
         restart_place.check("5")
+    assert restart_place.check(dict(good, limit=2, wait_seconds="0"))["limit"] == "2"  # a number of places, as the role gives it
+    with pytest.raises(ParameterError) as caught:
+        restart_place.check(dict(good, run=None))
+    assert caught.value.field == "restart_place.run"
     # the holder is the inventory's host name, never a name the node's facts give: a plain name as it is, another hashed
     assert restart_place.holder("1042", "gpu-node-7.example") == "1042/gpu-node-7.example"
     odd = restart_place.holder("1042", "rack 7 / node\n8")
