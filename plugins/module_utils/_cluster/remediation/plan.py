@@ -376,6 +376,15 @@ def plan(items, api_nodes, pods, pdbs, ledger, settings, now, policy=None):
     return result
 
 
+def fleet_view(node):
+    """What ``gpu_fleet`` reads of a Node (its name, GPU feature discovery's label, its capacity): a list's ``slim`` where
+    only the fleet's size is wanted (the kubelet restart places)."""
+    meta, status = _meta(node), _dict(_dict(node).get("status"))
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    return {"metadata": {"name": meta.get("name"), "labels": dict((k, v) for k, v in labels.items() if k == "nvidia.com/gpu.present")},
+            "status": {"capacity": _dict(status.get("capacity"))}}
+
+
 def gpu_fleet(api_nodes):
     """The names of the GPU Nodes among ``api_nodes`` (as the API serves them): a GPU resource in the Node's capacity (its
     allocatable may be 0 while the plugin withholds every GPU), or GPU feature discovery's label ``nvidia.com/gpu.present``."""

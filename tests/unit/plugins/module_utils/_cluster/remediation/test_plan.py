@@ -251,6 +251,9 @@ def test_the_cap_comes_from_the_gpu_fleet_the_api_shows_never_the_runs_limit():
     assert result["scope"] == 21  # g00..g18, gfd and the run's own host; not busy (no GPU shown), not cpu-1
     assert result["capacity"] == {"cap": 3, "in_flight": ["busy"], "room": 2, "stale_open_entries": [], "waiting": []}
     assert one(result, "a")["batch"] == 1
+    # the restart places count the same fleet from Nodes cut to what the count reads (fleet_view, a list's slim)
+    assert rp.gpu_fleet([rp.fleet_view(n) for n in nodes]) == rp.gpu_fleet(nodes) and len(rp.gpu_fleet(nodes)) == 21 - 1
+    assert set(rp.fleet_view(nodes[0])) == {"metadata", "status"} and rp.fleet_view("not a node")["metadata"] == {"name": None, "labels": {}}
 
 
 def test_a_tripped_breaker_stays_tripped_and_a_reset_needs_a_reason():
