@@ -13,7 +13,11 @@ says reset) beside healthy nodes, the collection's device plugin deployed. Two s
 Each is run after a ``report`` run (the plan alone): the remediated node's requests are the remediate run's less the
 report run's (user ``gpuops`` in the audit log); the steps' times are the json callback's task durations.
 
-    .venv/bin/python benchmarks/gpu_remediation.py [--healthy 2] [--scenario reset reboot]
+    .venv/bin/python benchmarks/gpu_remediation.py [--healthy 2] [--scenario reset reboot] [--bare 1000 5000]
+
+``--bare N``: N more GPU Nodes beside the simulated ones, API objects only (8 GPUs in capacity, no kubelet behind them), so
+the plan reads a fleet of N Nodes while one node is remediated; each N is a scenario again, on the same cluster (the
+remediated node's requests and seconds should not grow with N).
 """
 
 from __future__ import annotations
@@ -61,9 +65,29 @@ def steps(run, host):
     return out
 
 
-def scenario(cluster, lib, base, kind, healthy):
-    work = base / kind
+def bare_nodes(cluster, count):
+    """``count`` GPU Nodes in all (API objects only) named bare-NNNNN, created where missing."""
+    from concurrent.futures import ThreadPoolExecutor  # pylint: disable=import-outside-toplevel
+
+    have = set(n.metadata.name for n in cluster.core.list_node().items)
+
+    def make(i):
+        name = "bare-%05d" % i
+        if name in have:
+            return
+        cluster.core.create_node({"metadata": {"name": name, "labels": {"nvidia.com/gpu.present": "true"}}})
+        cluster.core.patch_node_status(name, {"status": {"capacity": {"nvidia.com/gpu": "8", "cpu": "64", "pods": "110"},
+                                                         "allocatable": {"nvidia.com/gpu": "8", "cpu": "63", "pods": "110"}}})
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(make, range(count)))
+
+
+def scenario(cluster, lib, base, kind, healthy, bare=0):
+    work = base / ("%s-%d" % (kind, bare))
     work.mkdir()
+    if bare:
+        bare_nodes(cluster, bare)
     made = []
 
     def fleet(nodes, **options):
@@ -105,6 +129,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--healthy", type=int, default=2, help="healthy nodes beside the faulty one")
     parser.add_argument("--scenario", nargs="+", choices=["reset", "reboot"], default=["reset", "reboot"])
+    parser.add_argument("--bare", type=int, nargs="+", default=[0], help="GPU Nodes beside them, API objects only (each count a run)")
     args = parser.parse_args()
     base = pathlib.Path(tempfile.mkdtemp(prefix="gpuops-bench-"))
     cluster = kubefleet.start_cluster(base / "cluster")
@@ -112,12 +137,13 @@ def main():
     print("SIMULATED nodes and GPUs (simkubelet: pod start 0.5 s, GPU registration 0.5 s, stop 0.3 s); real kube-apiserver, "
           "controllers and audit log; 1 faulty node, %d healthy" % args.healthy)
     try:
-        for kind in args.scenario:
-            got = scenario(cluster, lib, base, kind, args.healthy)
+        for kind, bare in [(k, b) for b in sorted(args.bare) for k in args.scenario]:
+            got = scenario(cluster, lib, base, kind, args.healthy, bare)
             total = sum(s for dummy, s in got["steps"])
-            print("\n%s: remediate run %.1f s (report run alone %.1f s); steps on the node %.1f s; API requests %d (report run %d): "
-                  "%d for the remediated node" % (kind, got["wall"], got["report_wall"], total, got["calls"], got["report_calls"],
-                                                  got["calls"] - got["report_calls"]))
+            print("\n%s, %d bare GPU Nodes beside: remediate run %.1f s (report run alone %.1f s); steps on the node %.1f s; "
+                  "API requests %d (report run %d): %d for the remediated node"
+                  % (kind, bare, got["wall"], got["report_wall"], total, got["calls"], got["report_calls"],
+                     got["calls"] - got["report_calls"]))
             for step, seconds in got["steps"]:
                 print("  %7.2f s  %s" % (seconds, step))
             print("  requests by kind: %s" % ", ".join("%s %d" % kv for kv in got["by_kind"].items()))
