@@ -44,9 +44,9 @@ unit: venv collection-link ## pytest: codec (with the Go oracle), planner, inven
 	@mkdir -p build/pytest
 	GPUOPS_REQUIRE_GO_ORACLE=1 $(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/unit
 
-lab-test: venv collection-link fakes ## the lab: site.yml twice (repair, then changed=0), each node's installed guard, and under ansible-runner as AWX runs it
+lab-test: venv collection-link fakes ## the lab: site.yml twice (repair, then changed=0), each node's installed guard, under ansible-runner as AWX runs it, and the fleet page in a real browser (chromium)
 	@mkdir -p build/pytest
-	$(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/lab tests/runner
+	GPUOPS_REQUIRE_BROWSER=1 $(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/lab tests/runner
 
 # The other ansible-core lines that requires_ansible claims (cached venvs in ~/.cache/gpuops/venvs;
 # 2.20 and 2.21 on pyenv's Python 3.12 and 3.13): module tests through ansible-playbook and the lab

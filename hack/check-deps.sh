@@ -15,6 +15,8 @@ declare -A need=(
   [containerd]=containerd [busybox]=busybox-static [ip]=iproute2 [curl]=curl [findmnt]=util-linux
   # ansible-rulebook (the rulebook tests) runs its rules engine (Drools) on Java 17
   [java]=openjdk-17-jre-headless
+  # the fleet page's browser test (tests/lab/test_fleet_page_browser.py): Debian's chromium, driven by its own chromium-driver
+  [chromium]=chromium [chromedriver]=chromium-driver
 )
 missing=()
 for tool in "${!need[@]}"; do

@@ -16,8 +16,10 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import node_facts
+from ansible_collections.gpuops.fleet.plugins.module_utils._common.health import decision
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.checks import as_bool
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import ParameterError
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _fleet_page as fleet_pages
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _role_specs as role_specs
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._tags import tags_run
 
@@ -234,7 +236,19 @@ def _health(health):
     verdict = health.get("verdict") or {}
     return {"state": verdict.get("state") or "unknown", "action": verdict.get("action") or "none", "scope": verdict.get("scope"),
             "gpus": list(verdict.get("gpus") or ()), "reasons": list(verdict.get("reasons") or ()),
-            "available": bool(health.get("available")), "reason": health.get("reason")}
+            "available": bool(health.get("available")), "reason": health.get("reason"),
+            "gpu_detail": [_gpu_detail(gpu, bool(health.get("available"))) for gpu in health.get("gpus") or ()]}
+
+
+def _gpu_detail(gpu, available):
+    """One GPU of the node's health read, for the report's grid (the fleet page): its verdict, recovery action and XIDs."""
+    verdict = gpu.get("verdict") if isinstance(gpu.get("verdict"), dict) else {}
+    action = verdict.get("action") if isinstance(verdict.get("action"), str) else None
+    recovery = gpu.get("recovery_action") if isinstance(gpu.get("recovery_action"), dict) else {}
+    xids = ["%s %s" % (x.get("code"), x.get("mnemonic") or x.get("bucket") or "") for x in (gpu.get("xids") or ())[:10] if isinstance(x, dict)]
+    return {"index": gpu.get("index"), "uuid": gpu.get("uuid"), "action": action or "none",
+            "state": decision.state_of(action) if available and action else "unknown",
+            "reasons": list(verdict.get("reasons") or ())[:5], "recovery": recovery.get("name"), "xids": [x.strip() for x in xids]}
 
 
 def _health_text(value):
@@ -261,6 +275,23 @@ def gpu_health_row(node_vars):
     row["simulated"] = str(node_vars.get("gpuops_lab", False)).lower() in ("true", "yes", "1", "on")
     row["line"] = "%s: %s%s" % (node, text, " (SIMULATED GPUs)" if row["simulated"] else "")
     return row
+
+
+def fleet_page(report, kind, title=None, generated_at=None, remediation=None):
+    """The fleet at a glance: one self-contained HTML page (plugin_utils/_fleet_page.py) from a run's report: ``kind``
+    ``gpu_health`` (gpu_health.yml's ``{'nodes', 'plan'}``; ``remediation``: gpu_remediation.yml's outcomes by node) or
+    ``site`` (site.yml's fleet summary)."""
+    try:
+        if kind == "gpu_health":
+            nodes = fleet_pages.health(report, remediation)
+        elif kind == "site":
+            nodes = fleet_pages.site(report)
+        else:
+            raise fleet_pages.PageError("kind must be gpu_health or site, got %r" % (kind,))
+    except fleet_pages.PageError as exc:
+        raise AnsibleFilterError("fleet_page: %s" % exc) from None
+    source = {"gpu_health": "playbooks/gpu_health.yml", "site": "playbooks/site.yml"}[kind]
+    return fleet_pages.render(nodes, title or "gpuops.fleet: %s" % source, generated_at or "", source)
 
 
 def fleet_rows(summaries, nodes):
@@ -494,5 +525,6 @@ class FilterModule:
     def filters(self):
         return {"fleet_table": fleet_table, "fleet_markdown": fleet_markdown, "fleet_rows": fleet_rows, "fleet_node_summary": fleet_node_summary,
                 "fleet_reports_merge": fleet_reports_merge,
-                "gpu_health_row": gpu_health_row, "_checkpoint_repair_nodes": checkpoint_repair_nodes, "_tags_run": tags_run,
+                "gpu_health_row": gpu_health_row, "fleet_page": fleet_page, "_checkpoint_repair_nodes": checkpoint_repair_nodes,
+                "_tags_run": tags_run,
                 "_role_argument_errors": role_argument_errors}

@@ -2,9 +2,8 @@
 # Copyright (c) 2026, gpuops.fleet contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Filters gpuops.fleet._remediation_targets, _remediation_report, _bug_report_fetch and _remediation_node_options: the
-gpu_remediation role's plumbing
-(private: a leading underscore), thin wrappers of the run's decisions (module_utils/_cluster/remediation/outcome.py)."""
+"""Filters gpuops.fleet._remediation_targets, _remediation_report, _remediation_outcome, _bug_report_fetch and
+_remediation_node_options: the gpu_remediation role's plumbing (private: a leading underscore), thin wrappers of the run's decisions (module_utils/_cluster/remediation/outcome.py)."""
 
 from __future__ import annotations
 
@@ -58,6 +57,13 @@ def remediation_report(target, results, failure=None, host_facts=None):
         raise AnsibleFilterError(str(exc)) from None
 
 
+def remediation_outcome(target, results, held=None):
+    """One node's line on the run's fleet page: ``{state, timeline, outcome, next}`` (``outcome.page``)."""
+    if not isinstance(target, dict):
+        raise AnsibleFilterError("_remediation_outcome: expects gpu_remediation_target (a row of _remediation_targets' act)")
+    return outcome.page(target, results, held)
+
+
 def bug_report_fetch(evidence, allowed, directory, max_bytes, stat=None):
     """``{"path"}`` where the role may fetch the node's bug report, else ``{"skipped": why}`` (``outcome.bug_report_fetch``)."""
     try:
@@ -82,4 +88,4 @@ def remediation_node_options(values):
 class FilterModule:
     def filters(self):
         return {"_remediation_targets": remediation_targets, "_remediation_report": remediation_report,
-                "_bug_report_fetch": bug_report_fetch, "_remediation_node_options": remediation_node_options}
+                "_bug_report_fetch": bug_report_fetch, "_remediation_outcome": remediation_outcome, "_remediation_node_options": remediation_node_options}

@@ -364,6 +364,12 @@ restored_labels:
   description: With O(state=unpaused) or O(state=released), the labels put back (null removes one).
   returned: state is unpaused or released
   type: dict
+at:
+  description: When the module acted (the controller's clock, UTC); the run's fleet page shows it in the node's timeline.
+  returned: always
+  type: str
+  sample: "2026-12-06T21:40:12Z"
+  version_added: 0.4.0
 recover_seconds:
   description: With O(state=released), seconds from the ledger entry's quarantine to this release.
   returned: state is released
@@ -373,6 +379,8 @@ msg:
   returned: always
   type: str
 """
+
+import time
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.remediation import pause, quarantine, release, session
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import api_client, k8s_module, run
@@ -426,6 +434,7 @@ def main():
         return step(session.Session(api, p, module.check_mode, ApiException))
 
     result = run(module, work)
+    result["at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     if result.get("condition_error"):
         module.warn(result["condition_error"])
     module.exit_json(**result)

@@ -158,6 +158,40 @@ def report(target, results, failure=None):
     return out
 
 
+def page(target, results, held=None):
+    """One node's line on the run's fleet page (plugin_utils/_fleet_page.py): ``{state, timeline, outcome, next}``, from what
+    the role's stages registered (``results``, as ``report`` takes them) and the node's ``report`` (``held``, None where the
+    run brought it back). ``state``: ``released``, ``held`` (the node stays quarantined: its report says why), ``deferred``
+    (a run beside this one took the fleet's last place), ``quarantined`` (quarantine mode's end), or None where this run did
+    nothing to the node (another run holds it). Each stage that ran is a step of the timeline, with the controller's time
+    where its module gave one (``at``: gpu_quarantine's)."""
+    if isinstance(results, (list, tuple)):
+        results = dict(zip(STAGES, results))
+    results = dict((k, v) for k, v in (results or {}).items() if k in STAGES)
+    quarantined = results.get("quarantine") if _ran(results.get("quarantine")) else {}
+    if quarantined.get("claimed_by"):
+        return {"state": None, "timeline": [], "outcome": None, "next": None}
+    timeline = []
+    for stage in STAGES:
+        result = results.get(stage)
+        if not _ran(result):
+            continue
+        step = stage + (" failed" if _failed(stage, result) else "")
+        if stage == "quarantine" and result.get("evicted") is not None:
+            step += " (%d pods evicted)" % len(result.get("evicted") or ())
+        timeline.append({"step": step, "at": result.get("at") if isinstance(result.get("at"), str) else ""})
+    if quarantined.get("deferred"):
+        state = "deferred"
+    elif isinstance(held, dict):
+        state = "held"
+    elif _ran(results.get("release")) and not results["release"].get("failed"):
+        state = "released"
+    else:
+        state = "quarantined" if quarantined else None
+    held = held if isinstance(held, dict) else {}
+    return {"state": state, "timeline": timeline, "outcome": held.get("outcome") or quarantined.get("deferred"), "next": held.get("next")}
+
+
 # the quarantine's states the role stops at for the node without failing it (gpu_quarantine's step; states.py), and what
 # the node waits for there (the report's next)
 HELD = dict((name, states.TABLE[name]["waits_for"]) for name in states.STOPS)

@@ -404,8 +404,12 @@ def decide_node(health):
         reasons.extend(("%s: %s" % (who, r)) if who else r for r in verdict["reasons"])
         if who:
             gpus.append(who)
-    state = "ok" if action == A.NONE else ("attention" if action == A.OBSERVE else "faulty")
-    return {"state": state, "action": action, "scope": A.scope_of(action), "row": chosen[0][0]["row"], "gpus": gpus, "reasons": reasons, "signals": signals}
+    return {"state": state_of(action), "action": action, "scope": A.scope_of(action), "row": chosen[0][0]["row"], "gpus": gpus, "reasons": reasons, "signals": signals}
+
+
+def state_of(action):
+    """A verdict's state from its action: ``ok`` (none), ``attention`` (observe), else ``faulty``."""
+    return "ok" if action == A.NONE else ("attention" if action == A.OBSERVE else "faulty")
 
 
 # -- the NVLink peer rule, once: the plan's targets and the reset's set ---------------------------------------------------------
