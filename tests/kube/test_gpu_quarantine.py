@@ -365,6 +365,16 @@ def test_the_remediation_playbook_resets_only_the_faulty_gpu_and_releases_the_no
     # replacement waited for the cordon to go) and was given GPU 0; after it, the replacement runs again
     assert verified(run, name) == ("ok", [G[0]]), verified(run, name)
     f.wait(lambda: running(f, "on-gpu0"), "GPU 0's replacement pod running after the release")
+    # the run's fleet page (issue 61): node a released, its GPU 0 in the remediation's state, its timeline with the controller's
+    # times; the other nodes as the health report says (the page in a browser: tests/lab/test_fleet_page_browser.py)
+    page = (f.tmp / "report" / "gpu-remediation.html").read_text()
+    data = json.loads(page.split('<script type="application/json" id="fleet-data">', 1)[1].split("</script>", 1)[0])
+    nodes = dict((n["node"], n) for n in data["nodes"])
+    assert sorted(nodes) == sorted(n["name"] for n in f.nodes) and nodes[name]["state"] == "released"
+    assert [c["state"] for c in nodes[name]["gpus"]] == ["released", "ok", "ok"], nodes[name]["gpus"]
+    steps = [t["step"] for t in nodes[name]["timeline"]]
+    assert steps[0] == "quarantine (1 pods evicted)" and steps[-1] == "release" and "reset" in steps, steps
+    assert nodes[name]["timeline"][0]["at"] <= nodes[name]["timeline"][-1]["at"] and nodes[name]["timeline"][-1]["at"].endswith("Z")
 
     rc, run = f.play(dict(extra, gpu_remediation_mode="remediate"), playbook="gpu_remediation.yml")
     assert rc == 0, run.failure()
