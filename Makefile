@@ -11,7 +11,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # ResourceWarning our warnings-as-errors turn into a failed run after every test passed.
 BASETEMP = --basetemp=$(CURDIR)/build/pytest/$@
 
-.PHONY: test deps unit lab-test matrix sanity lint nox docs-site bench demo fakes clean venv collection-link molecule kube kube-build kube-node prom lab fleet-bench ee ee-context
+.PHONY: test deps unit lab-test matrix sanity lint nox docs-site bench demo demo-doctor fakes clean venv collection-link molecule kube kube-build kube-node prom lab fleet-bench ee ee-context
 
 # Every stage CI runs, each timed into out/stages.tsv (.ci/run prints the table at the end). The stages
 # that mostly wait (a real API server, Prometheus, containers booting systemd, the real kubelet node) run
@@ -115,6 +115,10 @@ fakes: venv
 demo: venv collection-link fakes ## the main job on the lab default (SIMULATED GPUs)
 	$(BIN)/ansible-playbook -i lab/inventory.yml lab/setup.yml
 	$(BIN)/ansible-playbook -i lab/inventory.yml playbooks/site.yml -e gpuops_report_dir=$(CURDIR)/out/report
+
+# the control plane is built the first time (about 8 minutes on 2 cores, its progress shown), then reused from the cache
+demo-doctor: venv collection-link fakes kube-build ## the GPU doctor: a fault on a SIMULATED GPU, event, quarantine, reset, release, the fleet page
+	$(BIN)/python lab/doctor.py --out $(CURDIR)/out/doctor
 
 # N lab nodes with SIMULATED GPUs (a realistic mix) under out/fleet: make lab NODES=200
 NODES ?= 200

@@ -50,6 +50,7 @@ def docs_site(session: nox.Session) -> None:
     session.run("antsibull-docs", "--config-file", os.path.join(dest, "antsibull-docs.cfg"), "collection",
                 "--cleanup", "everything", "--fail-on-error", "--use-current", "--squash-hierarchy",
                 "--dest-dir", rst, "gpuops.fleet")
+    _fleet_page_picture(session, rst)
     warnings = os.path.join(dest, "warnings.txt")
     session.run("sphinx-build", "-M", "html", rst, os.path.join(dest, "build"), "-c", dest, "-q", "-w", warnings, silent=True)
     with open(warnings, encoding="utf-8") as handle:
@@ -60,6 +61,24 @@ def docs_site(session: nox.Session) -> None:
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(os.path.join(dest, "build", "html"), out)
     session.log("docs site: %s" % os.path.join(out, "index.html"))
+
+
+# The fleet page's picture, taken by the browser test (tests/lab/test_fleet_page_browser.py, make lab-test) at this tree: put
+# under the health guide's "The fleet page" in the site this session builds, so the picture is never older than the code.
+# The collection's own docs (galaxy-importer, docs.ansible.com) carry the guide's text alone: a picture there would go stale.
+PICTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "build", "docsite-images", "fleet-page.png")
+
+
+def _fleet_page_picture(session: nox.Session, rst: str) -> None:
+    guide = os.path.join(rst, "docsite", "guide_health.rst")
+    if not os.path.exists(PICTURE) or not os.path.exists(guide):
+        session.log("no picture of the fleet page (make lab-test takes it): the site shows the guide's text alone")
+        return
+    shutil.copy(PICTURE, os.path.join(rst, "docsite", "fleet-page.png"))
+    with open(guide, "a", encoding="utf-8") as handle:
+        handle.write("\n.. image:: fleet-page.png\n   :alt: the fleet page of the lab's gpu_health.yml in Debian's chromium\n\n"
+                     "The lab's ``gpu_health.yml`` page (SIMULATED GPUs), lab-gpushare's GPU 1 clicked, as the browser test saw it "
+                     "when this site was built.\n")
 
 
 if __name__ == "__main__":

@@ -220,13 +220,13 @@ class Cluster:
 class Fleet:
     """SIMULATED GPU nodes: Node objects (simulated kubelet) + sysroots (kubelet files, fake NVML)."""
 
-    def __init__(self, cluster, tmp_path, fake_lib_dir, nodes, **sim_options):
+    def __init__(self, cluster, tmp_path, fake_lib_dir, nodes, prefix=None, **sim_options):
         run = next(COUNTER)
         self.cluster = cluster
         self.tmp = tmp_path
         self.label = {"gpuops.test/run": "r%d-%d" % (os.getpid(), run)}
         self.namespace = cluster.namespace("gpuops-t%d-%d" % (os.getpid(), run))
-        self.prefix = "t%d-" % run
+        self.prefix = prefix or "t%d-" % run  # the nodes' names: the prefix and each spec's name (the demo's lab-gpu-a)
         self.nodes = []
         hosts = {}
         for spec in nodes:
