@@ -70,8 +70,8 @@ def main():
                 filters.append(time.monotonic() - began)
             os.unlink(handle.name)
             print("%d nodes x 8 GPUs: page %.0f KiB (%d bytes), built in %.2f s; chromium: drawn in %.2f s (median of %d, max %.2f), "
-                  "filter by state %.3f s (%s)" % (count, len(html.encode()) / 1024.0, len(html.encode()), build, statistics.median(loads),
-                                                  args.runs, max(loads), statistics.median(filters), shown))
+                  "filter by state %.3f s (%s)" % (count, len(html.encode()) / 1024.0, len(html.encode()), build,
+                                                   statistics.median(loads), args.runs, max(loads), statistics.median(filters), shown))
     finally:
         driver.quit()
 

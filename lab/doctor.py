@@ -100,8 +100,8 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _terminate)
     print("gpuops.fleet: the GPU doctor on three SIMULATED GPU nodes (fake NVML, simulated kubelet and device plugin); the API "
           "server, scheduler, controllers and ansible-rulebook are real.", flush=True)
-    if not args.cluster and not os.path.exists(os.path.join(os.environ.get("GPUOPS_CACHE", os.path.expanduser("~/.cache/gpuops")),
-                                                              "kube-v1.20.2", "kube-apiserver")):
+    cache = os.environ.get("GPUOPS_CACHE", os.path.expanduser("~/.cache/gpuops"))
+    if not args.cluster and not os.path.exists(os.path.join(cache, "kube-v1.20.2", "kube-apiserver")):
         print("First run: building the control plane from Debian's kubernetes source, about 8 minutes on 2 cores (cached after).",
               flush=True)
     work = tempfile.mkdtemp(prefix="gpuops-doctor-")
@@ -138,8 +138,8 @@ def main(argv=None):
         print("\nthe fleet now:", flush=True)
         for node in f.nodes:
             api = f.node(node["name"])
-            print("  %-12s GPUs allocatable %d of %d, %s" % (node["name"], f.allocatable(node["name"]), len(node["gpus"]),
-                                                           "cordoned" if api.spec.unschedulable else "schedulable"), flush=True)
+            state = "cordoned" if api.spec.unschedulable else "schedulable"
+            print("  %-12s GPUs allocatable %d of %d, %s" % (node["name"], f.allocatable(node["name"]), len(node["gpus"]), state), flush=True)
         page = os.path.join(args.out, "gpu-remediation.html")
         print("the fleet page: %s%s" % (page, "" if os.path.exists(page) else " (NOT written)"), flush=True)
         shutil.copy(str(log), os.path.join(args.out, "rulebook.log"))

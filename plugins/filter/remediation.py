@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Filters gpuops.fleet._remediation_targets, _remediation_report, _remediation_outcome, _bug_report_fetch and
-_remediation_node_options: the gpu_remediation role's plumbing (private: a leading underscore), thin wrappers of the run's decisions (module_utils/_cluster/remediation/outcome.py)."""
+_remediation_node_options: the gpu_remediation role's plumbing (private: a leading underscore), thin wrappers of the run's
+decisions (module_utils/_cluster/remediation/outcome.py)."""
 
 from __future__ import annotations
 

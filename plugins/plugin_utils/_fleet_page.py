@@ -92,8 +92,8 @@ def health(report, remediation=None):
         planned = plan.get(row.get("node")) or {}
         done = remediation.get(row.get("node")) if isinstance(remediation.get(row.get("node")), dict) else {}
         state = _state(done.get("state") or ("deferred" if planned.get("deferred_reason") else row.get("state")))
-        details = [_text(row.get("line"))] + (["plan: %s" % _text(dict((k, planned[k]) for k in ("action", "batch", "deferred_reason")
-                                                                        if planned.get(k) is not None))] if planned else [])
+        chosen = dict((k, planned[k]) for k in ("action", "batch", "deferred_reason") if planned.get(k) is not None)
+        details = [_text(row.get("line"))] + (["plan: %s" % _text(chosen)] if planned else [])
         if done.get("outcome"):
             details.append("outcome: %s; next: %s" % (_text(done.get("outcome")), _text(done.get("next"))))
         # a node whose GPUs were not read is one cell of its own state, so every node of the report is in the grid
@@ -245,7 +245,8 @@ padding:8px;display:none;white-space:pre-wrap;word-break:break-all}
   function draw() {
     var text = fNode.value.toLowerCase(), s = fState.value, a = fAction.value, key = sort.value, shown = 0;
     var list = rows.slice().sort(function (x, y) {
-      var p = key === "state" ? (order[x.n.state] || 0) - (order[y.n.state] || 0) : key === "action" ? (x.n.action < y.n.action ? -1 : x.n.action > y.n.action ? 1 : 0) : 0;
+      var p = key === "state" ? (order[x.n.state] || 0) - (order[y.n.state] || 0)
+        : key === "action" ? (x.n.action < y.n.action ? -1 : x.n.action > y.n.action ? 1 : 0) : 0;
       return p || (x.n.node < y.n.node ? -1 : x.n.node > y.n.node ? 1 : 0);
     });
     var frag = document.createDocumentFragment();

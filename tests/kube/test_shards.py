@@ -60,4 +60,3 @@ def test_two_shards_activations_keep_the_fleets_cap_one_node_quarantined_the_oth
     assert recaps and all(" failed=0 " in line and " unreachable=0 " in line for line in recaps), recaps
     print("SHARDS: two activations, one fault each, one place: %s quarantined, %s deferred; both runs done %.1f s after the faults"
           % (held[0], left, seconds))
-

@@ -404,7 +404,8 @@ def decide_node(health):
         reasons.extend(("%s: %s" % (who, r)) if who else r for r in verdict["reasons"])
         if who:
             gpus.append(who)
-    return {"state": state_of(action), "action": action, "scope": A.scope_of(action), "row": chosen[0][0]["row"], "gpus": gpus, "reasons": reasons, "signals": signals}
+    return {"state": state_of(action), "action": action, "scope": A.scope_of(action), "row": chosen[0][0]["row"], "gpus": gpus, "reasons": reasons,
+            "signals": signals}
 
 
 def state_of(action):
