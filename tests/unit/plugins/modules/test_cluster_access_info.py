@@ -63,7 +63,7 @@ def _run(tmp_path, playbook, env_extra=None, extra_vars=None):
 
 
 @pytest.mark.parametrize("playbook", ["gpu_remediation.yml", "device_plugin.yml", "driver_installer.yml", "gpu_sharing.yml",
-                                      "gpu_remediation_metrics.yml"])
+                                      "gpu_remediation_metrics.yml", "gpu_monitoring.yml"])
 def test_a_playbook_that_needs_the_api_stops_before_any_node_naming_what_to_set(tmp_path, playbook):
     rc, out = _run(tmp_path, playbook)
     assert rc != 0, out[-3000:]
