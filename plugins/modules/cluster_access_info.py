@@ -32,6 +32,7 @@ options:
   without_cluster:
     description: What runs without a cluster, for the message.
     type: str
+    default: playbooks/gpu_health.yml reports the nodes' GPU health and playbooks/site.yml repairs kubelet's checkpoints over SSH
 seealso:
   - module: gpuops.fleet.gpu_remediation_plan
 """
@@ -41,7 +42,6 @@ EXAMPLES = r"""
   gpuops.fleet.cluster_access_info:
     kubeconfig: "{{ gpuops_kubeconfig | default(omit, true) }}"
     needed_by: playbooks/gpu_remediation.yml
-    without_cluster: playbooks/gpu_health.yml reports the nodes' GPU health
 """
 
 RETURN = r"""
@@ -58,6 +58,8 @@ kubeconfig:
 """
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster import access
+
+WITHOUT_CLUSTER = "playbooks/gpu_health.yml reports the nodes' GPU health and playbooks/site.yml repairs kubelet's checkpoints over SSH"
 from ansible_collections.gpuops.fleet.plugins.module_utils._cluster.k8s_module import k8s_module
 
 
@@ -66,7 +68,7 @@ def main():
 
     from ansible_collections.kubernetes.core.plugins.module_utils.k8s.client import get_api_client  # pylint: disable=import-outside-toplevel
 
-    module = k8s_module({"needed_by": {"type": "str", "default": "this playbook"}, "without_cluster": {"type": "str"}})
+    module = k8s_module({"needed_by": {"type": "str", "default": "this playbook"}, "without_cluster": {"type": "str", "default": WITHOUT_CLUSTER}})
     params = module.params
     where, path = access.source(params, os.environ, os.path.exists)
     if where is None:

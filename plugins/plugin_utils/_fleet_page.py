@@ -14,6 +14,7 @@ element), and the page's script puts each text into the document as text (``text
 
 from __future__ import annotations
 
+import html
 import json
 
 # state -> (legend label, colour): the one place a state and its colour are declared; the page's legend comes from here
@@ -147,11 +148,7 @@ def render(nodes, title, generated_at, source):
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))
     # no text can end the data's element or open another: the JSON escapes of <, > and &
     text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-    return _PAGE.replace("@@TITLE@@", _html_text(data["title"])).replace("@@DATA@@", text)
-
-
-def _html_text(value):
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+    return _PAGE.replace("@@TITLE@@", html.escape(data["title"])).replace("@@DATA@@", text)
 
 
 _PAGE = """<!DOCTYPE html>

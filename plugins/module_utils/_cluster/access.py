@@ -11,13 +11,7 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
-
 TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # kubernetes.config.incluster_config's SERVICE_TOKEN_FILENAME
-
-
-class NoCluster(GpuopsError):
-    """No Kubernetes API access could be set up on the controller: what to set."""
 
 
 def source(params, env, exists):
