@@ -34,6 +34,12 @@ master (``ansible_control_path``), so each node pays its own SSH handshake, as o
 ssh clients run on this machine too: their CPU is in the CPU column (sshd's sessions are not children of ansible: the
 bench adds sshd's own CPU, read from /proc when it stops).
 
+With --profile DIR, after the stages of the last N, one more no-change run (the second full run again), profiled (issue 62):
+ansible.posix's profile_tasks callback (each task's wall time, ``DIR/tasks.txt``) and py-spy (``pip install py-spy``) on the
+controller and every worker it forks, sampling CPU only (``DIR/pyspy.txt``, collapsed stacks): ``DIR/summary.txt`` splits
+the samples by where they are (this collection's plugins, ansible-core's templating, its connection, its workers' start
+and result handling) and lists the functions that take most, by own and total samples.
+
 With --health, also the GPU health read alone (benchmarks/health_read.yml: gpu_health_info, one module call per
 node) and playbooks/gpu_health.yml (the read, the checkpoint's pods, the report; no cluster, so no plan).
 
@@ -310,6 +316,91 @@ def measure(nodes, env, work, repair=True, health=False, sshd=None, slices=0):
     return rows
 
 
+PROFILE_PLACES = (
+    # (label, a path fragment of the frame's file): a stack counts for the first label any of its frames has, innermost first
+    ("gpuops.fleet plugins", "ansible_collections/gpuops/"),
+    ("templating (ansible/_internal/_templating, jinja2)", "/_templating/"),
+    ("templating (ansible/_internal/_templating, jinja2)", "/jinja2/"),
+    ("variables (ansible/vars)", "/ansible/vars/"),
+    ("the SSH connection (ansible/plugins/connection)", "/plugins/connection/"),
+    ("actions and modules' packaging (ansible/plugins/action, executor/module_common)", "/plugins/action/"),
+    ("actions and modules' packaging (ansible/plugins/action, executor/module_common)", "/executor/module_common"),
+    ("callbacks (ansible/plugins/callback)", "/plugins/callback/"),
+    ("workers and results (ansible/executor)", "/ansible/executor/"),
+    ("strategy (ansible/plugins/strategy)", "/plugins/strategy/"),
+    ("playbook objects (ansible/playbook)", "/ansible/playbook/"),
+    ("inventory (ansible/inventory)", "/ansible/inventory/"),
+)
+
+
+def frame_file(frame):
+    """The file of a py-spy frame ``function (path:line)``."""
+    return frame.rsplit("(", 1)[-1]
+
+
+def profile_summary(raw, tasks_text, out):
+    """DIR/summary.txt from py-spy's collapsed stacks (``raw``) and profile_tasks' output: where the samples are."""
+    stacks = []
+    with open(raw, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            stack, dummy, count = line.rstrip("\n").rpartition(" ")
+            if stack and count.isdigit():
+                stacks.append((stack.split(";"), int(count)))
+    total = sum(count for dummy, count in stacks) or 1
+    places, own, whole = {}, {}, {}
+    for frames, count in stacks:
+        label = "other (Python's start, imports, the rest)"
+        for frame in reversed(frames):
+            found = next((name for name, part in PROFILE_PLACES if part in frame_file(frame)), None)
+            if found:
+                label = found
+                break
+        places[label] = places.get(label, 0) + count
+        own[frames[-1]] = own.get(frames[-1], 0) + count
+        for frame in set(frames):
+            whole[frame] = whole.get(frame, 0) + count
+    lines = ["py-spy samples: %d (CPU only, the controller and its workers)" % total, "", "where (innermost frame that says):"]
+    lines += ["%6.1f %%  %s" % (100.0 * n / total, name) for name, n in sorted(places.items(), key=lambda kv: -kv[1])]
+    lines += ["", "functions by own samples:"]
+    lines += ["%6.1f %%  %s" % (100.0 * n / total, name) for name, n in sorted(own.items(), key=lambda kv: -kv[1])[:40]]
+    lines += ["", "functions by total samples (this collection's):"]
+    lines += ["%6.1f %%  %s" % (100.0 * n / total, name) for name, n in sorted(whole.items(), key=lambda kv: -kv[1])
+              if "ansible_collections/gpuops/" in name][:30]
+    lines += ["", "tasks (profile_tasks):", tasks_text]
+    with open(os.path.join(out, "summary.txt"), "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    return "\n".join(lines[:20])
+
+
+def profile(nodes, env, work, sshd, out):
+    """One more no-change run of site.yml on the last lab, under profile_tasks and py-spy (--profile); its summary's head."""
+    lab = os.path.join(work, "fleet-%d" % nodes)
+    os.makedirs(out, exist_ok=True)
+    spy = shutil.which("py-spy") or os.path.join(BIN, "py-spy")
+    if not os.path.exists(spy):
+        raise SystemExit("--profile needs py-spy (pip install py-spy)")
+    argv = [os.path.join(BIN, "ansible-playbook"), "-i", os.path.join(lab, "inventory.yml"), os.path.join(ROOT, "playbooks", "site.yml"),
+            "-e", "gpuops_report_dir=" + os.path.join(lab, "report")]
+    if sshd is not None:
+        argv += sshd.args(lab)
+    prof_env = dict(env, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
+                    PROFILE_TASKS_SORT_ORDER="descending")
+    raw = os.path.join(out, "pyspy.txt")
+    done = subprocess.run([spy, "record", "--subprocesses", "--rate", "250", "--format", "raw", "--output", raw, "--"] + argv,
+                          cwd=ROOT, env=prof_env, capture_output=True, text=True, check=False)
+    with open(os.path.join(out, "run.log"), "w", encoding="utf-8") as handle:
+        handle.write(done.stdout + done.stderr)
+    if done.returncode != 0:
+        raise SystemExit("the profiled run failed (rc %d): %s" % (done.returncode, (done.stdout + done.stderr)[-2000:]))
+    tasks = "\n".join(line for line in done.stdout.splitlines() if line.rstrip().endswith("s") and " --- " in line)
+    with open(os.path.join(out, "tasks.txt"), "w", encoding="utf-8") as handle:
+        handle.write(tasks + "\n")
+    if sshd is not None:
+        for name in os.listdir(os.path.join(lab, "cp")):
+            subprocess.run(["ssh", "-o", "ControlPath=" + os.path.join(lab, "cp", name), "-O", "exit", "x"], capture_output=True, check=False)
+    return profile_summary(raw, tasks, out)
+
+
 def guard_contents():
     """(files, lines of code, controller files) of the guard's one file, as the role installs it."""
     sys.path.insert(0, os.path.join(ROOT, "build", "collections"))
@@ -332,6 +423,8 @@ def main(argv=None):
                         help="time the full repair only up to this many nodes (it installs the guard on every node: minutes)")
     parser.add_argument("--ssh", action="store_true",
                         help="reach the nodes over SSH (a throwaway local sshd; one control master per node), not local connections")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="after the last N's stages, one more no-change run under profile_tasks and py-spy; its figures in DIR")
     parser.add_argument("--slices", type=int, default=0,
                         help="also the check stage as an AWX sliced job: N site.yml runs started together, each on its share")
     args = parser.parse_args(argv)
@@ -364,6 +457,8 @@ def main(argv=None):
                 print("goal at %d nodes: the health read within 1.3x of ping: %.2fx -> %s" % (
                     nodes, walls["health read"] / ping, "met" if walls["health read"] <= 1.3 * ping else "NOT met"))
             sys.stdout.flush()
+        if args.profile:
+            print(profile(args.nodes[-1], env, work, sshd, os.path.abspath(args.profile)))
     if len(summary) > 1:
         first, last = summary[0][:3], summary[-1][:3]
         print("check stage per host: %.3f s at %d nodes, %.3f s at %d nodes (linear when these agree)"

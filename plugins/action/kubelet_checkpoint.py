@@ -20,6 +20,10 @@ and turned into both here (plugin_utils/_guard_spec.role_task), in Python, where
 this collection makes each node's worker load every filter file and the settings code again; this plugin is loaded
 once, by ansible-core's main process, before it forks the workers (issue 36).
 
+``role`` with ``from_task_vars: true`` (the role's own tasks): this plugin reads the role's variables from the task's
+variables itself, rendering only those that are templates (plugin_utils/_guard_spec.role_from_task_vars), instead of
+the task templating some 15 arguments and a lookup of the role's 27 variables in every node's worker (issue 62).
+
 ``install_guard`` makes the task the plan *and* the guard's install, in one task (issue 36: a task per node costs
 Ansible a worker, templating and a result, even where it makes no call): the module reads and plans, in check mode
 whatever the task's mode (the checkpoint is never changed here), and the install (plugin_utils/_guard_install.install,
@@ -78,6 +82,11 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_args = dict(self._task.args)
+        if isinstance(task_args.get("role"), Mapping) and task_args["role"].get("from_task_vars") is not None:
+            try:
+                task_args = guard_spec.role_from_task_vars(task_args, self._variable(task_vars), (task_vars or {}).get("ansible_facts"))
+            except GpuopsError as exc:
+                return dict(result, failed=True, msg="gpuops.fleet.checkpoint_guard: %s" % exc)
         place = task_args.pop("restart_place", None)  # the controller's: never sent to the node
         args, error = merged_args(task_args, task_vars)
         if error:
@@ -125,6 +134,18 @@ class ActionModule(ActionBase):
         if install:
             result = self._install(result, requested, task_vars)
         return result
+
+    def _variable(self, task_vars):
+        """``get(name, default)``: a task variable's value, rendered as the task's arguments would render it (only a value
+        that is a template costs a compile), or ``default`` where it is not defined."""
+        task_vars = task_vars or {}
+
+        def get(name, default):
+            if name not in task_vars:
+                return default
+            return self._templar.template(task_vars[name])
+
+        return get
 
     def _placed(self, place, args, task_vars):
         """The module's result with one of the fleet's kubelet restart places held around it (``restart_place``; its report

@@ -79,8 +79,62 @@ def install_spec(raw, root="", unit_dir="/etc/systemd/system", hardening=True, l
 
 # install_spec's keyword arguments, as the kubelet_checkpoint action's ``role`` option gives them
 INSTALL_KEYS = ("sysroot", "unit_dir", "hardening", "late_check", "require_persistent", "manage_systemd", "enabled")
-# every key of the ``role`` option: the role's variables, whether and under which tags it installs, and INSTALL_KEYS
-ROLE_KEYS = ("variables", "install", "install_tags") + INSTALL_KEYS
+# every key of the ``role`` option: the role's variables, whether and under which tags it installs, and INSTALL_KEYS;
+# from_task_vars: the action plugin reads them from the task's variables itself (role_from_task_vars)
+ROLE_KEYS = ("variables", "install", "install_tags", "from_task_vars") + INSTALL_KEYS
+# the role's variables are checkpoint_guard_<name>; the names of the settings are the role's own list (its vars/main.yml)
+ROLE_PREFIX = "checkpoint_guard_"
+SETTING_NAMES_VARIABLE = "__checkpoint_guard_setting_names"
+_MISSING = object()
+
+
+def _flag(field, value):
+    """A role variable that the role's tasks once took with ``| bool``: true/false as bool or text, or 0 and 1."""
+    return as_bool(field, str(value) if value in (0, 1) and not isinstance(value, bool) else value)
+
+
+def role_from_task_vars(task_args, get, facts):
+    """The kubelet_checkpoint task's arguments where its ``role`` option says ``from_task_vars: true`` (the role's plan and
+    repair tasks): the role's variables read one by one (``get(name)``: the variable's value, rendered, or ``default``
+    where it is not defined), not templated into the task's arguments. Issue 62: ansible-core 2.19+ compiles each template
+    string of a task's arguments in every node's worker; the role's tasks named about 15 of them (and a lookup over the
+    role's 27 variable names) where most variables are plain values that need no template at all.
+
+    Reads ``role.variables`` (the settings named by the role's ``__checkpoint_guard_setting_names``), ``backend``,
+    ``driver_root``, ``kubelet_unit`` (empty where ``checkpoint_guard_kubelet_control`` is off) and ``gpus`` (the node's
+    ``gpuops_gpus`` fact where it has one); with ``role.install_tags`` (the plan step) also whether the role installs the
+    guard and how (INSTALL_KEYS) and, with ``checkpoint_guard_gpu_health``, the health read's options. The task's own
+    arguments win over what is read. Raises a ParameterError naming the field."""
+    role = dict(task_args["role"])
+    if not _flag("role.from_task_vars", role.pop("from_task_vars")):
+        return dict(task_args, role=role)
+    clash = sorted(set(role) & ({"variables", "install"} | set(INSTALL_KEYS)))
+    if clash:
+        raise ParameterError("role.%s" % clash[0], "not with from_task_vars, which reads it from the role's variables")
+    names = get(SETTING_NAMES_VARIABLE, _MISSING)
+    if names is _MISSING:
+        raise ParameterError("role.from_task_vars", "only in the gpuops.fleet.checkpoint_guard role's tasks (its %s is not defined here)"
+                             % SETTING_NAMES_VARIABLE)
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ParameterError(SETTING_NAMES_VARIABLE, "expected the role's list of setting names")
+    variables = dict((name, get(ROLE_PREFIX + name, None)) for name in names)
+    role["variables"] = variables
+    found = dict((key, variables[key]) for key in ("backend", "driver_root") if variables.get(key) is not None)
+    control = get(ROLE_PREFIX + "kubelet_control", False)
+    found["kubelet_unit"] = variables.get("kubelet_unit") if _flag(ROLE_PREFIX + "kubelet_control", control) else ""
+    if isinstance(facts, Mapping) and facts.get("gpuops_gpus") is not None:
+        found["gpus"] = facts["gpuops_gpus"]
+    if role.get("install_tags") is not None:
+        role["install"] = get(ROLE_PREFIX + "install", False)
+        for key in INSTALL_KEYS:
+            value = get(ROLE_PREFIX + key, _MISSING)
+            if value is not _MISSING:
+                role[key] = value
+        if _flag(ROLE_PREFIX + "gpu_health", get(ROLE_PREFIX + "gpu_health", False)):
+            found["health"] = get(ROLE_PREFIX + "gpu_health_options", {}) or {}
+    found.update((key, value) for key, value in task_args.items() if key != "role")
+    found["role"] = role
+    return found
 
 
 def role_task(role, run_tags=None, skip_tags=None):
@@ -93,11 +147,13 @@ def role_task(role, run_tags=None, skip_tags=None):
     unknown = sorted(set(role) - set(ROLE_KEYS))
     if unknown:
         raise ParameterError("role.%s" % unknown[0], "unknown key; known keys: %s" % ", ".join(ROLE_KEYS))
+    if role.get("from_task_vars") is not None:
+        raise ParameterError("role.from_task_vars", "read by the kubelet_checkpoint action plugin, which has the task's variables")
     raw = role.get("variables")
     settings = role_settings(raw)
     install = role.get("install", False)
     # the role's argument spec (type bool) lets 0 and 1 through as the role's `| bool` took them
-    install = as_bool("checkpoint_guard_install", str(install) if install in (0, 1) and not isinstance(install, bool) else install)
+    install = _flag("checkpoint_guard_install", install)
     tags = role.get("install_tags") or []
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ParameterError("role.install_tags", "give a list of the install's tags")

@@ -259,6 +259,91 @@ def test_the_roles_per_node_tasks_name_no_filter_of_the_collection():
         assert "role:" in text and not re.search(r"\|\s*gpuops\.fleet\.", text), name
 
 
+# from_task_vars (issue 62): the role's tasks name no template argument; the action plugin reads the role's variables from
+# the task's variables itself. What it reads must be exactly what the templated form gave the module.
+
+def _task_vars(**kw):
+    from tests.unit.plugins.filter.test_checkpoint_guard import BASE
+
+    role = _role()
+    found = dict(("checkpoint_guard_" + name, value) for name, value in role["variables"].items())
+    found.update(("checkpoint_guard_" + key, role[key]) for key in ("install", "sysroot", "unit_dir", "hardening", "late_check",
+                                                                    "require_persistent", "manage_systemd", "enabled"))
+    found.update({"__checkpoint_guard_setting_names": sorted(BASE), "checkpoint_guard_kubelet_control": "true",
+                  "checkpoint_guard_gpu_health": False, "checkpoint_guard_gpu_health_options": {"kernel_log": "none"},
+                  "ansible_run_tags": ["all"], "ansible_skip_tags": []})
+    found.update(kw)
+    return found
+
+
+def _from_vars(args, task_vars, monkeypatch):
+    """The module's arguments (its one call) where the action plugin reads the role from ``task_vars``: the templar renders
+    a value as a template only where it is one (here: a value "{{ name }}" is the variable name's value)."""
+    from ansible.plugins.action import ActionBase
+
+    action = _action(args, {"gpuops.fleet.kubelet_checkpoint": [{"changed": False, "guard": _reading(False)}]})
+
+    class _Templar:
+        @staticmethod
+        def template(value):
+            if isinstance(value, str) and value.startswith("{{ ") and value.endswith(" }}"):
+                return task_vars[value[3:-3]]
+            return value
+
+    action._templar = _Templar()
+    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    result = action.run(task_vars=task_vars)
+    return result, action
+
+
+def test_from_task_vars_gives_the_module_what_the_templated_role_gave(monkeypatch):
+    task_vars = _task_vars(checkpoint_guard_strategy="{{ my_strategy }}", my_strategy="remove")
+    result, action = _from_vars({"role": {"from_task_vars": True, "install_tags": _role()["install_tags"]}, "install_guard": True},
+                                task_vars, monkeypatch)
+    assert not result.get("failed"), result
+    role = dict(_role(), variables=dict(_role()["variables"], strategy="remove"))
+    task = dict((key, role["variables"][key]) for key in ("backend", "driver_root", "kubelet_unit") if key in role["variables"])
+    want, error = merged_args(dict(task, role=role), task_vars)
+    assert error is None
+    from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
+
+    want["guard"] = guard_install.request(want["guard"])[0]  # the code by its SHA-256, as the plugin sends it
+    (name, dummy, sent), = action.calls
+    assert name == "gpuops.fleet.kubelet_checkpoint" and sent == want and sent["strategy"] == "remove"
+    assert "health" not in sent and "gpus" not in sent
+
+
+def test_from_task_vars_reads_the_health_the_facts_and_kubelet_control(monkeypatch):
+    facts = {"gpuops_gpus": {"available": True, "gpus": []}, "kubelet_unit": "elsewhere.service"}
+    task_vars = _task_vars(checkpoint_guard_gpu_health="yes", checkpoint_guard_kubelet_control=0, ansible_facts=facts)
+    result, action = _from_vars({"role": {"from_task_vars": True, "install_tags": ["guard"]}, "install_guard": True}, task_vars, monkeypatch)
+    sent = action.calls[0][2]
+    assert not result.get("failed") and sent["health"] == {"kernel_log": "none"} and sent["gpus"] == facts["gpuops_gpus"]
+    # kubelet_control off: no kubelet unit, whatever the variable (and a node's facts name none of the settings)
+    assert sent["kubelet_unit"] == ""
+    # the repair step (no install_tags): the settings alone, no guard, no health read
+    result, action = _from_vars({"role": {"from_task_vars": True}}, task_vars, monkeypatch)
+    sent = action.calls[0][2]
+    assert "guard" not in sent and "health" not in sent and sent["backup_keep"] == 3
+
+
+@pytest.mark.parametrize("args, task_vars, named", [
+    ({"role": {"from_task_vars": True}}, {"checkpoint_guard_strategy": "prune"},
+     "gpuops.fleet.checkpoint_guard: role.from_task_vars: only in the gpuops.fleet.checkpoint_guard role's tasks"),
+    ({"role": {"from_task_vars": "sometimes"}}, _task_vars(), "gpuops.fleet.checkpoint_guard: role.from_task_vars: expected true or false"),
+    ({"role": {"from_task_vars": True, "variables": {}}}, _task_vars(), "gpuops.fleet.checkpoint_guard: role.variables: not with from_task_vars"),
+    ({"role": {"from_task_vars": True}}, _task_vars(checkpoint_guard_kubelet_control="maybe"),
+     "gpuops.fleet.checkpoint_guard: checkpoint_guard_kubelet_control: expected true or false"),
+    ({"role": {"from_task_vars": True}}, _task_vars(checkpoint_guard_backup_keep="many"), "gpuops.fleet.checkpoint_guard: checkpoint_guard_backup_keep"),
+    ({"role": {"from_task_vars": True}}, _task_vars(__checkpoint_guard_setting_names="strategy"),
+     "gpuops.fleet.checkpoint_guard: __checkpoint_guard_setting_names: expected the role's list"),
+])
+def test_from_task_vars_refuses_by_name_before_any_call(args, task_vars, named, monkeypatch):
+    result, action = _from_vars(args, task_vars, monkeypatch)
+    assert result["failed"] and result["msg"].startswith(named), result["msg"]
+    assert not action.calls
+
+
 class _Places:
     """plugin_utils/_restart_place.Held's stand-in: records the order of take, the module's call and give_back."""
 

@@ -85,14 +85,17 @@ def test_the_role_passes_every_table_setting_from_one_checked_result():
     args = role_settings(values)["module_args"]
     assert set(args) == set(r["name"] for r in options.TABLE if r["role"])
     assert (args["backup_keep"], args["restart_kubelet"], args["strategy"], args["unknown_inventory"]) == (3, True, "prune", "skip")
-    # the tasks pass the role's variables as the module's role option (its action plugin builds that result from them:
-    # literal keys, no templated argument dict), and name no table setting themselves but kubelet_unit (off where the
-    # role does not control kubelet)
+    # the tasks have the module's action plugin read the role's variables from the task's variables (from_task_vars: no
+    # template argument, issue 62), and name no table setting themselves
     for step in ("repair.yml", "plan.yml"):
         task = _yaml("tasks", step)[0]["gpuops.fleet.kubelet_checkpoint"]
-        assert isinstance(task, dict) and task["role"]["variables"] == "{{ __checkpoint_guard_raw }}" and "settings" not in task, step
+        assert isinstance(task, dict) and task["role"]["from_task_vars"] is True and "settings" not in task, step
+        assert "variables" not in task["role"], step
         restated = set(task) & set(r["name"] for r in options.TABLE)
-        assert restated == {"kubelet_unit"}, (step, restated)
+        assert restated == set(), (step, restated)
+    # the plan's one template is the environment keyword's: none among the module's arguments
+    plan = _yaml("tasks", "plan.yml")[0]
+    assert "{{" not in repr(plan["gpuops.fleet.kubelet_checkpoint"])
 
 
 def test_a_role_only_setting_out_of_its_choices_is_refused_by_name():
