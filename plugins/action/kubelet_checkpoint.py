@@ -39,12 +39,17 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
+from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_spec as guard_spec
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _restart_place as restart_place
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._merged_options import merged
 
 MODULE = "gpuops.fleet.kubelet_checkpoint"
+
+# the guard's code, built here: ansible-core's main process loads this plugin before it forks a worker per node, so every
+# node's worker has the build instead of making its own (issue 62)
+_guard_code.built()
 
 
 def merged_args(args, task_vars=None):

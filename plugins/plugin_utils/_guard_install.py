@@ -20,7 +20,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 
-from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import build, digest
+from ansible_collections.gpuops.fleet.plugins.plugin_utils._guard_code import built, digest
 from ansible_collections.gpuops.fleet.plugins.plugin_utils._merged_options import merged as merged_options
 
 MODULE = "gpuops.fleet.guard_install"
@@ -49,7 +49,7 @@ def request(options, field=""):
     unknown = sorted(set(code) - {"path", "mode"})
     if unknown:
         return None, None, None, "%scode.%s: not an option here (code takes path and mode; the plugin adds the rest)" % (field, unknown[0])
-    data, names = build()
+    data, names = built()
     return dict(options, code=dict(code, sha256=digest(data))), data, names, None
 
 

@@ -123,8 +123,10 @@ def test_lab_repairs_in_batches_then_is_idempotent_and_the_installed_guard_accep
     ran = [line.split() for line in calls.read_text().splitlines()]
     on_nodes = sorted((os.path.basename(os.path.dirname(r[1])), r[0]) for r in ran if len(r) == 2)
     assert on_nodes == [(node, "AnsiballZ_kubelet_checkpoint.py") for node in sorted(EXPECTED_GUARD_EXIT)], ran
-    # and on the controller, the report's files (the summary play, localhost)
-    assert set(r[0] for r in ran if len(r) == 1) == {"AnsiballZ_file.py", "AnsiballZ_stat.py", "AnsiballZ_copy.py"}, ran
+    # and none on the controller: the report's files are written by gpuops.fleet.report_files' action plugin in
+    # ansible-core's own process (issue 62: one module call per node is the whole run)
+    assert [r for r in ran if len(r) != 2] == [], ran
+    assert len(ran) == len(EXPECTED_GUARD_EXIT), ran
     after = dict((n["node"], n) for n in json.loads((lab["base"] / "report" / "fleet-summary.json").read_text())["nodes"])
     # the prune took the replaced GPU's registrations and its pod's entry out
     assert after["lab-gpushare"]["sharing"] == {"source": "checkpoint", "allocated_gib": 4, "total_gib": 15, "percent": 26,

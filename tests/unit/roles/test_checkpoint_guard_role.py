@@ -60,6 +60,8 @@ def test_the_guard_is_one_file_that_imports_alone_on_the_oldest_python(tmp_path)
 def test_the_guard_file_is_reproducible_and_holds_the_node_and_common_packages(tmp_path):
     first, names = guard_code.build()
     assert guard_code.build() == (first, names)
+    # the once-per-process build (made in ansible-core's main process, before its workers fork: issue 62) is the same
+    assert guard_code.built() == (first, names) and guard_code.built() is guard_code.built()
     # a source's time is not in it, its content is
     root = tmp_path / "collection"
     shutil.copytree(ROOT, str(root), ignore=shutil.ignore_patterns(".git", ".venv", "build", "out", "tests"))

@@ -117,10 +117,10 @@ def test_install_guard_installs_outside_check_mode_where_the_plan_found_work(mon
     from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_install as guard_install
 
     builds = []
-    real_build = guard_install.build
-    monkeypatch.setattr(guard_install, "build", lambda: builds.append(1) or real_build())
+    real_build = guard_install.built
+    monkeypatch.setattr(guard_install, "built", lambda: builds.append(1) or real_build())
     result = _run(action, monkeypatch)
-    assert len(builds) == 1, "the code is built once per task: the plan's SHA-256 and the install's bytes come from one build"
+    assert len(builds) == 1, "the code is asked for once per task: the plan's SHA-256 and the install's bytes come from one build"
     calls = [(name, check) for name, check, dummy in action.calls]
     assert calls == [("gpuops.fleet.kubelet_checkpoint", True), ("gpuops.fleet.guard_install", False)]
     # the plan read the code's file as different: its bytes go, with no sha256sum first
