@@ -317,59 +317,80 @@ def measure(nodes, env, work, repair=True, health=False, sshd=None, slices=0):
 
 
 PROFILE_PLACES = (
-    # (label, a path fragment of the frame's file): a stack counts for the first label any of its frames has, innermost first
-    ("gpuops.fleet plugins", "ansible_collections/gpuops/"),
-    ("templating (ansible/_internal/_templating, jinja2)", "/_templating/"),
-    ("templating (ansible/_internal/_templating, jinja2)", "/jinja2/"),
-    ("variables (ansible/vars)", "/ansible/vars/"),
-    ("the SSH connection (ansible/plugins/connection)", "/plugins/connection/"),
-    ("actions and modules' packaging (ansible/plugins/action, executor/module_common)", "/plugins/action/"),
-    ("actions and modules' packaging (ansible/plugins/action, executor/module_common)", "/executor/module_common"),
-    ("callbacks (ansible/plugins/callback)", "/plugins/callback/"),
-    ("workers and results (ansible/executor)", "/ansible/executor/"),
-    ("strategy (ansible/plugins/strategy)", "/plugins/strategy/"),
-    ("playbook objects (ansible/playbook)", "/ansible/playbook/"),
-    ("inventory (ansible/inventory)", "/ansible/inventory/"),
+    # (label, a path fragment of the frame's file): a stack counts for the first label any of its frames has, innermost
+    # first; py-spy names a collection's file by its name alone (``kubelet_checkpoint.py``): ours are matched by
+    # collection_files()
+    ("templating (ansible/_internal/_templating, jinja2)", "_templating/"),
+    ("templating (ansible/_internal/_templating, jinja2)", "jinja2/"),
+    ("variables (ansible/vars)", "ansible/vars/"),
+    ("the SSH connection (ansible/plugins/connection)", "plugins/connection/"),
+    ("actions and modules' packaging (ansible/plugins/action, executor/module_common)", "plugins/action/"),
+    ("actions and modules' packaging (ansible/plugins/action, executor/module_common)", "executor/module_common"),
+    ("callbacks (ansible/plugins/callback)", "plugins/callback/"),
+    ("workers and results (ansible/executor)", "ansible/executor/"),
+    ("strategy (ansible/plugins/strategy)", "plugins/strategy/"),
+    ("playbook objects (ansible/playbook)", "ansible/playbook/"),
+    ("inventory (ansible/inventory)", "ansible/inventory/"),
 )
+OURS = "gpuops.fleet's plugins"
+
+
+def collection_files():
+    """The names of this collection's plugin files, as py-spy shows them (the file's name alone)."""
+    names = set()
+    for dirpath, dummy, filenames in os.walk(os.path.join(ROOT, "plugins")):
+        names.update(name for name in filenames if name.endswith(".py") and name != "__init__.py")
+    return names
 
 
 def frame_file(frame):
-    """The file of a py-spy frame ``function (path:line)``."""
-    return frame.rsplit("(", 1)[-1]
+    """The file of a py-spy frame ``function (path:line)``, without the line."""
+    return frame.rsplit("(", 1)[-1].rsplit(":", 1)[0]
 
 
 def profile_summary(raw, tasks_text, out):
-    """DIR/summary.txt from py-spy's collapsed stacks (``raw``) and profile_tasks' output: where the samples are."""
-    stacks = []
+    """DIR/summary.txt from py-spy's collapsed stacks (``raw``) and profile_tasks' output: where the samples are, in the
+    main process and in the workers (a stack under ``WorkerProcess.run``)."""
+    ours = collection_files()
+    places, own, whole, sides = {}, {}, {}, {"main process": 0, "workers": 0}
+    total = 0
     with open(raw, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             stack, dummy, count = line.rstrip("\n").rpartition(" ")
-            if stack and count.isdigit():
-                stacks.append((stack.split(";"), int(count)))
-    total = sum(count for dummy, count in stacks) or 1
-    places, own, whole = {}, {}, {}
-    for frames, count in stacks:
-        label = "other (Python's start, imports, the rest)"
-        for frame in reversed(frames):
-            found = next((name for name, part in PROFILE_PLACES if part in frame_file(frame)), None)
-            if found:
-                label = found
-                break
-        places[label] = places.get(label, 0) + count
-        own[frames[-1]] = own.get(frames[-1], 0) + count
-        for frame in set(frames):
-            whole[frame] = whole.get(frame, 0) + count
-    lines = ["py-spy samples: %d (CPU only, the controller and its workers)" % total, "", "where (innermost frame that says):"]
+            if not stack or not count.isdigit():
+                continue
+            count = int(count)
+            total += count
+            frames = [f for f in stack.split(";") if not f.startswith("process ")]  # py-spy's process frames
+            if not frames:
+                continue
+            sides["workers" if any(f.startswith("WorkerProcess.run ") for f in frames) else "main process"] += count
+            label = "other (Python's start, imports, the rest)"
+            for frame in reversed(frames):
+                path = frame_file(frame)
+                found = OURS if path in ours else next((name for name, part in PROFILE_PLACES if part in path), None)
+                if found:
+                    label = found
+                    break
+            places[label] = places.get(label, 0) + count
+            own[frames[-1]] = own.get(frames[-1], 0) + count
+            for frame in set(frames):
+                if frame_file(frame) in ours:
+                    whole[frame] = whole.get(frame, 0) + count
+    total = total or 1
+    lines = ["py-spy samples: %d (the controller's main process and its workers; a sample blocks the process, so the run is slower)"
+             % total, ""]
+    lines += ["%6.1f %%  %s" % (100.0 * n / total, name) for name, n in sides.items()]
+    lines += ["", "where (the innermost frame that says):"]
     lines += ["%6.1f %%  %s" % (100.0 * n / total, name) for name, n in sorted(places.items(), key=lambda kv: -kv[1])]
     lines += ["", "functions by own samples:"]
     lines += ["%6.1f %%  %s" % (100.0 * n / total, name) for name, n in sorted(own.items(), key=lambda kv: -kv[1])[:40]]
-    lines += ["", "functions by total samples (this collection's):"]
-    lines += ["%6.1f %%  %s" % (100.0 * n / total, name) for name, n in sorted(whole.items(), key=lambda kv: -kv[1])
-              if "ansible_collections/gpuops/" in name][:30]
-    lines += ["", "tasks (profile_tasks):", tasks_text]
+    lines += ["", "this collection's functions by total samples:"]
+    lines += ["%6.1f %%  %s" % (100.0 * n / total, name) for name, n in sorted(whole.items(), key=lambda kv: -kv[1])[:30]]
+    lines += ["", "tasks (profile_tasks, wall seconds):", tasks_text]
     with open(os.path.join(out, "summary.txt"), "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + "\n")
-    return "\n".join(lines[:20])
+    return "\n".join(lines[:22])
 
 
 def profile(nodes, env, work, sshd, out):
