@@ -51,6 +51,8 @@ BASELINE = {
     "gpu_reset": {"gpus": ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"]},
     "gpu_diag": {"gpus": ["GPU-0650a168-e770-3ea8-8ac3-8a1d419763e0"]},
     "node_reboot": {"node": "gpu-1", "previous_boot_id": "5b0e6f0a-0000-4000-8000-000000000001", "timeout": 1},
+    # its module only refuses (the action plugin writes, on the controller: tests/unit/plugins/action/test_report_files_action.py)
+    "report_files": {"dir": "/nonexistent/gpuops-report", "files": [{"name": "fleet-summary.md", "content": "# fleet\n"}]},
 }
 STR = ["", " ", "\x00", "a\nb: c", "../../../etc/passwd", "x" * 5000, "{{ 7 * 7 }}", "\u00fcn\u00efc\u00f6de\u2028", "-1",
        "--help", 123, ["list"], {"d": 1}]
