@@ -105,6 +105,13 @@ options:
         names the role variable) and builds O(settings) and O(guard) from them on the controller, once per node,
         without a filter in the task's arguments (each filter costs every node's worker a load of the collection's
         filter files). Not with O(settings) or O(guard).
+      - With C(from_task_vars=true) (the role's own plan and repair tasks), the action plugin reads all of these from the
+        task's variables itself (C(checkpoint_guard_<name>) for each name of the role's C(__checkpoint_guard_setting_names)),
+        and O(backend), O(driver_root), O(kubelet_unit) (empty where C(checkpoint_guard_kubelet_control) is false) and
+        O(gpus) (the node's C(gpuops_gpus) fact where it has one); with C(install_tags) also the install's keys and, with
+        C(checkpoint_guard_gpu_health), O(health). Only a value that is itself a template is rendered, so the task names
+        no template argument (ansible-core 2.19 and later compile each template string of a task's arguments again in
+        every node's worker). The task's own options win over what is read.
       - Handled by the module's action plugin on the controller.
     type: dict
     version_added: 0.4.0
