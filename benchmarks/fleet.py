@@ -250,6 +250,12 @@ def module_cpu(logs):
     return total, calls
 
 
+def stop_masters(work):
+    """Stop the SSH control masters a stage left under ``work``/cp (they outlive it: ControlPersist)."""
+    for name in os.listdir(os.path.join(work, "cp")):
+        subprocess.run(["ssh", "-o", "ControlPath=" + os.path.join(work, "cp", name), "-O", "exit", "x"], capture_output=True, check=False)
+
+
 def timed(argv, env, work, stage, sshd=None):
     """``run``'s figures for one stage, then the CPU and the calls of the modules it ran (through ``module_python``).
     With ``sshd`` (a LocalSshd), over SSH: its CPU during the stage (its sessions, which are not the command's children)
@@ -261,8 +267,7 @@ def timed(argv, env, work, stage, sshd=None):
     before = sshd.cpu()
     wall, rss, rc, tail, cpu = run(argv + extra + sshd.args(work), env)
     # the control masters outlive the stage (ControlPersist): stop them, so the next stage pays its own handshakes
-    for name in os.listdir(os.path.join(work, "cp")):
-        subprocess.run(["ssh", "-o", "ControlPath=" + os.path.join(work, "cp", name), "-O", "exit", "x"], capture_output=True, check=False)
+    stop_masters(work)
     time.sleep(0.5)
     return (wall, rss, rc, tail, cpu + sshd.cpu() - before + sshd.reap()) + module_cpu(logs)
 
@@ -275,8 +280,7 @@ def timed_many(argvs, env, work, stage, sshd=None):
     os.makedirs(os.path.join(work, "cp"), exist_ok=True)
     before = sshd.cpu()
     wall, rss, rc, tail, cpu = run_many([a + extra + sshd.args(work) for a in argvs], env)
-    for name in os.listdir(os.path.join(work, "cp")):
-        subprocess.run(["ssh", "-o", "ControlPath=" + os.path.join(work, "cp", name), "-O", "exit", "x"], capture_output=True, check=False)
+    stop_masters(work)
     time.sleep(0.5)
     return (wall, rss, rc, tail, cpu + sshd.cpu() - before + sshd.reap()) + module_cpu(logs)
 
@@ -338,7 +342,7 @@ OURS = "gpuops.fleet's plugins"
 def collection_files():
     """The names of this collection's plugin files, as py-spy shows them (the file's name alone)."""
     names = set()
-    for dirpath, dummy, filenames in os.walk(os.path.join(ROOT, "plugins")):
+    for dummy, dummy2, filenames in os.walk(os.path.join(ROOT, "plugins")):
         names.update(name for name in filenames if name.endswith(".py") and name != "__init__.py")
     return names
 
@@ -417,8 +421,7 @@ def profile(nodes, env, work, sshd, out):
     with open(os.path.join(out, "tasks.txt"), "w", encoding="utf-8") as handle:
         handle.write(tasks + "\n")
     if sshd is not None:
-        for name in os.listdir(os.path.join(lab, "cp")):
-            subprocess.run(["ssh", "-o", "ControlPath=" + os.path.join(lab, "cp", name), "-O", "exit", "x"], capture_output=True, check=False)
+        stop_masters(lab)
     return profile_summary(raw, tasks, out)
 
 

@@ -58,7 +58,7 @@ def checkpoint_guard_daemonset(settings, image, name="gpuops-guard", namespace="
     try:
         dummy, unit_dir = guard_spec.checked(settings, "", unit_dir)
         files = checkpoint_guard_files(settings, "", unit_dir, hardening, late_check)
-        code, dummy = _guard_code.build()
+        code, dummy = _guard_code.built()
         options = {"name": name, "namespace": namespace, "image": image, "python": python, "tolerations": tolerations or [],
                    "node_label_keys": node_label_keys or [], "priority_class_name": priority_class_name}
         return guard_daemonset.manifests(settings, files, code, options, unit_dir=unit_dir,
