@@ -37,6 +37,7 @@ from collections.abc import Mapping
 
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible.plugins.loader import filter_loader, test_loader
 
 from ansible_collections.gpuops.fleet.plugins.module_utils._common.errors import GpuopsError
 from ansible_collections.gpuops.fleet.plugins.plugin_utils import _guard_code
@@ -49,7 +50,19 @@ MODULE = "gpuops.fleet.kubelet_checkpoint"
 
 # the guard's code, built here: ansible-core's main process loads this plugin before it forks a worker per node, so every
 # node's worker has the build instead of making its own (issue 62)
-_guard_code.built()
+
+
+def _prefork():
+    """Work done once in ansible-core's main process, which imports this plugin before it forks a worker per node for the
+    plan (each worker inherits what is loaded here instead of doing it again)."""
+    _guard_code.built()  # the guard's code, which the install compares by its SHA-256
+    # The role's defaults render with ``| bool`` and site.yml's with ``default``: the first filter (or test) a worker
+    # renders makes it load every builtin filter (or test) file, about 20 ms of CPU per node (issue 62, cProfile).
+    filter_loader.get("ansible.builtin.bool")
+    test_loader.get("ansible.builtin.defined")
+
+
+_prefork()
 
 
 def merged_args(args, task_vars=None):
@@ -142,13 +155,17 @@ class ActionModule(ActionBase):
 
     def _variable(self, task_vars):
         """``get(name, default)``: a task variable's value, rendered as the task's arguments would render it (only a value
-        that is a template costs a compile), or ``default`` where it is not defined."""
+        that is a template costs a compile), or ``default`` where it is not defined; each name rendered once per task
+        (the role reads some twice: ``late_check`` is a setting and an install key)."""
         task_vars = task_vars or {}
+        rendered = {}
 
         def get(name, default):
             if name not in task_vars:
                 return default
-            return self._templar.template(task_vars[name])
+            if name not in rendered:
+                rendered[name] = self._templar.template(task_vars[name])
+            return rendered[name]
 
         return get
 
