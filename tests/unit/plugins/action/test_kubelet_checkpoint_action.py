@@ -4,6 +4,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 
 from ansible_collections.gpuops.fleet.plugins.action.kubelet_checkpoint import merged_args
@@ -405,3 +410,29 @@ def test_no_place_no_module_call_and_check_mode_takes_none(monkeypatch):
     assert log == ["module"] and "restart_place" not in result
     result, action, log = _placed_run(monkeypatch, dict(place, limit="0"), [])
     assert result["failed"] and result["msg"].startswith("restart_place.limit:") and action.calls == [] and log == []
+
+
+# Issue 62: ansible-core's main process imports this action plugin before it forks a worker per node; what the plugin loads
+# then, each worker inherits. A fresh interpreter, as ansible-playbook starts: no builtin filter or test loaded until the
+# plugin is imported, both after (the role's defaults render `| bool`, site.yml's `default`).
+PREFORK = r"""
+import json, sys
+from ansible.plugins.loader import filter_loader, init_plugin_loader, test_loader
+init_plugin_loader([sys.argv[1]])
+def loaded():
+    return [sorted(loader._cached_non_collection_wrappers) for loader in (filter_loader, test_loader)]
+before = loaded()
+import ansible_collections.gpuops.fleet.plugins.action.kubelet_checkpoint
+print(json.dumps({"before": before, "after": loaded()}))
+"""
+
+
+def test_the_builtin_filters_and_tests_are_loaded_before_the_workers_fork():
+    collections = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))),
+                               "build", "collections")
+    done = subprocess.run([sys.executable, "-c", PREFORK, collections], capture_output=True, text=True, check=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["before"] == [[], []]
+    filters, tests = found["after"]
+    assert {"bool", "default", "ansible.builtin.bool", "ansible.builtin.default"} <= set(filters)
+    assert {"defined", "ansible.builtin.defined", "match"} <= set(tests)
