@@ -18,7 +18,8 @@ compile made, from the same bytes (a zip's entries do not change under a running
 not kept (a module not found is asked again, as before). It is installed by ``_node/__init__.py`` only
 when that package itself was imported from a zip (the node's processes), never in a controller or a
 test that imports the node code from files; a Python without ``_get_module_code`` (another zipimport)
-is left as it is.
+is left as it is, and a call with more arguments than today's two goes to zipimport's own helper uncached (the node code
+runs before kubelet at boot: a later CPython must never fail an import here).
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ def install(spec):
         return False
     compiled = {}
 
-    def once(importer, fullname):
-        key = (importer.archive, importer.prefix, fullname)
+    def once(importer, fullname, *more, **named):
+        if more or named:  # a zipimport whose helper takes more than these two: its own answer, every time
+            return found(importer, fullname, *more, **named)
+        key = (getattr(importer, "archive", None), getattr(importer, "prefix", None), fullname)
         done = compiled.get(key)
         if done is None:
             done = compiled[key] = found(importer, fullname)

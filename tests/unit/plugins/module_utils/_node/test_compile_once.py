@@ -121,3 +121,22 @@ def test_a_module_not_in_the_zip_is_not_kept(monkeypatch, tmp_path):
         zipimport._get_module_code(importer, "missing")
     with pytest.raises(zipimport.ZipImportError):
         zipimport._get_module_code(importer, "missing")
+
+
+def test_a_call_with_more_arguments_goes_to_zipimports_own_helper_every_time(monkeypatch):
+    calls = []
+
+    def helper(importer, fullname, *more, **named):
+        calls.append((fullname, more, named))
+        return (object(), False, "x.py")
+
+    monkeypatch.setattr(zipimport, "_get_module_code", helper)
+
+    class Zipped:
+        loader = zipimport.zipimporter.__new__(zipimport.zipimporter)
+
+    assert compile_once.install(Zipped) is True
+    first = zipimport._get_module_code(object(), "m", True)
+    second = zipimport._get_module_code(object(), "m", True)
+    assert first is not second and calls == [("m", (True,), {}), ("m", (True,), {})]
+    assert zipimport._get_module_code(object(), "n", check=False) is not zipimport._get_module_code(object(), "n", check=False)
