@@ -48,13 +48,9 @@ from ansible_collections.gpuops.fleet.plugins.plugin_utils._merged_options impor
 
 MODULE = "gpuops.fleet.kubelet_checkpoint"
 
-# the guard's code, built here: ansible-core's main process loads this plugin before it forks a worker per node, so every
-# node's worker has the build instead of making its own (issue 62)
-
-
 def _prefork():
     """Work done once in ansible-core's main process, which imports this plugin before it forks a worker per node for the
-    plan (each worker inherits what is loaded here instead of doing it again)."""
+    plan: each node's worker inherits what is made here instead of making its own (issue 62)."""
     _guard_code.built()  # the guard's code, which the install compares by its SHA-256
     # The role's defaults render with ``| bool`` and site.yml's with ``default``: the first filter (or test) a worker
     # renders makes it load every builtin filter (or test) file, about 20 ms of CPU per node (issue 62, cProfile).
