@@ -12,11 +12,13 @@ print(re.search(r"pip='([0-9.]+)'", src.read_text()).group(1))
 PY
 )
 cache=~/.ansible/test/cache/get_pip_${ver//./_}.py
-[ -f "$cache" ] && grep -q 'Stand-in for ansible-test' "$cache" && exit 0
 wheels=~/.cache/gpuops/wheels
 mkdir -p "$wheels" "$(dirname "$cache")"
 find_wheel() { find "$wheels" -maxdepth 1 -name "pip-$ver-*.whl" -print -quit; }
 whl=$(find_wheel)
+# the stand-in names its wheel's path: kept only while that wheel is there (~/.cache/gpuops cleared under a kept
+# ~/.ansible/test failed every sanity run with "pip is unavailable")
+[ -n "$whl" ] && [ -f "$cache" ] && grep -q 'Stand-in for ansible-test' "$cache" && grep -qF "$whl" "$cache" && exit 0
 if [ -z "$whl" ]; then
   "$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$wheels" "pip==$ver"
   whl=$(find_wheel)
