@@ -48,6 +48,7 @@ from ansible_collections.gpuops.fleet.plugins.plugin_utils._merged_options impor
 
 MODULE = "gpuops.fleet.kubelet_checkpoint"
 
+
 def _prefork():
     """Work done once in ansible-core's main process, which imports this plugin before it forks a worker per node for the
     plan: each node's worker inherits what is made here instead of making its own (issue 62)."""
