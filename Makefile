@@ -89,12 +89,9 @@ docs-site: venv collection-link ## the docs site (antsibull-docs, Sphinx) in bui
 kube-build:
 	hack/kube-cluster.sh build
 
-# KUBE_SESSIONS pytest sessions at once (pytest-xdist), each with its own control plane, a test file whole in one of
-# them (--dist loadfile): the tests mostly wait on the control plane's controllers, so two share the 2 cores well
-KUBE_SESSIONS ?= 2
 kube: venv collection-link fakes kube-build ## device_plugin role against a real API server (SIMULATED nodes)
 	@mkdir -p build/pytest
-	$(BIN)/python -m pytest -p no:randomly $(BASETEMP) -n $(KUBE_SESSIONS) --dist loadfile tests/kube
+	$(BIN)/python -m pytest -p no:randomly $(BASETEMP) tests/kube
 
 # A REAL kubelet v1.20.2 + containerd node (hack/kube-node.sh) joined to its own control plane, with
 # SIMULATED GPUs (fake NVML, a fake device plugin over kubelet's real gRPC API): field report 000's
