@@ -26,7 +26,7 @@ import collections, json, sys, zipimport
 counts = collections.Counter()
 compile_source = zipimport._compile_source
 def counted(pathname, source):
-    counts[pathname.split('.pyz' + '/', 1)[-1].split('.zip' + '/', 1)[-1]] += 1
+    counts[pathname.split('.pyz/', 1)[-1]] += 1
     return compile_source(pathname, source)
 zipimport._compile_source = counted
 sys.path.insert(0, sys.argv[1])
