@@ -134,20 +134,24 @@ class ActionModule(ActionBase):
         except GpuopsError as exc:
             return dict(result, failed=True, msg=str(exc))
         try:
-            if install:  # the plan: read-only whatever the task's mode (the checkpoint changes in the repair step)
-                self._task.check_mode = True
-            if place is None:
-                result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars, wrap_async=wrap_async))
-            else:
-                result.update(self._placed(place, args, task_vars))
+            try:
+                if install:  # the plan: read-only whatever the task's mode (the checkpoint changes in the repair step)
+                    self._task.check_mode = True
+                if place is None:
+                    result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars, wrap_async=wrap_async))
+                else:
+                    result.update(self._placed(place, args, task_vars))
+            finally:
+                self._task.check_mode = check_mode
+            if stamp is not None and isinstance(result.get("guard"), Mapping):
+                result["guard"] = dict(result["guard"], fingerprint=stamp)
+            if install:
+                # the install's module, where it runs, goes into the plan's temporary directory on the node: one mkdir
+                # and one rm for both calls, not two each (issue 62: the first run's SSH commands per node 12 -> 9)
+                result = self._install(result, requested, task_vars)
         finally:
-            self._task.check_mode = check_mode
             if not wrap_async:
                 self._remove_tmp_path(self._connection._shell.tmpdir)
-        if stamp is not None and isinstance(result.get("guard"), Mapping):
-            result["guard"] = dict(result["guard"], fingerprint=stamp)
-        if install:
-            result = self._install(result, requested, task_vars)
         return result
 
     def _variable(self, task_vars):

@@ -69,17 +69,32 @@ def _action(args, replies, check_mode=False, async_val=0):
 
     action = action_mod.ActionModule.__new__(action_mod.ActionModule)
     action._task, action._connection, action.calls, action.commands = _Task(args, check_mode, async_val), _Connection(), [], []
+    # the node's temporary directories as ansible-core makes and removes them: a module call makes one where none is
+    # (pipelining off: mkdir on the node), _remove_tmp_path removes it (rm on the node)
+    shell = action._connection._shell = _Shell()
+    action.tmpdirs, action.removed = [], []
 
     def execute(module_name, module_args, task_vars=None, wrap_async=False):
+        if shell.tmpdir is None:
+            shell.tmpdir = "/root/.ansible/tmp/ansible-tmp-%d" % (len(set(action.tmpdirs)) + 1)
+        action.tmpdirs.append(shell.tmpdir)
         action.calls.append((module_name, action._task.check_mode, dict(module_args)))
-        return dict(replies[module_name].pop(0))
+        reply = replies[module_name].pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return dict(reply)
+
+    def remove(path):
+        if path:
+            action.removed.append(path)
+            shell.tmpdir = None
 
     def command(cmd, **kwargs):
         action.commands.append(cmd)
         return {"stdout": ""}
 
     action._execute_module, action._low_level_execute_command = execute, command
-    action._remove_tmp_path = lambda path: None
+    action._remove_tmp_path = remove
     return action
 
 
@@ -133,6 +148,34 @@ def test_install_guard_installs_outside_check_mode_where_the_plan_found_work(mon
     assert result["changed"] is True and result["guard_install"]["planned"] is False and result["guard_install"]["code"]["sent"]
     assert result["diff"] == [{"after": "x"}]
     assert not [k for k in result["guard_install"] if k.startswith("_ansible")], "ansible-core's own keys stay out of the nested result"
+
+
+def test_the_plan_and_the_install_share_one_temporary_directory_on_the_node(monkeypatch):
+    # issue 62: the install's module goes where the plan's went; one mkdir and one rm on the node for both calls
+    plan = {"changed": False, "repair_needed": False, "guard": _reading(True, files=[{"path": GUARD["code"]["path"]}])}
+    action = _action({"guard": GUARD, "install_guard": True},
+                     {"gpuops.fleet.kubelet_checkpoint": [plan], "gpuops.fleet.guard_install": [{"changed": True}]})
+    assert _run(action, monkeypatch)["changed"] is True
+    assert [name for name, dummy, dummy2 in action.calls] == ["gpuops.fleet.kubelet_checkpoint", "gpuops.fleet.guard_install"]
+    assert action.tmpdirs == ["/root/.ansible/tmp/ansible-tmp-1"] * 2 and action.removed == ["/root/.ansible/tmp/ansible-tmp-1"]
+    assert action._connection._shell.tmpdir is None
+
+
+@pytest.mark.parametrize("replies", [
+    # no install call (the plan read the guard in place), the plan failing, the install raising, the plan raising
+    {"gpuops.fleet.kubelet_checkpoint": [{"changed": False, "repair_needed": False, "guard": _reading(False)}]},
+    {"gpuops.fleet.kubelet_checkpoint": [{"failed": True, "msg": "no NVML"}]},
+    {"gpuops.fleet.kubelet_checkpoint": [{"changed": False, "repair_needed": False, "guard": _reading(True)}],
+     "gpuops.fleet.guard_install": [OSError("connection lost")]},
+    {"gpuops.fleet.kubelet_checkpoint": [OSError("connection lost")]},
+], ids=["no-install", "plan-failed", "install-raised", "plan-raised"])
+def test_the_temporary_directory_is_removed_once_whatever_the_task_ends_with(replies, monkeypatch):
+    action = _action({"guard": GUARD, "install_guard": True}, replies)
+    try:
+        _run(action, monkeypatch)
+    except OSError:
+        pass
+    assert action.removed == ["/root/.ansible/tmp/ansible-tmp-1"] and action._connection._shell.tmpdir is None
 
 
 def test_install_guard_in_check_mode_keeps_the_plans_diff_and_sends_no_code(monkeypatch):
