@@ -18,8 +18,9 @@ compile made, from the same bytes (a zip's entries do not change under a running
 not kept (a module not found is asked again, as before). It is installed by ``_node/__init__.py`` only
 when that package itself was imported from a zip (the node's processes), never in a controller or a
 test that imports the node code from files; a Python without ``_get_module_code`` (another zipimport)
-is left as it is, and a call with more arguments than today's two goes to zipimport's own helper uncached (the node code
-runs before kubelet at boot: a later CPython must never fail an import here).
+is left as it is, and a call with more arguments than today's two, or for an importer without zipimport's ``archive``
+and ``prefix``, goes to zipimport's own helper uncached (the node code runs before kubelet at boot: a later CPython must
+never fail an import here, nor get one zip's code for another's module).
 """
 
 from __future__ import annotations
@@ -43,9 +44,12 @@ def install(spec):
     compiled = {}
 
     def once(importer, fullname, *more, **named):
-        if more or named:  # a zipimport whose helper takes more than these two: its own answer, every time
+        archive, prefix = getattr(importer, "archive", None), getattr(importer, "prefix", None)
+        if more or named or archive is None or prefix is None:
+            # a zipimport whose helper takes more than these two, or whose importer does not name its zip and place:
+            # its own answer, every time (never one zip's code for another's module of the same name)
             return found(importer, fullname, *more, **named)
-        key = (getattr(importer, "archive", None), getattr(importer, "prefix", None), fullname)
+        key = (archive, prefix, fullname)
         done = compiled.get(key)
         if done is None:
             done = compiled[key] = found(importer, fullname)

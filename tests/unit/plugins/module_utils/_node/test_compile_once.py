@@ -140,3 +140,21 @@ def test_a_call_with_more_arguments_goes_to_zipimports_own_helper_every_time(mon
     second = zipimport._get_module_code(object(), "m", True)
     assert first is not second and calls == [("m", (True,), {}), ("m", (True,), {})]
     assert zipimport._get_module_code(object(), "n", check=False) is not zipimport._get_module_code(object(), "n", check=False)
+
+
+def test_an_importer_that_names_no_zip_goes_to_zipimports_own_helper_every_time(monkeypatch):
+    calls = []
+
+    def helper(importer, fullname):
+        calls.append((importer, fullname))
+        return (object(), False, "x.py")
+
+    monkeypatch.setattr(zipimport, "_get_module_code", helper)
+
+    class Zipped:
+        loader = zipimport.zipimporter.__new__(zipimport.zipimporter)
+
+    assert compile_once.install(Zipped) is True
+    one, two = object(), object()  # no archive, no prefix: two importers the cache could not tell apart
+    assert zipimport._get_module_code(one, "m") is not zipimport._get_module_code(two, "m")
+    assert calls == [(one, "m"), (two, "m")]
