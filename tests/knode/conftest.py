@@ -47,6 +47,7 @@ def cluster(node_machine, tmp_path_factory):
         for item in made:
             item.close()  # its connections closed before the control plane stops (kubefleet.Cluster.close)
         kubefleet.stop_cluster(workdir)
+        kubefleet.close_left_connections()  # before pytest's own last gc.collect() (stop 69)
 
 
 @pytest.fixture()

@@ -24,6 +24,7 @@ def cluster(tmp_path_factory):
         for item in made:
             item.close()
         kubefleet.stop_cluster(workdir)
+        kubefleet.close_left_connections()  # before pytest's own last gc.collect() (stop 69)
 
 
 @pytest.fixture(scope="session")
