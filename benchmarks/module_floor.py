@@ -18,7 +18,11 @@ second alone, without ansible's workers or SSH around it, on one lab node (SIMUL
      the boot guard's files);
 
 3. of the plan, once more under a wrapper: the CPU that CPython's zipimport spends compiling the collection's node code
-   (it keeps no bytecode for a zip) and ansible-core's, per call.
+   (it keeps no bytecode for a zip) and ansible-core's, per call;
+4. what a bytecode cache on the node would save (issue 62's open decision; SIMULATED, not a feature of the collection):
+   the plan under the same wrapper ``--runs`` times without a cache and ``--runs`` times with one (the collection's code
+   objects as the first run compiled them, marshalled to a temporary folder, keyed by the source's SHA-256), in turn;
+   the median CPU of each.
 
     .venv/bin/python benchmarks/module_floor.py [--runs 15]
 
@@ -56,6 +60,22 @@ def timed(pathname, source):
         spent["collection" if "/ansible_collections/gpuops/" in pathname else "ansible-core"] += time.process_time() - start
         spent["files"] += 1
 zipimport._compile_source = timed
+if len(sys.argv) > 2:  # a simulated bytecode cache in folder argv[2]: the collection's code as an earlier run compiled it
+    import hashlib, marshal, os
+    def cached(pathname, source, compile_source=timed, folder=sys.argv[2]):
+        if "/ansible_collections/gpuops/" not in pathname:
+            return compile_source(pathname, source)
+        path = os.path.join(folder, hashlib.sha256(source).hexdigest())
+        try:
+            with open(path, "rb") as handle:
+                return marshal.loads(handle.read())
+        except FileNotFoundError:
+            code = compile_source(pathname, source)
+            with open(path + ".tmp", "wb") as handle:
+                handle.write(marshal.dumps(code))
+            os.replace(path + ".tmp", path)
+            return code
+    zipimport._compile_source = cached
 sys.argv = [sys.argv[1]]
 try:
     runpy.run_path(sys.argv[0], run_name="__main__")
@@ -144,6 +164,16 @@ def main(argv=None):
                 spent[name].append(ms)
         dummy, dummy2, err = cpu_ms([python, "-c", SPLIT, plan], node_env)
         split = json.loads([line for line in err.splitlines() if line.startswith("SPLIT ")][-1][6:])
+        cache = os.path.join(work, "bytecode")
+        os.mkdir(cache)
+        cpu_ms([python, "-c", SPLIT, plan, cache], node_env)  # fills the cache
+        wrapped = {"without": [], "with": []}
+        for number in range(opts.runs):
+            for name, extra in (("without", []), ("with", [cache])):
+                ms, out, err = cpu_ms([python, "-c", SPLIT, plan] + extra, node_env)
+                if json.loads(out).get("changed") is not False:
+                    sys.exit("the plan under the wrapper (%s a cache) did not answer as expected: %s" % (name, out[:500]))
+                wrapped[name].append(ms)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     ping_ms = statistics.median(spent["ping"])
@@ -154,6 +184,9 @@ def main(argv=None):
         print("%-16s %10.1f %10.1f %12s" % (name, median, min(spent[name]), "-" if name == "ping" else "%+.1f ms" % (median - ping_ms)))
     print("the plan's zipimport compiles, one call: %d files, the collection's node code %.1f ms, ansible-core's %.1f ms"
           % (split["files"], split["collection"] * 1000, split["ansible-core"] * 1000))
+    without, with_cache = statistics.median(wrapped["without"]), statistics.median(wrapped["with"])
+    print("the plan under that wrapper, median of %d: %.1f ms without a bytecode cache, %.1f ms with one (SIMULATED): %+.1f ms"
+          % (opts.runs, without, with_cache, with_cache - without))
     return 0
 
 
