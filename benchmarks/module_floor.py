@@ -121,6 +121,7 @@ def main(argv=None):
         parser.error("--runs: give 1 or more")
     sys.path.insert(0, os.path.join(ROOT, "lab"))
     import fleet as lab  # pylint: disable=import-outside-toplevel
+    import yaml  # pylint: disable=import-outside-toplevel
 
     env = environment()
     work = tempfile.mkdtemp(prefix="gpuops-module-floor-")
@@ -145,8 +146,6 @@ def main(argv=None):
             handle.write(bad)
         # the node's environment, as the role gives it to the module (the fake NVML and systemd of the lab's node)
         with open(inventory, encoding="utf-8") as handle:
-            import yaml  # pylint: disable=import-outside-toplevel
-
             host = next(iter(yaml.safe_load(handle)["gpu_nodes"]["hosts"].values()))
         node_env = dict(os.environ, **dict((k, str(v)) for k, v in (host.get("checkpoint_guard_environment") or {}).items()))
         python = host.get("ansible_python_interpreter") or sys.executable

@@ -43,34 +43,39 @@ def stop_cluster(workdir):
     subprocess.run([SCRIPT, "stop", str(workdir)], check=False)
 
 
+def collect_connections(api_clients, why):
+    """``api_clients``' pooled connections closed, then what is left to the garbage collector collected here, each
+    ResourceWarning of it written to the log ("``why``: ...") instead of raised: under ``filterwarnings = error`` an
+    unclosed socket collected later fails whichever test (or, after the last, the session) the collector runs in."""
+    import gc
+    import warnings
+
+    for api_client in api_clients:
+        api_client.rest_client.pool_manager.clear()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    for warning in seen:
+        sys.__stderr__.write("%s: %s\n" % (why, warning.message))
+    return [str(warning.message) for warning in seen]
+
+
 def close_left_connections():
     """At the end of a session's control plane: the connections its in-process API clients still hold, closed, and what the
-    session left to the garbage collector collected now, each ResourceWarning of it written to the log instead of raised.
+    session left to the garbage collector collected now (``collect_connections``).
 
     Left to pytest's own last ``gc.collect()`` (pytest_unconfigure, after every test and fixture), an unclosed socket in a
     reference cycle is a ResourceWarning that ``filterwarnings = error`` turns into a failed session (exit 1) with no test
     named: stop 69's CI, kube lane, 62 passed. The clients kubernetes.core caches for the whole process (the event source's
     ``follow`` runs here, in threads) keep their keep-alive connections to the stopped control plane; those are closed. A
     test that leaks within its own run still fails (pytest collects after each test)."""
-    import gc
-    import warnings
-
     try:
         from ansible_collections.kubernetes.core.plugins.module_utils.k8s import client as k8s_client
         cached = list(getattr(k8s_client, "_pool", {}).values())
     except ImportError:
         cached = []
-    for dynamic in cached:
-        api_client = getattr(dynamic, "client", None)
-        rest = getattr(api_client, "rest_client", None)
-        if rest is not None:
-            rest.pool_manager.clear()
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always", ResourceWarning)
-        gc.collect()
-    for warning in seen:
-        sys.__stderr__.write("the session left to the garbage collector (closed now): %s\n" % (warning.message,))
-    return [str(warning.message) for warning in seen]
+    api_clients = [dynamic.client for dynamic in cached if getattr(getattr(dynamic, "client", None), "rest_client", None) is not None]
+    return collect_connections(api_clients, "the session left to the garbage collector (closed now)")
 
 
 class Cluster:
@@ -208,14 +213,8 @@ class Cluster:
         """This client's connections to the killed server, closed and collected here: left to the garbage collector, one
         was closed unclosed in a later test, whose ResourceWarning (an error under filterwarnings) failed that test (seen
         in a CI-equivalent run: test_gpu_quarantine after test_gpu_nodes_events' restarts)."""
-        import gc
-        import warnings
-
-        for api_client in [self.api_client] + self._node_clients:  # the nodes' own identities' clients too
-            api_client.rest_client.pool_manager.clear()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ResourceWarning)
-            gc.collect()
+        # the nodes' own identities' clients too
+        collect_connections([self.api_client] + self._node_clients, "a connection to the restarted API server (closed now)")
 
     def compact_etcd(self):
         """Compact etcd's history up to its current revision (every older resourceVersion gone: a watch from one gets
